@@ -1,0 +1,41 @@
+"""Exception types raised by revseq, one per kind of problem, all under RevseqError."""
+
+from __future__ import annotations
+
+__all__ = [
+    "RevseqError",
+    "InvalidNodeError",
+    "UnsupportedOpsetError",
+    "StrategyError",
+    "ModelLoadError",
+    "ModelSaveError",
+    "CheckError",
+]
+
+
+class RevseqError(Exception):
+    """Base class of every error revseq raises on purpose."""
+
+
+class InvalidNodeError(RevseqError):
+    """A ReverseSequence node violates the operator's specification."""
+
+
+class UnsupportedOpsetError(RevseqError):
+    """The model's opset cannot host the operator or its decomposition."""
+
+
+class StrategyError(RevseqError):
+    """No decomposition fits the requested strategy, target or opset."""
+
+
+class ModelLoadError(RevseqError):
+    """A file could not be read as a valid ONNX model."""
+
+
+class ModelSaveError(RevseqError):
+    """A model could not be written to the requested path."""
+
+
+class CheckError(RevseqError):
+    """An equivalence check could not be run (not: it found a difference)."""
