@@ -1,4 +1,8 @@
-"""Exception types raised by revseq, one per kind of problem, all under RevseqError."""
+"""Exception types raised by revseq, one per kind of problem, all under RevseqError.
+
+The two that report a model a pass cannot take are also onnx-ir PreconditionErrors, so
+an ``ir.passes.PassManager`` lets them through unwrapped.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,18 @@ __all__ = [
     "CheckError",
 ]
 
+import onnx_ir as ir
+
 
 class RevseqError(Exception):
     """Base class of every error revseq raises on purpose."""
 
 
-class InvalidNodeError(RevseqError):
+class InvalidNodeError(RevseqError, ir.passes.PreconditionError):
     """A ReverseSequence node violates the operator's specification."""
 
 
-class UnsupportedOpsetError(RevseqError):
+class UnsupportedOpsetError(RevseqError, ir.passes.PreconditionError):
     """The model's opset cannot host the operator or its decomposition."""
 
 

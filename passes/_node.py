@@ -1,0 +1,143 @@
+"""Recognise ReverseSequence nodes, validate them, and read what a form needs to know."""
+
+from __future__ import annotations
+
+__all__ = [
+    "REVSEQ_DOMAIN",
+    "ONNX_MIN_OPSET",
+    "DECOMPOSITION_MIN_OPSET",
+    "is_reverse_sequence",
+    "node_label",
+    "signature_of",
+]
+
+import numpy as np
+import onnx_ir as ir
+
+from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
+from revseq.ops.forms import Signature
+from revseq.passes._scopes import ScopedNode, opset_version
+
+REVSEQ_DOMAIN = "revseq"
+"""Domain of the generalised op: any distinct axes, int32 or int64 lengths."""
+
+ONNX_MIN_OPSET = 10
+"""ReverseSequence first appears in opset 10."""
+
+DECOMPOSITION_MIN_OPSET = 11
+"""Range and GatherElements appear in opset 11."""
+
+_LENGTH_TYPES = {
+    "": (ir.DataType.INT64,),
+    REVSEQ_DOMAIN: (ir.DataType.INT64, ir.DataType.INT32),
+}
+
+
+def is_reverse_sequence(node: ir.Node) -> bool:
+    """Whether ``node`` is ReverseSequence of the ONNX domain or of the ``revseq`` domain."""
+    return node.op_type == "ReverseSequence" and node.domain in ("", "ai.onnx", REVSEQ_DOMAIN)
+
+
+def node_label(scoped: ScopedNode) -> str:
+    """A readable reference to a node for messages: name, domain and scope."""
+    node = scoped.node
+    domain = "revseq" if node.domain == REVSEQ_DOMAIN else "onnx"
+    name = repr(node.name) if node.name else "(unnamed)"
+    return f"ReverseSequence node {name} ({domain} domain, in {scoped.scope})"
+
+
+def _fail(scoped: ScopedNode, problem: str) -> InvalidNodeError:
+    return InvalidNodeError(f"{node_label(scoped)}: {problem}")
+
+
+def _constant_lengths(value: ir.Value) -> np.ndarray | None:
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is None:
+        return None
+    # A graph input with a default initializer can be overridden at run time.
+    if value.is_graph_input():
+        return None
+    return np.asarray(tensor.numpy()).reshape(-1)
+
+
+def signature_of(
+    scoped: ScopedNode, *, opset: int, allowed: frozenset[str] | None = None
+) -> Signature:
+    """Validate ``scoped.node`` and describe it for a form emitting at ``opset``.
+
+    Raises:
+        InvalidNodeError: The node breaks the operator's specification.
+        UnsupportedOpsetError: The op does not exist in the node's opset.
+    """
+    node = scoped.node
+    domain = REVSEQ_DOMAIN if node.domain == REVSEQ_DOMAIN else ""
+    version = opset_version(scoped.owner, node.domain)
+    if domain == "" and (version is None or version < ONNX_MIN_OPSET):
+        raise UnsupportedOpsetError(
+            f"{node_label(scoped)}: ReverseSequence does not exist in opset {version} "
+            f"(it was added in opset {ONNX_MIN_OPSET})"
+        )
+    if len(node.inputs) != 2 or any(v is None for v in node.inputs):
+        raise _fail(scoped, f"expects 2 inputs (input, sequence_lens), got {len(node.inputs)}")
+    if len(node.outputs) != 1:
+        raise _fail(scoped, f"expects 1 output, got {len(node.outputs)}")
+    data, lens = node.inputs
+    assert data is not None and lens is not None
+
+    batch_axis = node.attributes.get_int("batch_axis", 1)
+    time_axis = node.attributes.get_int("time_axis", 0)
+    rank = len(data.shape) if data.shape is not None else None
+    if rank is not None and rank < 2:
+        raise _fail(scoped, f"input must have rank >= 2, got rank {rank}")
+    if domain == "":
+        if batch_axis not in (0, 1) or time_axis not in (0, 1):
+            raise _fail(
+                scoped,
+                f"batch_axis and time_axis must each be 0 or 1, got batch_axis={batch_axis}, "
+                f"time_axis={time_axis} (the revseq domain accepts any axes)",
+            )
+    elif rank is not None:
+        for name, axis in (("batch_axis", batch_axis), ("time_axis", time_axis)):
+            if not -rank <= axis < rank:
+                raise _fail(scoped, f"{name}={axis} is out of range for rank {rank}")
+        batch_axis %= rank
+        time_axis %= rank
+    elif batch_axis < 0 or time_axis < 0:
+        raise UnsupportedOpsetError(
+            f"{node_label(scoped)}: negative axes need a known input rank; declare the "
+            "input's shape or run shape inference first"
+        )
+    if batch_axis == time_axis:
+        raise _fail(scoped, f"batch_axis and time_axis must differ, both are {batch_axis}")
+
+    if lens.dtype is not None and lens.dtype not in _LENGTH_TYPES[domain]:
+        allowed_types = " or ".join(t.name.lower() for t in _LENGTH_TYPES[domain])
+        raise _fail(scoped, f"sequence_lens must be {allowed_types}, got {lens.dtype.name}")
+    if lens.shape is not None and len(lens.shape) != 1:
+        raise _fail(scoped, f"sequence_lens must be 1-D, got rank {len(lens.shape)}")
+
+    dims: tuple[int | None, ...] | None = None
+    if data.shape is not None:
+        dims = tuple(d if isinstance(d, int) else None for d in data.shape)
+    constant = _constant_lengths(lens)
+    batch = dims[batch_axis] if dims is not None else None
+    lens_size = constant.size if constant is not None else None
+    if lens_size is None and lens.shape is not None and isinstance(lens.shape[0], int):
+        lens_size = lens.shape[0]
+    if batch is not None and lens_size is not None and batch != lens_size:
+        raise _fail(
+            scoped,
+            f"sequence_lens has {lens_size} elements but the batch axis ({batch_axis}) "
+            f"has size {batch}",
+        )
+    return Signature(
+        batch_axis=batch_axis,
+        time_axis=time_axis,
+        rank=rank,
+        dims=dims,
+        dtype=data.dtype,
+        lens_dtype=lens.dtype or ir.DataType.INT64,
+        lens=constant,
+        opset=opset,
+        allowed=allowed,
+    )

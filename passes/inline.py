@@ -1,0 +1,223 @@
+"""Inline pass: replace every ReverseSequence node with a decomposition into standard ops."""
+
+from __future__ import annotations
+
+__all__ = ["InlineReverseSequencePass"]
+
+import logging
+from collections.abc import Iterable
+
+import onnx
+import onnx.version_converter
+import onnx_ir as ir
+
+from revseq.ops import forms
+from revseq.ops.errors import UnsupportedOpsetError
+from revseq.passes import _strategy
+from revseq.passes._builder import NodeBuilder
+from revseq.passes._node import (
+    DECOMPOSITION_MIN_OPSET,
+    REVSEQ_DOMAIN,
+    is_reverse_sequence,
+    signature_of,
+)
+from revseq.passes._scopes import ScopedNode, opset_version, walk
+
+logger = logging.getLogger(__name__)
+
+FUNCTION_DOMAIN = "revseq.inline"
+"""Domain of the model-local functions emitted with ``as_function=True``."""
+
+
+class InlineReverseSequencePass(ir.passes.InPlacePass):
+    """Replace every ReverseSequence (ONNX and ``revseq`` domain) with standard ops.
+
+    Nodes are replaced in the main graph, in If/Loop/Scan bodies at any depth and in
+    model-local functions. Everything else is left as it was. A model at opset 10 is
+    converted to opset 11 first, since the decomposition needs Range and GatherElements.
+
+    Attributes:
+        strategy: A name in ``revseq.STRATEGIES``; "auto" picks the fastest form that fits
+            each node.
+        as_function: Emit each distinct decomposition once as a model-local function
+            (domain ``revseq.inline``) and replace nodes with calls to it.
+        allowed_ops: Op types the target backend accepts, or None for any.
+    """
+
+    def __init__(
+        self,
+        *,
+        strategy: str = "auto",
+        as_function: bool = False,
+        allowed_ops: Iterable[str] | None = None,
+    ) -> None:
+        super().__init__()
+        _strategy.check_name(strategy)
+        self.strategy = strategy
+        self.as_function = as_function
+        self.allowed_ops = frozenset(allowed_ops) if allowed_ops is not None else None
+
+    def requires(self, model: ir.Model) -> None:
+        for scoped in _reverse_sequence_nodes(model):
+            signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        targets = _reverse_sequence_nodes(model)
+        if not targets:
+            return ir.passes.PassResult(model, modified=False)
+        if _needs_upgrade(model):
+            _upgrade_to_decomposition_opset(model)
+            targets = _reverse_sequence_nodes(model)
+
+        names = _NameSource(model)
+        functions: dict[tuple, ir.Function] = {}
+        for scoped in targets:
+            opset = opset_version(scoped.owner, "") or DECOMPOSITION_MIN_OPSET
+            if opset < DECOMPOSITION_MIN_OPSET:
+                raise UnsupportedOpsetError(
+                    f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
+                    f">= {DECOMPOSITION_MIN_OPSET} and only the main graph is converted"
+                )
+            sig = signature_of(scoped, opset=opset, allowed=self.allowed_ops)
+            strategy = _strategy.resolve(self.strategy, sig, scoped)
+            if self.as_function:
+                _replace_with_call(model, scoped, sig, strategy, functions, names)
+            else:
+                _replace_with_nodes(scoped, sig, strategy, names.prefix_for(scoped.node))
+        _drop_unused_revseq_import(model)
+        logger.info("inlined %d ReverseSequence node(s)", len(targets))
+        return ir.passes.PassResult(model, modified=True)
+
+
+def _reverse_sequence_nodes(model: ir.Model) -> list[ScopedNode]:
+    return [scoped for scoped in walk(model) if is_reverse_sequence(scoped.node)]
+
+
+def _needs_upgrade(model: ir.Model) -> bool:
+    version = opset_version(model.graph, "")
+    return version is not None and version < DECOMPOSITION_MIN_OPSET
+
+
+def _upgrade_to_decomposition_opset(model: ir.Model) -> None:
+    """Convert the model to opset 11 with onnx's version converter, in place."""
+    version = opset_version(model.graph, "")
+    try:
+        proto = onnx.version_converter.convert_version(
+            ir.to_proto(model), DECOMPOSITION_MIN_OPSET
+        )
+    except Exception as e:
+        raise UnsupportedOpsetError(
+            f"the model is at opset {version} and onnx's version converter could not "
+            f"convert it to opset {DECOMPOSITION_MIN_OPSET}, which the decomposition "
+            f"needs: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from e
+    converted = ir.from_proto(proto)
+    model.graph = converted.graph
+    model.ir_version = max(model.ir_version, converted.ir_version)
+    logger.info("converted the model from opset %s to %d", version, DECOMPOSITION_MIN_OPSET)
+
+
+def _replace_with_nodes(
+    scoped: ScopedNode, sig: forms.Signature, strategy: str, prefix: str
+) -> None:
+    node = scoped.node
+    data, lens = node.inputs
+    assert data is not None and lens is not None
+    op = NodeBuilder(prefix)
+    output = forms.emit(op, data, lens, sig, strategy)
+    op.drop_unused()
+    container = node.graph
+    assert container is not None
+    ir.convenience.replace_nodes_and_values(
+        container, node, [node], op.nodes, list(node.outputs), [output]
+    )
+
+
+def _replace_with_call(
+    model: ir.Model,
+    scoped: ScopedNode,
+    sig: forms.Signature,
+    strategy: str,
+    functions: dict[tuple, ir.Function],
+    names: _NameSource,
+) -> None:
+    """Replace the node by a call to a model-local function holding the decomposition."""
+    # Constant lengths stay a call argument: the function must not capture them.
+    sig = forms.Signature(**{**sig.__dict__, "lens": None})
+    key = (strategy, sig)
+    function = functions.get(key)
+    if function is None:
+        function = _build_function(sig, strategy, name=names.function_name(strategy))
+        functions[key] = function
+        model.functions[function.identifier()] = function
+        model.opset_imports.setdefault(FUNCTION_DOMAIN, 1)
+    node = scoped.node
+    call = ir.Node(
+        FUNCTION_DOMAIN,
+        function.name,
+        list(node.inputs),
+        num_outputs=1,
+        name=node.name,
+        doc_string=node.doc_string,
+    )
+    container = node.graph
+    assert container is not None
+    ir.convenience.replace_nodes_and_values(
+        container, node, [node], [call], list(node.outputs), list(call.outputs)
+    )
+
+
+def _build_function(sig: forms.Signature, strategy: str, *, name: str) -> ir.Function:
+    data = ir.Value(name="input", type=ir.TensorType(sig.dtype) if sig.dtype else None)
+    lens = ir.Value(name="sequence_lens", type=ir.TensorType(sig.lens_dtype))
+    op = NodeBuilder(name)
+    output = forms.emit(op, data, lens, sig, strategy)
+    op.drop_unused()
+    output.name = "Y"
+    graph = ir.Graph(
+        [data, lens], [output], nodes=op.nodes, opset_imports={"": sig.opset}, name=name
+    )
+    return ir.Function(FUNCTION_DOMAIN, name, graph=graph, attributes=[])
+
+
+class _NameSource:
+    """Unique prefixes for emitted nodes and values, and names for emitted functions."""
+
+    def __init__(self, model: ir.Model) -> None:
+        used: set[str] = set()
+        for scoped in walk(model):
+            used.update(v.name for v in scoped.node.outputs if v.name)
+            if scoped.node.name and not is_reverse_sequence(scoped.node):
+                used.add(scoped.node.name)
+        for graph in (model.graph, *(f.graph for f in model.functions.values())):
+            used.update(v.name for v in graph.inputs if v.name)
+            used.update(graph.initializers)
+        used.update(f.name for f in model.functions.values())
+        self._used = used
+        # Emitted names are "<prefix>/<op>_<i>": a prefix must not be a namespace in use.
+        self._namespaces = {name.rsplit("/", 1)[0] for name in used if "/" in name}
+
+    def _unique(self, base: str) -> str:
+        candidate, i = base, 1
+        while candidate in self._used or candidate in self._namespaces:
+            i += 1
+            candidate = f"{base}_{i}"
+        self._used.add(candidate)
+        self._namespaces.add(candidate)
+        return candidate
+
+    def prefix_for(self, node: ir.Node) -> str:
+        return self._unique(node.name or "ReverseSequence")
+
+    def function_name(self, strategy: str) -> str:
+        return self._unique(f"ReverseSequence_{strategy}")
+
+
+def _drop_unused_revseq_import(model: ir.Model) -> None:
+    """Remove the ``revseq`` opset import once no node of that domain is left."""
+    if any(s.node.domain == REVSEQ_DOMAIN for s in walk(model)):
+        return
+    model.graph.opset_imports.pop(REVSEQ_DOMAIN, None)
+    for function in model.functions.values():
+        function.opset_imports.pop(REVSEQ_DOMAIN, None)
+

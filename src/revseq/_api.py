@@ -1,0 +1,70 @@
+"""The Python API: accept a ModelProto, an onnx_ir.Model or a path; return the same kind."""
+
+from __future__ import annotations
+
+__all__ = ["inline", "ModelLike"]
+
+import logging
+import os
+from typing import TypeVar, Union
+
+import onnx
+import onnx_ir as ir
+
+from revseq.passes import InlineReverseSequencePass
+
+logger = logging.getLogger(__name__)
+
+ModelLike = Union[onnx.ModelProto, ir.Model, str, os.PathLike]
+_Returned = TypeVar("_Returned", onnx.ModelProto, ir.Model)
+
+
+def _to_ir(model: ModelLike) -> ir.Model:
+    if isinstance(model, ir.Model):
+        return model
+    if isinstance(model, onnx.ModelProto):
+        return ir.from_proto(model)
+    if isinstance(model, (str, os.PathLike)):
+        from revseq import _io
+
+        return _io.load_model(model)
+    raise TypeError(
+        f"expected an onnx.ModelProto, an onnx_ir.Model or a path, got {type(model).__name__}"
+    )
+
+
+def _apply(model: ModelLike, passes: ir.passes.Pass) -> onnx.ModelProto | ir.Model:
+    ir_model = _to_ir(model)
+    passes(ir_model)
+    if isinstance(model, ir.Model):
+        return ir_model
+    return ir.to_proto(ir_model)
+
+
+def inline(
+    model: ModelLike,
+    *,
+    strategy: str = "auto",
+    as_function: bool = False,
+    target: str | list[str] | tuple[str, ...] | frozenset[str] | set[str] | None = None,
+) -> onnx.ModelProto | ir.Model:
+    """Replace every ReverseSequence node with a decomposition into standard ops.
+
+    Args:
+        model: An ``onnx.ModelProto`` (left unmodified), an ``onnx_ir.Model`` (rewritten
+            in place and returned) or a path (loaded; an ``onnx.ModelProto`` is returned).
+        strategy: A name in ``revseq.STRATEGIES``; "auto" picks the fastest valid form
+            for each node.
+        as_function: Emit the decomposition as model-local functions plus call nodes.
+        target: A backend profile name from ``revseq.TARGETS``, or a collection of op
+            types (profile names may be mixed in) the output may use.
+
+    Returns:
+        The rewritten model, of the kind given (a path gives an ``onnx.ModelProto``).
+    """
+    from revseq.ops.targets import allowed_op_types
+
+    pass_ = InlineReverseSequencePass(
+        strategy=strategy, as_function=as_function, allowed_ops=allowed_op_types(target)
+    )
+    return _apply(model, pass_)
