@@ -33,7 +33,6 @@ from typing import Protocol
 
 import numpy as np
 import onnx_ir as ir
-
 from revseq.ops.errors import StrategyError
 
 logger = logging.getLogger(__name__)
@@ -61,7 +60,7 @@ class Signature:
             None when the rank is unknown.
         dtype: Element type of the data, if known.
         lens_dtype: Element type of ``sequence_lens`` (INT64 or INT32).
-        lens: The lengths when they are a constant, else None.
+        lens: The lengths when they are a constant (a tuple, so signatures hash), else None.
         opset: Version of the default ONNX domain the emitted nodes must belong to.
         allowed: Op types the target accepts, or None for any standard op.
     """
@@ -72,7 +71,7 @@ class Signature:
     dims: tuple[int | None, ...] | None
     dtype: ir.DataType | None
     lens_dtype: ir.DataType
-    lens: np.ndarray | None
+    lens: tuple[int, ...] | None
     opset: int
     allowed: frozenset[str] | None = None
 
@@ -114,10 +113,12 @@ def source_index_numpy(lens: np.ndarray, time_len: int) -> np.ndarray:
 
 
 def _const(op: OpBuilder, array: np.ndarray | int | Sequence[int]) -> ir.Value:
-    return op.Constant(value=ir.tensor(np.asarray(array, dtype=np.int64)))
+    return op.Constant(value=ir.Tensor(np.asarray(array, dtype=np.int64)))
 
 
-def _unsqueeze(op: OpBuilder, value: ir.Value, axes: Sequence[int], sig: Signature) -> ir.Value:
+def _unsqueeze(
+    op: OpBuilder, value: ir.Value, axes: Sequence[int], sig: Signature
+) -> ir.Value:
     if not axes:
         return value
     if sig.opset >= 13:
@@ -137,9 +138,7 @@ def _dim_scalar(op: OpBuilder, data: ir.Value, axis: int, sig: Signature) -> ir.
     return op.Gather(_shape(op, data), _const(op, axis))
 
 
-def _place(
-    op: OpBuilder, vector: ir.Value, axis: int, rank: int, sig: Signature
-) -> ir.Value:
+def _place(op: OpBuilder, vector: ir.Value, axis: int, rank: int, sig: Signature) -> ir.Value:
     """Reshape a 1-D ``vector`` to ``rank`` dims with its elements along ``axis``."""
     return _unsqueeze(op, vector, [a for a in range(rank) if a != axis], sig)
 
@@ -156,21 +155,19 @@ def _pad_trailing(
     if sig.rank is not None:
         return _unsqueeze(op, value, list(range(lead, sig.rank)), sig)
     extra = op.Sub(op.Shape(op.Shape(data)), _const(op, [lead]))
-    ones = op.ConstantOfShape(extra, value=ir.tensor(np.array([1], dtype=np.int64)))
+    ones = op.ConstantOfShape(extra, value=ir.Tensor(np.array([1], dtype=np.int64)))
     return op.Reshape(value, op.Concat(op.Shape(value), ones, axis=0))
 
 
-def _lengths(
-    op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature
-) -> ir.Value:
+def _lengths(op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature) -> ir.Value:
     """The lengths as int64 [B], clamped to at most T (negatives act as 0 downstream)."""
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
-    if sig.allows("Less", "Where"):
-        return op.Where(op.Less(time_len, lens), time_len, lens)
     if sig.allows("Min") and sig.opset >= 12:
         return op.Min(lens, time_len)
-    raise StrategyError("clamping the lengths needs Less+Where or Min (opset >= 12)")
+    if sig.allows("Less", "Where"):
+        return op.Where(op.Less(time_len, lens), time_len, lens)
+    raise StrategyError("clamping the lengths needs Min (opset >= 12) or Less+Where")
 
 
 def _iota(op: OpBuilder, size: ir.Value, static: int | None, sig: Signature) -> ir.Value:
@@ -181,41 +178,79 @@ def _iota(op: OpBuilder, size: ir.Value, static: int | None, sig: Signature) -> 
         return op.Range(_const(op, 0), size, _const(op, 1))
     if sig.allows("ConstantOfShape", "CumSum", "Reshape"):
         ones = op.ConstantOfShape(
-            op.Reshape(size, _const(op, [1])), value=ir.tensor(np.array([1], np.int64))
+            op.Reshape(size, _const(op, [1])), value=ir.Tensor(np.array([1], np.int64))
         )
         return op.CumSum(ones, _const(op, 0), exclusive=1)
     raise StrategyError("a run-time index needs Range or ConstantOfShape+CumSum")
 
 
-def _select_source(
-    op: OpBuilder, steps: ir.Value, lens: ir.Value, sig: Signature
+def _affine(
+    op: OpBuilder, value: ir.Value, scale: ir.Value | None, offset: ir.Value | None
 ) -> ir.Value:
-    """``where(t < L, L - 1 - t, t)`` for broadcastable ``steps`` and ``lens``."""
-    reversed_steps = op.Sub(op.Sub(lens, _const(op, 1)), steps)
+    if scale is not None:
+        value = op.Mul(value, scale)
+    if offset is not None:
+        value = op.Add(value, offset)
+    return value
+
+
+def _select_source(
+    op: OpBuilder,
+    steps: ir.Value,
+    lens: ir.Value,
+    sig: Signature,
+    *,
+    scale: ir.Value | None,
+    offset: ir.Value | None,
+) -> ir.Value:
+    """``where(t < L, s*(L-1-t) + o, s*t + o)`` for broadcastable ``steps`` and ``lens``.
+
+    The reversed branch is written ``s*L - (s*(t+1) - o)`` so that with static shapes
+    everything but ``s*L`` folds into one constant.
+    """
+    forward = _affine(op, steps, scale, offset)
+    bias = op.Add(steps, _const(op, 1))
+    if scale is not None:
+        bias = op.Mul(bias, scale)
+    if offset is not None:
+        bias = op.Sub(bias, offset)
+    backward = op.Sub(lens if scale is None else op.Mul(lens, scale), bias)
     if sig.allows("Less", "Where"):
-        return op.Where(op.Less(steps, lens), reversed_steps, steps)
+        return op.Where(op.Less(steps, lens), backward, forward)
     if sig.allows("Max", "Min", "Mul", "Add") and sig.opset >= 12:
-        # inside = 1 where t < L else 0, by integer clamping; src = t + inside*(L-1-2t).
+        # inside = 1 where t < L else 0, by integer clamping.
         inside = op.Min(op.Max(op.Sub(lens, steps), _const(op, 0)), _const(op, 1))
-        return op.Add(steps, op.Mul(inside, op.Sub(reversed_steps, steps)))
+        return op.Add(forward, op.Mul(inside, op.Sub(backward, forward)))
     raise StrategyError("selecting the source step needs Less+Where or Min+Max+Mul+Add")
 
 
-def _source_index(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
-    """The source index over the leading axes: T along time, B along batch, 1 elsewhere."""
+def _source_index(
+    op: OpBuilder,
+    data: ir.Value,
+    lens: ir.Value,
+    sig: Signature,
+    *,
+    scale: ir.Value | None = None,
+    offset: ir.Value | None = None,
+) -> ir.Value:
+    """``scale * src + offset`` over the leading axes (T along time, B along batch).
+
+    Without scale and offset this is the source index itself, sized 1 on the leading
+    axes other than time and batch.
+    """
     t, b, lead = sig.time_axis, sig.batch_axis, sig.lead_rank
     time_static = sig.dim(t)
     if time_static is not None and sig.lens is not None:
-        table = source_index_numpy(sig.lens, time_static)  # [T, B]
+        table = source_index_numpy(np.array(sig.lens, dtype=np.int64), time_static)  # [T, B]
         if t > b:
             table = table.T
         shape = [1] * lead
         shape[t], shape[b] = table.shape[0 if t < b else 1], table.shape[1 if t < b else 0]
-        return _const(op, table.reshape(shape))
+        return _affine(op, _const(op, table.reshape(shape)), scale, offset)
     time_len = _dim_scalar(op, data, t, sig)
-    clamped = _lengths(op, lens, time_len, sig)
+    clamped = _place(op, _lengths(op, lens, time_len, sig), b, lead, sig)
     steps = _place(op, _iota(op, time_len, time_static, sig), t, lead, sig)
-    return _select_source(op, steps, _place(op, clamped, b, lead, sig), sig)
+    return _select_source(op, steps, clamped, sig, scale=scale, offset=offset)
 
 
 def _lead_shape(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
@@ -257,8 +292,11 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     src = _source_index(op, data, lens, sig)
     columns = []
     for axis in range(batch_dims, lead):
-        grid = src if axis == t else _axis_grid(op, data, axis, sig)
-        columns.append(_unsqueeze(op, op.Expand(grid, lead_shape), [lead], sig))
+        if axis == t and lead == 2:
+            grid = src  # [T, B] or [B, T] already
+        else:
+            grid = op.Expand(src if axis == t else _axis_grid(op, data, axis, sig), lead_shape)
+        columns.append(_unsqueeze(op, grid, [lead], sig))
     index = columns[0] if len(columns) == 1 else op.Concat(*columns, axis=lead)
     return op.GatherND(data, index, batch_dims=batch_dims)
 
@@ -266,46 +304,55 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
 def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
     """Gather on a [rows, rest] view with a flat row index; Reshape back.
 
-    onnxruntime's Gather loses string elements when a gathered slice holds more than one
-    (see BACKENDS.md), so string data is gathered with GatherND on the same view.
+    The flat index is ``stride_t * src + sum(stride_k * coord_k)`` over the other leading
+    axes; with static shapes all of it but the lengths folds into constants. onnxruntime's
+    Gather loses string elements when a gathered slice holds more than one (BACKENDS.md),
+    so string data is gathered with GatherND on the same view.
     """
     t, lead = sig.time_axis, sig.lead_rank
-    src = _source_index(op, data, lens, sig)
     static = sig.lead_dims()
-    flat: ir.Value | None = None
+    strides: list[ir.Value | None] = []
     for axis in range(lead):
-        coord = src if axis == t else _axis_grid(op, data, axis, sig)
         if static is not None:
-            stride: ir.Value = _const(op, int(np.prod(static[axis + 1 :], dtype=np.int64)))
+            size = int(np.prod(static[axis + 1 :], dtype=np.int64))
+            strides.append(None if size == 1 else _const(op, size))
         elif axis + 1 < lead:
-            stride = op.ReduceProd(
-                op.Slice(_shape(op, data), _const(op, [axis + 1]), _const(op, [lead])),
-                keepdims=0,
+            strides.append(
+                op.ReduceProd(
+                    op.Slice(_shape(op, data), _const(op, [axis + 1]), _const(op, [lead])),
+                    keepdims=0,
+                )
             )
         else:
-            stride = _const(op, 1)
-        term = coord if axis + 1 == lead else op.Mul(coord, stride)
-        flat = term if flat is None else op.Add(flat, term)
-    assert flat is not None
-    if static is not None:
-        flat = op.Expand(flat, _const(op, list(static)))
+            strides.append(None)
+    offset: ir.Value | None = None
+    for axis in range(lead):
+        if axis != t:
+            term = _affine(op, _axis_grid(op, data, axis, sig), strides[axis], None)
+            offset = term if offset is None else op.Add(offset, term)
+    flat = _source_index(op, data, lens, sig, scale=strides[t], offset=offset)
+    if sig.dims is not None and static is not None and all(d is not None for d in sig.dims):
+        rest = int(np.prod(sig.dims[lead:], dtype=np.int64))
+        rows = op.Reshape(
+            data, _const(op, [int(np.prod(static, dtype=np.int64)), rest]), allowzero=1
+        )
+        shape = _const(op, list(sig.dims))
     else:
-        flat = op.Expand(flat, _lead_shape(op, data, sig))
-    rows = op.Flatten(data, axis=lead)
+        rows = op.Flatten(data, axis=lead)
+        shape = _shape(op, data)
     if sig.dtype == ir.DataType.STRING:
         gathered = op.GatherND(rows, _unsqueeze(op, flat, [lead], sig))
     else:
         gathered = op.Gather(rows, flat, axis=0)
-    return op.Reshape(gathered, _shape(op, data), allowzero=1)
+    return op.Reshape(gathered, shape, allowzero=1)
 
 
 @dataclasses.dataclass(frozen=True)
 class Form:
-    """A named decomposition, the op types it emits and the opset it needs."""
+    """A named decomposition and the opset it needs."""
 
     name: str
     build: Callable[[OpBuilder, ir.Value, ir.Value, Signature], ir.Value]
-    op_types: frozenset[str]
     min_opset: int
     description: str
 
@@ -316,31 +363,24 @@ class Form:
         return None
 
 
-_INDEX_OPS = frozenset({"Constant", "Shape", "Gather", "Slice", "Cast", "Unsqueeze", "Range",
-                        "Less", "Where", "Sub", "Expand"})
-
 FORMS: dict[str, Form] = {
     form.name: form
     for form in (
         Form(
             "gather_elements",
             gather_elements,
-            _INDEX_OPS | {"GatherElements", "ConstantOfShape", "Concat", "Reshape", "Size"},
             11,
             "GatherElements with a data-sized index (the design card's form)",
         ),
         Form(
             "gather_nd",
             gather_nd,
-            _INDEX_OPS | {"GatherND", "Concat"},
             12,
             "GatherND gathering whole rows with (time, batch) index tuples",
         ),
         Form(
             "gather_rows",
             gather_rows,
-            _INDEX_OPS | {"Gather", "GatherND", "Flatten", "Reshape", "Mul", "Add",
-                          "ReduceProd"},
             14,
             "Gather of whole rows of a flattened [rows, rest] view",
         ),
@@ -361,4 +401,3 @@ def emit(
     if reason is not None:
         raise StrategyError(reason)
     return form.build(op, data, lens, sig)
-

@@ -21,8 +21,20 @@ TARGETS: dict[str, frozenset[str]] = {
     # onnxruntime js/web/docs/webgpu-operators.md; GatherND from the native WebGPU EP.
     "webgpu": _ARITHMETIC
     | _SHAPING
-    | {"Shape", "Gather", "GatherElements", "GatherND", "GatherND:batch_dims", "Range",
-       "Less", "Where", "Tile", "ConstantOfShape", "Size", "ReduceProd"},
+    | {
+        "Shape",
+        "Gather",
+        "GatherElements",
+        "GatherND",
+        "GatherND:batch_dims",
+        "Range",
+        "Less",
+        "Where",
+        "Tile",
+        "ConstantOfShape",
+        "Size",
+        "ReduceProd",
+    },
     # WebNN spec and onnxruntime js/web/docs/webnn-operators.md: no Range, GatherND only
     # with batch_dims == 0, Expand/Reshape shapes must be constants (so no Shape here).
     "webnn": _ARITHMETIC
@@ -31,14 +43,15 @@ TARGETS: dict[str, frozenset[str]] = {
     # onnxruntime qnn/builder/op_builder_factory.cc: no Range; static shapes.
     "qnn": _ARITHMETIC
     | _SHAPING
-    | {"Gather", "GatherElements", "GatherND", "Where", "Less", "Tile", "CumSum",
-       "Transpose"},
+    | {"Gather", "GatherElements", "GatherND", "Where", "Less", "Tile", "CumSum", "Transpose"},
     # onnxruntime CoreML EP, older operator list: no Where, Less or GatherElements.
-    "coreml": frozenset({"Gather", "Slice", "Reshape", "Transpose", "Concat", "Add", "Sub",
-                         "Mul"}),
+    "coreml": frozenset(
+        {"Gather", "Slice", "Reshape", "Transpose", "Concat", "Add", "Sub", "Mul"}
+    ),
     # onnxruntime NNAPI EP: lengths must be constant (one Gather with a constant index).
-    "nnapi": frozenset({"Gather", "Slice", "Reshape", "Concat", "Transpose", "Add", "Sub",
-                        "Mul"}),
+    "nnapi": frozenset(
+        {"Gather", "Slice", "Reshape", "Concat", "Transpose", "Add", "Sub", "Mul"}
+    ),
 }
 """Named backend profiles: the op types each accepts."""
 

@@ -7,9 +7,11 @@ static shapes carries its index as a constant rather than as arithmetic run ever
 
 from __future__ import annotations
 
-__all__ = ["NodeBuilder"]
+__all__ = ["NodeBuilder", "gc_paused"]
 
-from collections.abc import Callable
+import contextlib
+import gc
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -48,6 +50,31 @@ _FOLDERS: dict[str, Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]] = 
 }
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a pass creates many IR objects.
+
+    Building tens of thousands of nodes otherwise triggers full collections that scan
+    the whole model again and again, which makes a pass grow faster than linearly.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _attribute(name: str, value: Any) -> ir.Attr:
+    """The two attribute kinds the forms use; cheaper than the generic converter."""
+    if isinstance(value, ir.Tensor):
+        return ir.Attr(name, ir.AttributeType.TENSOR, value)
+    if isinstance(value, int):
+        return ir.Attr(name, ir.AttributeType.INT, int(value))
+    raise TypeError(f"unsupported attribute {name}={value!r}")
+
+
 def _constant_of(value: ir.Value | None) -> np.ndarray | None:
     if value is None or value.const_value is None:
         return None
@@ -57,25 +84,33 @@ def _constant_of(value: ir.Value | None) -> np.ndarray | None:
 class NodeBuilder:
     """Records the nodes a form emits, named after the node they replace.
 
-    Attributes:
-        nodes: The nodes recorded so far, in emission order.
+    Constants are held as bare values until :meth:`finish`, which emits a Constant node
+    only for those that a recorded node reads: folding leaves many behind.
     """
 
     def __init__(self, prefix: str) -> None:
         self._prefix = prefix
-        self.nodes: list[ir.Node] = []
+        self._count = 0
+        self._nodes: list[ir.Node] = []
+        self._constants: list[ir.Value] = []
 
     def __getattr__(self, op_type: str) -> Callable[..., ir.Value]:
         if op_type.startswith("_"):
             raise AttributeError(op_type)
 
         def make(*inputs: ir.Value | None, **attributes: Any) -> ir.Value:
+            if op_type == "Constant":
+                return self._constant(attributes["value"])
             folded = self._fold(op_type, inputs, attributes)
             if folded is not None:
-                return self._record("Constant", (), {"value": ir.tensor(folded)})
+                return self._constant(ir.Tensor(folded))
             return self._record(op_type, inputs, attributes)
 
         return make
+
+    def _name(self, op_type: str) -> str:
+        self._count += 1
+        return f"{self._prefix}/{op_type}_{self._count - 1}"
 
     def _fold(
         self, op_type: str, inputs: tuple[ir.Value | None, ...], attributes: dict[str, Any]
@@ -91,30 +126,47 @@ class NodeBuilder:
             return None
         return result
 
+    def _constant(self, tensor: ir.Tensor) -> ir.Value:
+        value = ir.Value(
+            name=self._name("Constant"),
+            type=ir.TensorType(tensor.dtype),
+            shape=ir.Shape(tensor.shape),
+            const_value=tensor,
+        )
+        self._constants.append(value)
+        return value
+
     def _record(
-        self,
-        op_type: str,
-        inputs: tuple[ir.Value | None, ...],
-        attributes: dict[str, Any],
+        self, op_type: str, inputs: tuple[ir.Value | None, ...], attributes: dict[str, Any]
     ) -> ir.Value:
-        name = f"{self._prefix}/{op_type}_{len(self.nodes)}"
+        name = self._name(op_type)
         node = ir.Node(
             "",
             op_type,
             inputs,
-            attributes=ir.convenience.convert_attributes(attributes),
+            attributes=[_attribute(k, v) for k, v in attributes.items()],
+            outputs=[ir.Value(name=name)],
             name=name,
         )
-        output = node.outputs[0]
-        output.name = name
-        if op_type == "Constant":
-            tensor = attributes["value"]
-            output.const_value = tensor
-            output.type = ir.TensorType(tensor.dtype)
-            output.shape = ir.Shape(tensor.shape)
-        self.nodes.append(node)
-        return output
+        self._nodes.append(node)
+        return node.outputs[0]
 
-    def drop_unused(self) -> None:
-        """Forget folded-away constants that no emitted node reads."""
-        self.nodes = [n for n in self.nodes if n.op_type != "Constant" or n.outputs[0].uses()]
+    def finish(self, output: ir.Value) -> list[ir.Node]:
+        """The nodes to insert: Constant nodes for the constants in use, then the rest.
+
+        ``output`` is the value that replaces the node's output; if it is itself a
+        constant, it gets a Constant node too.
+        """
+        constants = [
+            ir.Node(
+                "",
+                "Constant",
+                [],
+                attributes=[_attribute("value", value.const_value)],
+                outputs=[value],
+                name=value.name,
+            )
+            for value in self._constants
+            if value.uses() or value is output
+        ]
+        return constants + self._nodes

@@ -13,7 +13,6 @@ __all__ = [
 
 import numpy as np
 import onnx_ir as ir
-
 from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
 from revseq.ops.forms import Signature
 from revseq.passes._scopes import ScopedNode, opset_version
@@ -137,7 +136,7 @@ def signature_of(
         dims=dims,
         dtype=data.dtype,
         lens_dtype=lens.dtype or ir.DataType.INT64,
-        lens=constant,
+        lens=tuple(int(v) for v in constant) if constant is not None else None,
         opset=opset,
         allowed=allowed,
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 __all__ = ["STRATEGIES", "AUTO_PREFERENCE", "check_name", "resolve", "emitted_op_types"]
 
-import onnx_ir as ir
+import functools
 
+import onnx_ir as ir
 from revseq.ops import forms
 from revseq.ops.errors import StrategyError
 from revseq.passes._builder import NodeBuilder
@@ -30,11 +31,14 @@ def check_name(strategy: str) -> None:
         )
 
 
-def emitted_op_types(sig: forms.Signature, strategy: str) -> set[str]:
+@functools.lru_cache(maxsize=1024)
+def emitted_op_types(sig: forms.Signature, strategy: str) -> frozenset[str]:
     """The op types the form emits for ``sig`` (it is emitted on scratch values)."""
     op = NodeBuilder("probe")
-    forms.emit(op, ir.Value(name="input"), ir.Value(name="sequence_lens"), sig, strategy)
-    return {node.op_type for node in op.nodes}
+    output = forms.emit(
+        op, ir.Value(name="input"), ir.Value(name="sequence_lens"), sig, strategy
+    )
+    return frozenset(node.op_type for node in op.finish(output))
 
 
 def _misfit(sig: forms.Signature, strategy: str) -> str | None:

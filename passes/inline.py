@@ -10,11 +10,10 @@ from collections.abc import Iterable
 import onnx
 import onnx.version_converter
 import onnx_ir as ir
-
 from revseq.ops import forms
 from revseq.ops.errors import UnsupportedOpsetError
 from revseq.passes import _strategy
-from revseq.passes._builder import NodeBuilder
+from revseq.passes._builder import NodeBuilder, gc_paused
 from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,
     REVSEQ_DOMAIN,
@@ -58,10 +57,16 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         self.allowed_ops = frozenset(allowed_ops) if allowed_ops is not None else None
 
     def requires(self, model: ir.Model) -> None:
+        """Validate every ReverseSequence node before anything is rewritten."""
         for scoped in _reverse_sequence_nodes(model):
             signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Replace the nodes; ``modified`` is False when the model has none."""
+        with gc_paused():
+            return self._inline_all(model)
+
+    def _inline_all(self, model: ir.Model) -> ir.passes.PassResult:
         targets = _reverse_sequence_nodes(model)
         if not targets:
             return ir.passes.PassResult(model, modified=False)
@@ -81,7 +86,9 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             sig = signature_of(scoped, opset=opset, allowed=self.allowed_ops)
             strategy = _strategy.resolve(self.strategy, sig, scoped)
             if self.as_function:
-                _replace_with_call(model, scoped, sig, strategy, functions, names)
+                _replace_with_call(
+                    model, scoped, sig=sig, strategy=strategy, functions=functions, names=names
+                )
             else:
                 _replace_with_nodes(scoped, sig, strategy, names.prefix_for(scoped.node))
         _drop_unused_revseq_import(model)
@@ -125,17 +132,17 @@ def _replace_with_nodes(
     assert data is not None and lens is not None
     op = NodeBuilder(prefix)
     output = forms.emit(op, data, lens, sig, strategy)
-    op.drop_unused()
     container = node.graph
     assert container is not None
     ir.convenience.replace_nodes_and_values(
-        container, node, [node], op.nodes, list(node.outputs), [output]
+        container, node, [node], op.finish(output), list(node.outputs), [output]
     )
 
 
 def _replace_with_call(
     model: ir.Model,
     scoped: ScopedNode,
+    *,
     sig: forms.Signature,
     strategy: str,
     functions: dict[tuple, ir.Function],
@@ -172,10 +179,10 @@ def _build_function(sig: forms.Signature, strategy: str, *, name: str) -> ir.Fun
     lens = ir.Value(name="sequence_lens", type=ir.TensorType(sig.lens_dtype))
     op = NodeBuilder(name)
     output = forms.emit(op, data, lens, sig, strategy)
-    op.drop_unused()
+    nodes = op.finish(output)
     output.name = "Y"
     graph = ir.Graph(
-        [data, lens], [output], nodes=op.nodes, opset_imports={"": sig.opset}, name=name
+        [data, lens], [output], nodes=nodes, opset_imports={"": sig.opset}, name=name
     )
     return ir.Function(FUNCTION_DOMAIN, name, graph=graph, attributes=[])
 
@@ -194,14 +201,16 @@ class _NameSource:
             used.update(graph.initializers)
         used.update(f.name for f in model.functions.values())
         self._used = used
+        self._next: dict[str, int] = {}
         # Emitted names are "<prefix>/<op>_<i>": a prefix must not be a namespace in use.
         self._namespaces = {name.rsplit("/", 1)[0] for name in used if "/" in name}
 
     def _unique(self, base: str) -> str:
-        candidate, i = base, 1
+        candidate, i = base, self._next.get(base, 1)
         while candidate in self._used or candidate in self._namespaces:
             i += 1
             candidate = f"{base}_{i}"
+        self._next[base] = i
         self._used.add(candidate)
         self._namespaces.add(candidate)
         return candidate
@@ -220,4 +229,3 @@ def _drop_unused_revseq_import(model: ir.Model) -> None:
     model.graph.opset_imports.pop(REVSEQ_DOMAIN, None)
     for function in model.functions.values():
         function.opset_imports.pop(REVSEQ_DOMAIN, None)
-

@@ -1,0 +1,309 @@
+"""Benchmark: native ReverseSequence vs each decomposition vs a memory copy, and pass speed.
+
+Run ``python -m revseq.bench`` (``--quick`` for a short smoke run). Times are paired
+medians: every round runs each variant once, interleaved, in this one process, and each
+variant's time is divided by the native kernel's time of the same round before the
+median is taken, so machine noise cancels instead of being measured.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SUITE", "main"]
+
+import argparse
+import dataclasses
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx
+import onnx.helper
+import onnx_ir as ir
+import onnxruntime as ort
+
+import revseq
+from revseq.passes import InlineReverseSequencePass
+
+_TYPES = {
+    "float32": (np.float32, onnx.TensorProto.FLOAT),
+    "float16": (np.float16, onnx.TensorProto.FLOAT16),
+    "int64": (np.int64, onnx.TensorProto.INT64),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One benchmark shape: data shape, layout and element type."""
+
+    shape: tuple[int, ...]
+    batch_axis: int
+    time_axis: int
+    dtype: str
+
+    @property
+    def label(self) -> str:
+        layout = "time-major" if self.time_axis == 0 else "batch-major"
+        return f"{list(self.shape)} {layout} {self.dtype}"
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(_TYPES[self.dtype][0]).itemsize
+
+
+SUITE: tuple[Case, ...] = (
+    Case((1000, 8, 1), 1, 0, "float32"),
+    Case((8, 1000, 1), 0, 1, "float32"),
+    Case((512, 64), 1, 0, "float32"),
+    Case((64, 512), 0, 1, "int64"),
+    Case((128, 32, 64), 1, 0, "float32"),
+    Case((32, 128, 64), 0, 1, "float16"),
+    Case((64, 32, 256), 1, 0, "int64"),
+    Case((50, 16, 8, 64), 1, 0, "float32"),
+    Case((16, 50, 8, 64), 0, 1, "float16"),
+    Case((64, 256, 1024), 1, 0, "float32"),
+    Case((256, 64, 1024), 0, 1, "float32"),
+)
+
+_QUICK = (SUITE[0], SUITE[2], SUITE[4], SUITE[7])
+
+
+def native_model(case: Case) -> onnx.ModelProto:
+    """A one-node ReverseSequence model with the case's static shape."""
+    elem = _TYPES[case.dtype][1]
+    node = onnx.helper.make_node(
+        "ReverseSequence",
+        ["x", "lens"],
+        ["y"],
+        batch_axis=case.batch_axis,
+        time_axis=case.time_axis,
+        name="rs",
+    )
+    batch = case.shape[case.batch_axis]
+    graph = onnx.helper.make_graph(
+        [node],
+        "bench",
+        [
+            onnx.helper.make_tensor_value_info("x", elem, case.shape),
+            onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [batch]),
+        ],
+        [onnx.helper.make_tensor_value_info("y", elem, case.shape)],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+
+
+def _session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def extra_bytes(model: onnx.ModelProto) -> int:
+    """Bytes of every intermediate tensor (not input, not output), by shape inference.
+
+    An upper bound on the extra memory a run needs beyond its input and output: the
+    runtime may reuse buffers, never needs more.
+    """
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    total = 0
+    for info in inferred.graph.value_info:
+        dims = [d.dim_value for d in info.type.tensor_type.shape.dim]
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
+        total += math.prod(dims) * np.dtype(itemsize).itemsize
+    return total
+
+
+def _time_once(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def paired_medians(
+    variants: dict[str, Callable[[], object]], *, rounds: int, budget_s: float
+) -> dict[str, tuple[float, float]]:
+    """(median seconds, median ratio to the first variant) per variant, interleaved."""
+    for fn in variants.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    deadline = time.perf_counter() + budget_s
+    for i in range(rounds):
+        for name, fn in variants.items():
+            times[name].append(_time_once(fn))
+        if i >= 4 and time.perf_counter() > deadline:
+            break
+    base = next(iter(variants))
+    return {
+        name: (
+            statistics.median(ts),
+            statistics.median(t / b for t, b in zip(ts, times[base])),
+        )
+        for name, ts in times.items()
+    }
+
+
+def _inputs(case: Case, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    np_type = _TYPES[case.dtype][0]
+    x = rng.standard_normal(case.shape).astype(np_type)
+    time_len = case.shape[case.time_axis]
+    lens = rng.integers(0, time_len + 1, case.shape[case.batch_axis], dtype=np.int64)
+    return {"x": x, "lens": lens}
+
+
+def run_speed(
+    cases: Sequence[Case], threads: Sequence[int], rounds: int, budget_s: float
+) -> list[dict[str, object]]:
+    """Time every case at every thread count; one row per (case, threads)."""
+    rng = np.random.default_rng(0)
+    strategies = list(revseq.STRATEGIES)
+    rows = []
+    for case in cases:
+        native = native_model(case)
+        models = {"native": native}
+        models.update({s: revseq.inline(native, strategy=s) for s in strategies})
+        feeds = _inputs(case, rng)
+        destination = np.empty_like(feeds["x"])
+        for n in threads:
+            sessions = {name: _session(m, n) for name, m in models.items()}
+            variants: dict[str, Callable[[], object]] = {
+                name: (lambda s=s: s.run(None, feeds)) for name, s in sessions.items()
+            }
+            variants["memcpy"] = lambda: np.copyto(destination, feeds["x"])
+            result = paired_medians(variants, rounds=rounds, budget_s=budget_s)
+            rows.append({"case": case, "threads": n, "result": result})
+        for name, model in models.items():
+            rows[-1].setdefault("extra", {})[name] = extra_bytes(model)  # type: ignore[index]
+    return rows
+
+
+def chain_model(count: int) -> ir.Model:
+    """``count`` ReverseSequence nodes with a Relu between each, dynamic shapes."""
+    nodes = []
+    previous = "x"
+    for i in range(count):
+        nodes.append(onnx.helper.make_node("ReverseSequence", [previous, "lens"], [f"r{i}"]))
+        nodes.append(onnx.helper.make_node("Relu", [f"r{i}"], [f"a{i}"]))
+        previous = f"a{i}"
+    graph = onnx.helper.make_graph(
+        nodes,
+        "chain",
+        [
+            onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["T", "B", 4]),
+            onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, ["B"]),
+        ],
+        [onnx.helper.make_tensor_value_info(previous, onnx.TensorProto.FLOAT, ["T", "B", 4])],
+    )
+    proto = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    return ir.from_proto(proto)
+
+
+def run_pass_speed(counts: Sequence[int]) -> list[tuple[int, float, float | None]]:
+    """(nodes, inline seconds, restore seconds or None) for chains of each size."""
+    restore_pass: Callable[[], ir.passes.Pass] | None = None
+    try:
+        from revseq.passes import RestoreReverseSequencePass  # type: ignore[attr-defined]
+
+        restore_pass = RestoreReverseSequencePass
+    except ImportError:
+        pass
+    rows = []
+    for count in counts:
+        model = chain_model(count)
+        inline_s = _time_once(lambda: InlineReverseSequencePass()(model))  # noqa: B023
+        restore_s = None
+        if restore_pass is not None:
+            restore_s = _time_once(lambda: restore_pass()(model))  # noqa: B023
+        rows.append((count, inline_s, restore_s))
+    return rows
+
+
+def _format_speed(rows: list[dict[str, object]]) -> str:
+    names = list(rows[0]["result"])  # type: ignore[arg-type]
+    header = "| shape | threads | MiB | " + " | ".join(f"{n} (x native)" for n in names) + " |"
+    lines = [header, "|" + "---|" * (3 + len(names))]
+    for row in rows:
+        case: Case = row["case"]  # type: ignore[assignment]
+        result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
+        cells = [f"{result[n][0] * 1e3:.3f} ms ({result[n][1]:.2f})" for n in names]
+        lines.append(
+            f"| {case.label} | {row['threads']} | {case.nbytes / 2**20:.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def _format_summary(rows: list[dict[str, object]]) -> str:
+    names = [n for n in rows[0]["result"] if n not in ("native",)]  # type: ignore[union-attr]
+    lines = [
+        "| threads | " + " | ".join(f"{n} geomean x native" for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for n_threads in sorted({row["threads"] for row in rows}):  # type: ignore[type-var]
+        selected = [r for r in rows if r["threads"] == n_threads]
+        cells = []
+        for name in names:
+            ratios = [r["result"][name][1] for r in selected]  # type: ignore[index]
+            cells.append(f"{statistics.geometric_mean(ratios):.2f}")
+        lines.append(f"| {n_threads} | " + " | ".join(cells) + " |")
+    big = [r for r in rows if r["case"].nbytes >= 2**20 and r["threads"] == 1]  # type: ignore[union-attr]
+    if big:
+        ratios = [r["result"]["auto"][1] / r["result"]["memcpy"][1] for r in big]  # type: ignore[index]
+        lines.append("")
+        lines.append(
+            f"auto vs memcpy on tensors >= 1 MiB at 1 thread: geomean {statistics.geometric_mean(ratios):.2f}x, "
+            f"worst {max(ratios):.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def _format_memory(rows: list[dict[str, object]]) -> str:
+    last = [r for r in rows if "extra" in r]
+    names = list(last[0]["extra"])  # type: ignore[arg-type]
+    lines = [
+        "| shape | data MiB | "
+        + " | ".join(f"{n} extra (% of data)" for n in names)
+        + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for row in last:
+        case: Case = row["case"]  # type: ignore[assignment]
+        extra: dict[str, int] = row["extra"]  # type: ignore[assignment]
+        cells = [f"{extra[n] / 2**20:.2f} MiB ({100 * extra[n] / case.nbytes:.1f}%)" for n in names]
+        lines.append(f"| {case.label} | {case.nbytes / 2**20:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the speed, memory and pass-speed tables."""
+    parser = argparse.ArgumentParser(prog="python -m revseq.bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a few small cases, 1 thread")
+    parser.add_argument("--rounds", type=int, default=41, help="rounds per case (max)")
+    parser.add_argument("--budget", type=float, default=6.0, help="seconds per case (soft)")
+    args = parser.parse_args(argv)
+    cases = _QUICK if args.quick else SUITE
+    threads = (1,) if args.quick else (1, 2)
+    rows = run_speed(cases, threads, args.rounds, args.budget)
+    out = sys.stdout
+    out.write(f"onnxruntime {ort.__version__}, numpy {np.__version__}\n\n")
+    out.write("## Time per run: median ms (paired median ratio to native)\n\n")
+    out.write(_format_speed(rows) + "\n\n")
+    out.write(_format_summary(rows) + "\n\n")
+    out.write("## Extra memory: intermediate tensors (shape inference upper bound)\n\n")
+    out.write(_format_memory(rows) + "\n\n")
+    counts = (100, 1000) if args.quick else (100, 1000, 5000)
+    out.write("## Pass speed: chain of N ReverseSequence nodes with Relu between\n\n")
+    out.write("| nodes | inline s | restore s |\n|---|---|---|\n")
+    for count, inline_s, restore_s in run_pass_speed(counts):
+        restore = f"{restore_s:.3f}" if restore_s is not None else "n/a"
+        out.write(f"| {count} | {inline_s:.3f} | {restore} |\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
