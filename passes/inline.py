@@ -21,6 +21,7 @@ from revseq.passes._node import (
     signature_of,
 )
 from revseq.passes._scopes import ScopedNode, opset_version, walk
+from revseq.passes.simplify import try_simplify
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,8 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             each node.
         as_function: Emit each distinct decomposition once as a model-local function
             (domain ``revseq.inline``) and replace nodes with calls to it.
+        simplify: First replace trivial nodes (lengths all <= 1, or all the full
+            length) by Identity or a step -1 Slice; see ``SimplifyReverseSequencePass``.
         allowed_ops: Op types the target backend accepts, or None for any.
     """
 
@@ -49,12 +52,14 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         strategy: str = "auto",
         as_function: bool = False,
         allowed_ops: Iterable[str] | None = None,
+        simplify: bool = True,
     ) -> None:
         super().__init__()
         _strategy.check_name(strategy)
         self.strategy = strategy
         self.as_function = as_function
         self.allowed_ops = frozenset(allowed_ops) if allowed_ops is not None else None
+        self.simplify = simplify
 
     def requires(self, model: ir.Model) -> None:
         """Validate every ReverseSequence node before anything is rewritten."""
@@ -77,6 +82,8 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         names = _NameSource(model)
         functions: dict[tuple, ir.Function] = {}
         for scoped in targets:
+            if self.simplify and try_simplify(scoped):
+                continue
             opset = opset_version(scoped.owner, "") or DECOMPOSITION_MIN_OPSET
             if opset < DECOMPOSITION_MIN_OPSET:
                 raise UnsupportedOpsetError(

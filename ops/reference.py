@@ -1,0 +1,29 @@
+"""A numpy reference for ReverseSequence, with revseq's documented clamping of lengths."""
+
+from __future__ import annotations
+
+__all__ = ["reverse_sequence"]
+
+import numpy as np
+
+
+def reverse_sequence(
+    x: np.ndarray, lens: np.ndarray, *, batch_axis: int = 1, time_axis: int = 0
+) -> np.ndarray:
+    """Reverse the first ``lens[i]`` steps along ``time_axis`` of batch entry ``i``.
+
+    Any distinct axes in [-rank, rank-1] are accepted. Lengths are clamped to [0, T]:
+    negative ones reverse nothing, ones above T reverse everything.
+    """
+    x = np.asarray(x)
+    batch_axis %= x.ndim
+    time_axis %= x.ndim
+    if batch_axis == time_axis:
+        raise ValueError(f"batch_axis and time_axis must differ, both are {batch_axis}")
+    moved = np.moveaxis(x, (batch_axis, time_axis), (0, 1))
+    out = moved.copy()
+    time_len = moved.shape[1]
+    for i, length in enumerate(np.asarray(lens).reshape(-1)):
+        n = int(min(max(int(length), 0), time_len))
+        out[i, :n] = moved[i, :n][::-1]
+    return np.moveaxis(out, (0, 1), (batch_axis, time_axis))

@@ -1,0 +1,126 @@
+"""Simplify pass: ReverseSequence nodes whose lengths make them trivial.
+
+- Lengths that are a constant <= 1 everywhere reverse nothing: the node becomes Identity.
+- Lengths that equal the full time length everywhere reverse everything: the node becomes
+  ``Slice`` with step -1 along the time axis. The lengths may be a constant, or built
+  from the data's own shape the way tf2onnx exports ``tf.reverse``
+  (``Expand(Gather(Shape(x), time_axis), ...)``, possibly with Cast/Unsqueeze/Reshape).
+"""
+
+from __future__ import annotations
+
+__all__ = ["SimplifyReverseSequencePass", "try_simplify"]
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from revseq.passes._node import is_reverse_sequence, signature_of
+from revseq.passes._scopes import ScopedNode, opset_version, walk
+
+logger = logging.getLogger(__name__)
+
+_INT64_MIN = np.iinfo(np.int64).min
+# Ops that keep every element's value while changing shape or int type: a value passed
+# through them still holds "the time length" in every element.
+_VALUE_PRESERVING = frozenset({"Cast", "Unsqueeze", "Reshape", "Expand", "Tile", "Identity"})
+
+
+class SimplifyReverseSequencePass(ir.passes.InPlacePass):
+    """Replace trivial ReverseSequence nodes by Identity or a step -1 Slice."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Simplify every trivial node in every scope."""
+        targets = [s for s in walk(model) if is_reverse_sequence(s.node)]
+        count = sum(try_simplify(scoped) for scoped in targets)
+        if count:
+            logger.info("simplified %d ReverseSequence node(s)", count)
+        return ir.passes.PassResult(model, modified=bool(count))
+
+
+def _is_time_length_of(value: ir.Value, data: ir.Value, time_axis: int) -> bool:
+    """Whether every element of ``value`` is the size of ``data``'s ``time_axis``."""
+    node = value.producer()
+    while node is not None and node.op_type in _VALUE_PRESERVING and node.domain == "":
+        if node.op_type == "Cast" and node.attributes.get_int("to") not in (
+            ir.DataType.INT64,
+            ir.DataType.INT32,
+        ):
+            return False
+        source = node.inputs[0]
+        if source is None:
+            return False
+        node = source.producer()
+    if node is None or node.domain != "":
+        return False
+    if node.op_type == "Gather" and node.attributes.get_int("axis", 0) == 0:
+        shape_node = node.inputs[0].producer() if node.inputs[0] is not None else None
+        index = ir.convenience.get_const_tensor(node.inputs[1]) if node.inputs[1] else None
+        return (
+            shape_node is not None
+            and shape_node.op_type == "Shape"
+            and shape_node.domain == ""
+            and not shape_node.attributes
+            and shape_node.inputs[0] is data
+            and index is not None
+            and index.numpy().size == 1
+            and int(index.numpy().reshape(-1)[0]) == time_axis
+        )
+    if node.op_type == "Shape" and node.inputs[0] is data:
+        start = node.attributes.get_int("start", 0)
+        end = node.attributes.get_int("end", None)
+        return start == time_axis and end == time_axis + 1
+    return False
+
+
+def try_simplify(scoped: ScopedNode) -> bool:
+    """Replace one trivial ReverseSequence node; True if it was replaced."""
+    node = scoped.node
+    if not is_reverse_sequence(node):
+        return False
+    opset = opset_version(scoped.owner, "") or 0
+    if opset < 10:
+        return False
+    sig = signature_of(scoped, opset=opset)
+    data, lens = node.inputs
+    assert data is not None and lens is not None
+    time_len = sig.dim(sig.time_axis)
+    if sig.lens is not None and all(v <= 1 for v in sig.lens):
+        replacement = ir.Node("", "Identity", [data], name=node.name)
+    elif (
+        sig.lens is not None and time_len is not None and all(v >= time_len for v in sig.lens)
+    ) or _is_time_length_of(lens, data, sig.time_axis):
+        constants = [
+            ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", ir.tensor(v))])
+            for v in ([-1], [_INT64_MIN], [sig.time_axis], [-1])
+        ]
+        replacement = ir.Node(
+            "", "Slice", [data, *(c.outputs[0] for c in constants)], name=node.name
+        )
+        graph = node.graph
+        assert graph is not None
+        graph.insert_before(node, constants)
+    else:
+        return False
+    graph = node.graph
+    assert graph is not None
+    ir.convenience.replace_nodes_and_values(
+        graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs)
+    )
+    if replacement.op_type == "Slice":
+        _remove_dead_producers(lens)
+    return True
+
+
+def _remove_dead_producers(value: ir.Value) -> None:
+    """Remove the chain that computed ``value`` as far as nothing else reads it."""
+    node = value.producer()
+    if node is None or node.graph is None:
+        return
+    if any(out.uses() or out.is_graph_output() for out in node.outputs):
+        return
+    inputs = [v for v in node.inputs if v is not None]
+    node.graph.remove(node, safe=True)
+    for source in inputs:
+        _remove_dead_producers(source)
