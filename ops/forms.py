@@ -33,6 +33,7 @@ from typing import Protocol
 
 import numpy as np
 import onnx_ir as ir
+
 from revseq.ops.errors import StrategyError
 
 logger = logging.getLogger(__name__)

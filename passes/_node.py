@@ -13,6 +13,7 @@ __all__ = [
 
 import numpy as np
 import onnx_ir as ir
+
 from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
 from revseq.ops.forms import Signature
 from revseq.passes._scopes import ScopedNode, opset_version

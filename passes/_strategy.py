@@ -7,6 +7,7 @@ __all__ = ["STRATEGIES", "AUTO_PREFERENCE", "check_name", "resolve", "emitted_op
 import functools
 
 import onnx_ir as ir
+
 from revseq.ops import forms
 from revseq.ops.errors import StrategyError
 from revseq.passes._builder import NodeBuilder

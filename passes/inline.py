@@ -10,6 +10,7 @@ from collections.abc import Iterable
 import onnx
 import onnx.version_converter
 import onnx_ir as ir
+
 from revseq.ops import forms
 from revseq.ops.errors import UnsupportedOpsetError
 from revseq.passes import _strategy

@@ -6,7 +6,6 @@ __all__ = ["inline", "ModelLike"]
 
 import logging
 import os
-from typing import TypeVar, Union
 
 import onnx
 import onnx_ir as ir
@@ -15,8 +14,7 @@ from revseq.passes import InlineReverseSequencePass
 
 logger = logging.getLogger(__name__)
 
-ModelLike = Union[onnx.ModelProto, ir.Model, str, os.PathLike]
-_Returned = TypeVar("_Returned", onnx.ModelProto, ir.Model)
+ModelLike = onnx.ModelProto | ir.Model | str | os.PathLike
 
 
 def _to_ir(model: ModelLike) -> ir.Model:

@@ -103,15 +103,32 @@ def _session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
     )
 
 
-def extra_bytes(model: onnx.ModelProto) -> int:
-    """Bytes of every intermediate tensor (not input, not output), by shape inference.
+# onnxruntime runs these in place on CPU: their output shares its input's buffer.
+_VIEW_OPS = frozenset({"Reshape", "Flatten", "Unsqueeze", "Squeeze", "Identity"})
 
-    An upper bound on the extra memory a run needs beyond its input and output: the
-    runtime may reuse buffers, never needs more.
+
+def extra_bytes(model: onnx.ModelProto) -> int:
+    """Bytes of the intermediate tensors a run allocates besides its input and output.
+
+    Counted from shape inference: every value that is not a graph input or output, not
+    a constant (weights, allocated once at load time) and not a view (the output of an
+    op onnxruntime runs in place, or the input of such an op that produces a graph
+    output, which lives in the output's buffer). An upper bound: the runtime may reuse
+    buffers between nodes, never needs more.
     """
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    graph = inferred.graph
+    excluded = {v.name for v in graph.input} | {v.name for v in graph.output}
+    for node in graph.node:
+        if node.op_type == "Constant" or node.op_type in _VIEW_OPS:
+            excluded.update(node.output)
+    for node in reversed(graph.node):
+        if node.op_type in _VIEW_OPS and node.output[0] in excluded and node.input:
+            excluded.add(node.input[0])
     total = 0
-    for info in inferred.graph.value_info:
+    for info in graph.value_info:
+        if info.name in excluded:
+            continue
         dims = [d.dim_value for d in info.type.tensor_type.shape.dim]
         itemsize = onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)
         total += math.prod(dims) * np.dtype(itemsize).itemsize
@@ -141,7 +158,7 @@ def paired_medians(
     return {
         name: (
             statistics.median(ts),
-            statistics.median(t / b for t, b in zip(ts, times[base])),
+            statistics.median(t / b for t, b in zip(ts, times[base], strict=True)),
         )
         for name, ts in times.items()
     }
@@ -153,6 +170,18 @@ def _inputs(case: Case, rng: np.random.Generator) -> dict[str, np.ndarray]:
     time_len = case.shape[case.time_axis]
     lens = rng.integers(0, time_len + 1, case.shape[case.batch_axis], dtype=np.int64)
     return {"x": x, "lens": lens}
+
+
+def _variants(
+    models: dict[str, onnx.ModelProto], feeds: dict[str, np.ndarray], threads: int
+) -> dict[str, Callable[[], object]]:
+    """One callable per model, plus a numpy copy of the same bytes into a fresh buffer."""
+    variants: dict[str, Callable[[], object]] = {}
+    for name, model in models.items():
+        session = _session(model, threads)
+        variants[name] = lambda s=session: s.run(None, feeds)
+    variants["memcpy"] = lambda: np.copyto(np.empty_like(feeds["x"]), feeds["x"])
+    return variants
 
 
 def run_speed(
@@ -167,13 +196,8 @@ def run_speed(
         models = {"native": native}
         models.update({s: revseq.inline(native, strategy=s) for s in strategies})
         feeds = _inputs(case, rng)
-        destination = np.empty_like(feeds["x"])
         for n in threads:
-            sessions = {name: _session(m, n) for name, m in models.items()}
-            variants: dict[str, Callable[[], object]] = {
-                name: (lambda s=s: s.run(None, feeds)) for name, s in sessions.items()
-            }
-            variants["memcpy"] = lambda: np.copyto(destination, feeds["x"])
+            variants = _variants(models, feeds, n)
             result = paired_medians(variants, rounds=rounds, budget_s=budget_s)
             rows.append({"case": case, "threads": n, "result": result})
         for name, model in models.items():
@@ -255,8 +279,9 @@ def _format_summary(rows: list[dict[str, object]]) -> str:
     if big:
         ratios = [r["result"]["auto"][1] / r["result"]["memcpy"][1] for r in big]  # type: ignore[index]
         lines.append("")
+        geomean = statistics.geometric_mean(ratios)
         lines.append(
-            f"auto vs memcpy on tensors >= 1 MiB at 1 thread: geomean {statistics.geometric_mean(ratios):.2f}x, "
+            f"auto vs memcpy on tensors >= 1 MiB at 1 thread: geomean {geomean:.2f}x, "
             f"worst {max(ratios):.2f}x"
         )
     return "\n".join(lines)
@@ -266,16 +291,16 @@ def _format_memory(rows: list[dict[str, object]]) -> str:
     last = [r for r in rows if "extra" in r]
     names = list(last[0]["extra"])  # type: ignore[arg-type]
     lines = [
-        "| shape | data MiB | "
-        + " | ".join(f"{n} extra (% of data)" for n in names)
-        + " |",
+        "| shape | data MiB | " + " | ".join(f"{n} extra (% of data)" for n in names) + " |",
         "|---|---|" + "---|" * len(names),
     ]
     for row in last:
         case: Case = row["case"]  # type: ignore[assignment]
         extra: dict[str, int] = row["extra"]  # type: ignore[assignment]
-        cells = [f"{extra[n] / 2**20:.2f} MiB ({100 * extra[n] / case.nbytes:.1f}%)" for n in names]
-        lines.append(f"| {case.label} | {case.nbytes / 2**20:.2f} | " + " | ".join(cells) + " |")
+        cells = [
+            f"{extra[n] / 2**20:.2f} MiB ({100 * extra[n] / case.nbytes:.1f}%)" for n in names
+        ]
+        lines.append(f"| {case.label} | {case.nbytes / 2**20:.2f} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
