@@ -96,6 +96,16 @@ class Signature:
             return None
         return tuple(d for d in lead if d is not None)
 
+    def row_size(self) -> int | None:
+        """Elements per row of the axes after the leading ones, when static."""
+        if self.dims is None or any(d is None for d in self.dims[self.lead_rank :]):
+            return None
+        return int(np.prod([d for d in self.dims[self.lead_rank :] if d is not None]))
+
+    def index_covers_data(self) -> bool:
+        """Whether the [T, B] source index already has the data's shape (rows of 1)."""
+        return self.lead_rank == 2 and self.row_size() == 1
+
     def allows(self, *op_types: str) -> bool:
         """Whether the target accepts every one of ``op_types``."""
         return self.allowed is None or all(t in self.allowed for t in op_types)
@@ -276,8 +286,9 @@ def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signatur
     """The design card's form: GatherElements with an index as large as the data."""
     src = _source_index(op, data, lens, sig)
     src = _pad_trailing(op, src, data, sig.lead_rank, sig)
-    index = op.Expand(src, _shape(op, data))
-    return op.GatherElements(data, index, axis=sig.time_axis)
+    if not sig.index_covers_data():
+        src = op.Expand(src, _shape(op, data))
+    return op.GatherElements(data, src, axis=sig.time_axis)
 
 
 def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:

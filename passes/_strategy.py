@@ -17,8 +17,18 @@ from revseq.passes._scopes import ScopedNode
 STRATEGIES: tuple[str, ...] = ("auto", *forms.FORMS)
 """The names ``strategy=`` accepts."""
 
-AUTO_PREFERENCE: tuple[str, ...] = ("gather_nd", "gather_rows", "gather_elements")
-"""The order "auto" tries forms in: fastest first, as measured by ``revseq.bench``."""
+AUTO_PREFERENCE: tuple[str, ...] = ("gather_nd", "gather_elements", "gather_rows")
+"""The order "auto" tries forms in: fastest first, as measured by ``revseq.bench``.
+
+Where the rows are single elements (``Signature.index_covers_data``), GatherElements
+needs no data-sized index and is faster than GatherND; it goes first there.
+"""
+
+
+def _auto_order(sig: forms.Signature) -> tuple[str, ...]:
+    if sig.index_covers_data():
+        return ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
+    return AUTO_PREFERENCE
 
 # Constants are weights to every backend: a target never has to list them.
 _ALWAYS_ALLOWED = frozenset({"Constant"})
@@ -58,7 +68,7 @@ def _misfit(sig: forms.Signature, strategy: str) -> str | None:
 
 def resolve(strategy: str, sig: forms.Signature, scoped: ScopedNode) -> str:
     """The concrete form for one node: ``strategy`` itself, or the best fit for "auto"."""
-    candidates = AUTO_PREFERENCE if strategy == "auto" else (strategy,)
+    candidates = _auto_order(sig) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
         reason = _misfit(sig, name)
