@@ -12,8 +12,9 @@ fold what the shapes make static.
 
 from __future__ import annotations
 
-__all__ = ["REVSEQ_OPSET", "ReverseSequence"]
+__all__ = ["REVSEQ_OPSET", "ReverseSequence", "definition"]
 
+import onnx
 from onnxscript import INT64, script
 from onnxscript import opset18 as op
 from onnxscript.values import Opset
@@ -48,3 +49,23 @@ def ReverseSequence(input, sequence_lens, batch_axis: int = 1, time_axis: int = 
     lens = op.Reshape(lens, op.Where(op.Equal(axes, batch), op.Size(lens), one), allowzero=1)
     source = op.Where(op.Less(steps, lens), op.Sub(op.Sub(lens, one), steps), steps)
     return op.GatherElements(input, op.Expand(source, shape), axis=time_axis)
+
+
+DEFINITION_MIN_OPSET = 14
+"""Reshape with ``allowzero`` (opset 14) keeps zero-sized dimensions right."""
+
+
+def definition(opset: int) -> onnx.FunctionProto:
+    """``ReverseSequence`` as a FunctionProto importing the default domain at ``opset``.
+
+    A model-local function must import the same opset version as the model, so the
+    FunctionProto is stamped with the model's version; every op it uses has kept its
+    meaning since opset 14.
+    """
+    if opset < DEFINITION_MIN_OPSET:
+        raise ValueError(f"the definition needs opset >= {DEFINITION_MIN_OPSET}, got {opset}")
+    proto = ReverseSequence.to_function_proto()
+    for entry in proto.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            entry.version = opset
+    return proto
