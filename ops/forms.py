@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -124,7 +125,19 @@ def source_index_numpy(lens: np.ndarray, time_len: int) -> np.ndarray:
 
 
 def _const(op: OpBuilder, array: np.ndarray | int | Sequence[int]) -> ir.Value:
-    return op.Constant(value=ir.Tensor(np.asarray(array, dtype=np.int64)))
+    return op.Constant(value=_small_tensor(np.asarray(array, dtype=np.int64)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_tensor(dtype: str, shape: tuple[int, ...], data: bytes) -> ir.Tensor:
+    return ir.Tensor(np.frombuffer(data, dtype=dtype).reshape(shape))
+
+
+def _small_tensor(array: np.ndarray) -> ir.Tensor:
+    """An ir.Tensor, shared between nodes for small arrays (read-only: never mutated)."""
+    if array.size > 64:
+        return ir.Tensor(array)
+    return _cached_tensor(array.dtype.str, array.shape, array.tobytes())
 
 
 def _unsqueeze(

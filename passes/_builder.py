@@ -85,7 +85,8 @@ class NodeBuilder:
     """Records the nodes a form emits, named after the node they replace.
 
     Constants are held as bare values until :meth:`finish`, which emits a Constant node
-    only for those that a recorded node reads: folding leaves many behind.
+    only for those that a recorded node reads: folding leaves many behind. Identical
+    nodes and constants are emitted once (a form asks for ``Shape(x)`` in several places).
     """
 
     def __init__(self, prefix: str) -> None:
@@ -93,6 +94,7 @@ class NodeBuilder:
         self._count = 0
         self._nodes: list[ir.Node] = []
         self._constants: list[ir.Value] = []
+        self._seen: dict[tuple[object, ...], ir.Value] = {}
 
     def __getattr__(self, op_type: str) -> Callable[..., ir.Value]:
         if op_type.startswith("_"):
@@ -127,6 +129,10 @@ class NodeBuilder:
         return result
 
     def _constant(self, tensor: ir.Tensor) -> ir.Value:
+        array = tensor.numpy()
+        key = ("Constant", array.dtype.str, array.shape, array.tobytes())
+        if key in self._seen:
+            return self._seen[key]
         value = ir.Value(
             name=self._name("Constant"),
             type=ir.TensorType(tensor.dtype),
@@ -134,11 +140,15 @@ class NodeBuilder:
             const_value=tensor,
         )
         self._constants.append(value)
+        self._seen[key] = value
         return value
 
     def _record(
         self, op_type: str, inputs: tuple[ir.Value | None, ...], attributes: dict[str, Any]
     ) -> ir.Value:
+        key = (op_type, *(id(v) for v in inputs), *sorted(attributes.items()))
+        if key in self._seen:
+            return self._seen[key]
         name = self._name(op_type)
         node = ir.Node(
             "",
@@ -149,6 +159,7 @@ class NodeBuilder:
             name=name,
         )
         self._nodes.append(node)
+        self._seen[key] = node.outputs[0]
         return node.outputs[0]
 
     def finish(self, output: ir.Value) -> list[ir.Node]:

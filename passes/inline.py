@@ -64,8 +64,9 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
 
     def requires(self, model: ir.Model) -> None:
         """Validate every ReverseSequence node before anything is rewritten."""
-        for scoped in _reverse_sequence_nodes(model):
-            signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
+        for scoped in walk(model):
+            if is_reverse_sequence(scoped.node):
+                signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Replace the nodes; ``modified`` is False when the model has none."""
@@ -73,14 +74,14 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             return self._inline_all(model)
 
     def _inline_all(self, model: ir.Model) -> ir.passes.PassResult:
-        targets = _reverse_sequence_nodes(model)
-        if not targets:
+        survey = _Survey(model)
+        if not survey.targets:
             return ir.passes.PassResult(model, modified=False)
         if _needs_upgrade(model):
             _upgrade_to_decomposition_opset(model)
-            targets = _reverse_sequence_nodes(model)
+            survey = _Survey(model)
 
-        names = _NameSource(model)
+        targets, names = survey.targets, survey.names
         functions: dict[tuple, ir.Function] = {}
         for scoped in targets:
             if self.simplify and try_simplify(scoped):
@@ -99,13 +100,10 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 )
             else:
                 _replace_with_nodes(scoped, sig, strategy, names.prefix_for(scoped.node))
-        _drop_unused_revseq_import(model)
+        if not survey.other_revseq_nodes:
+            _drop_revseq_import(model)
         logger.info("inlined %d ReverseSequence node(s)", len(targets))
         return ir.passes.PassResult(model, modified=True)
-
-
-def _reverse_sequence_nodes(model: ir.Model) -> list[ScopedNode]:
-    return [scoped for scoped in walk(model) if is_reverse_sequence(scoped.node)]
 
 
 def _needs_upgrade(model: ir.Model) -> bool:
@@ -195,19 +193,35 @@ def _build_function(sig: forms.Signature, strategy: str, *, name: str) -> ir.Fun
     return ir.Function(FUNCTION_DOMAIN, name, graph=graph, attributes=[])
 
 
-class _NameSource:
-    """Unique prefixes for emitted nodes and values, and names for emitted functions."""
+class _Survey:
+    """One walk over the model: the nodes to replace and every name already in use."""
 
     def __init__(self, model: ir.Model) -> None:
-        used: set[str] = set()
-        for scoped in walk(model):
-            used.update(v.name for v in scoped.node.outputs if v.name)
-            if scoped.node.name and not is_reverse_sequence(scoped.node):
-                used.add(scoped.node.name)
+        self.targets: list[ScopedNode] = []
+        self.other_revseq_nodes = False
+        used: set[str] = {f.name for f in model.functions.values()}
         for graph in (model.graph, *(f.graph for f in model.functions.values())):
             used.update(v.name for v in graph.inputs if v.name)
             used.update(graph.initializers)
-        used.update(f.name for f in model.functions.values())
+        for scoped in walk(model):
+            node = scoped.node
+            used.update(v.name for v in node.outputs if v.name)
+            for attr in node.attributes.values():
+                if isinstance(attr, ir.Attr) and attr.type == ir.AttributeType.GRAPH:
+                    used.update(v.name for v in attr.value.inputs if v.name)
+            if is_reverse_sequence(node):
+                self.targets.append(scoped)
+                continue
+            if node.name:
+                used.add(node.name)
+            self.other_revseq_nodes |= node.domain == REVSEQ_DOMAIN
+        self.names = _NameSource(used)
+
+
+class _NameSource:
+    """Unique prefixes for emitted nodes and values, and names for emitted functions."""
+
+    def __init__(self, used: set[str]) -> None:
         self._used = used
         self._next: dict[str, int] = {}
         # Emitted names are "<prefix>/<op>_<i>": a prefix must not be a namespace in use.
@@ -230,10 +244,8 @@ class _NameSource:
         return self._unique(f"ReverseSequence_{strategy}")
 
 
-def _drop_unused_revseq_import(model: ir.Model) -> None:
-    """Remove the ``revseq`` opset import once no node of that domain is left."""
-    if any(s.node.domain == REVSEQ_DOMAIN for s in walk(model)):
-        return
+def _drop_revseq_import(model: ir.Model) -> None:
+    """Remove the ``revseq`` opset import: no node of that domain is left."""
     model.graph.opset_imports.pop(REVSEQ_DOMAIN, None)
     for function in model.functions.values():
         function.opset_imports.pop(REVSEQ_DOMAIN, None)
