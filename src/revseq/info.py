@@ -1,0 +1,139 @@
+"""What a model holds that matters to revseq: opsets, ReverseSequence nodes, op types."""
+
+from __future__ import annotations
+
+__all__ = ["ModelInfo", "NodeInfo", "describe"]
+
+import collections
+import dataclasses
+import logging
+
+import onnx_ir as ir
+
+from revseq.passes._node import REVSEQ_DOMAIN, is_reverse_sequence
+from revseq.passes._scopes import walk
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeInfo:
+    """One ReverseSequence node.
+
+    Attributes:
+        name: The node's name ("" when unnamed).
+        domain: "onnx" or "revseq".
+        scope: Where it sits: "main", a subgraph path, or "function <domain>::<name>".
+        batch_axis: The batch_axis attribute (1 when left at its default).
+        time_axis: The time_axis attribute (0 when left at its default).
+        constant_lengths: Whether ``sequence_lens`` is a constant or initializer.
+        rank: The data input's rank, None when unknown.
+    """
+
+    name: str
+    domain: str
+    scope: str
+    batch_axis: int
+    time_axis: int
+    constant_lengths: bool
+    rank: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInfo:
+    """A summary of a model for ``revseq info``.
+
+    Attributes:
+        opset_imports: Domain to version, as the main graph imports them.
+        nodes: Every ReverseSequence node, in every scope.
+        op_types: How many nodes of each ``domain::op_type`` the model uses, all scopes.
+        node_count: Nodes in all scopes together.
+        functions: Names of the model-local functions.
+    """
+
+    opset_imports: dict[str, int]
+    nodes: tuple[NodeInfo, ...]
+    op_types: dict[str, int]
+    node_count: int
+    functions: tuple[str, ...]
+
+    def counts_by_domain_and_scope(self) -> dict[str, dict[str, int]]:
+        """ReverseSequence node counts: domain -> scope -> count."""
+        counts: dict[str, dict[str, int]] = {}
+        for node in self.nodes:
+            by_scope = counts.setdefault(node.domain, {})
+            by_scope[node.scope] = by_scope.get(node.scope, 0) + 1
+        return counts
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict (``revseq info --json``)."""
+        return {
+            "opset_imports": self.opset_imports,
+            "reverse_sequence": {
+                "count": len(self.nodes),
+                "by_domain_and_scope": self.counts_by_domain_and_scope(),
+                "nodes": [dataclasses.asdict(n) for n in self.nodes],
+            },
+            "op_types": self.op_types,
+            "node_count": self.node_count,
+            "functions": list(self.functions),
+        }
+
+    def __str__(self) -> str:
+        imports = ", ".join(f"{d or 'ai.onnx'}: {v}" for d, v in self.opset_imports.items())
+        lines = [f"opset imports: {imports}", f"nodes: {self.node_count}"]
+        if self.functions:
+            lines.append(f"model-local functions: {', '.join(self.functions)}")
+        lines.append(f"ReverseSequence nodes: {len(self.nodes)}")
+        for domain, by_scope in self.counts_by_domain_and_scope().items():
+            for scope, count in by_scope.items():
+                lines.append(f"  {domain} domain, {scope}: {count}")
+        for node in self.nodes:
+            lengths = "constant" if node.constant_lengths else "run-time"
+            rank = node.rank if node.rank is not None else "?"
+            lines.append(
+                f"  - {node.name or '(unnamed)'} [{node.domain}, {node.scope}]: "
+                f"batch_axis={node.batch_axis} time_axis={node.time_axis} rank={rank} "
+                f"lengths={lengths}"
+            )
+        lines.append("op types: " + ", ".join(f"{k} x{v}" for k, v in self.op_types.items()))
+        return "\n".join(lines)
+
+
+def _is_constant(value: ir.Value | None) -> bool:
+    if value is None or value.is_graph_input():
+        return False
+    return ir.convenience.get_const_tensor(value) is not None
+
+
+def describe(model: ir.Model) -> ModelInfo:
+    """Summarise ``model`` (every scope: main graph, subgraphs, functions)."""
+    nodes = []
+    op_types: collections.Counter[str] = collections.Counter()
+    count = 0
+    for scoped in walk(model):
+        node = scoped.node
+        count += 1
+        op_types[f"{node.domain}::{node.op_type}" if node.domain else node.op_type] += 1
+        if not is_reverse_sequence(node):
+            continue
+        data = node.inputs[0] if node.inputs else None
+        lens = node.inputs[1] if len(node.inputs) > 1 else None
+        nodes.append(
+            NodeInfo(
+                name=node.name or "",
+                domain="revseq" if node.domain == REVSEQ_DOMAIN else "onnx",
+                scope=scoped.scope,
+                batch_axis=node.attributes.get_int("batch_axis", 1),
+                time_axis=node.attributes.get_int("time_axis", 0),
+                constant_lengths=_is_constant(lens),
+                rank=len(data.shape) if data is not None and data.shape is not None else None,
+            )
+        )
+    return ModelInfo(
+        opset_imports=dict(model.opset_imports),
+        nodes=tuple(nodes),
+        op_types=dict(sorted(op_types.items())),
+        node_count=count,
+        functions=tuple(f"{f.domain}::{f.name}" for f in model.functions.values()),
+    )
