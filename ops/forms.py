@@ -61,7 +61,7 @@ class Signature:
         dims: Static size of each data dimension (None where symbolic or unknown);
             None when the rank is unknown.
         dtype: Element type of the data, if known.
-        lens_dtype: Element type of ``sequence_lens`` (INT64 or INT32).
+        lens_dtype: Element type of ``sequence_lens`` (INT64 or INT32), None if unknown.
         lens: The lengths when they are a constant (a tuple, so signatures hash), else None.
         opset: Version of the default ONNX domain the emitted nodes must belong to.
         allowed: Op types the target accepts, or None for any standard op.
@@ -72,7 +72,7 @@ class Signature:
     rank: int | None
     dims: tuple[int | None, ...] | None
     dtype: ir.DataType | None
-    lens_dtype: ir.DataType
+    lens_dtype: ir.DataType | None
     lens: tuple[int, ...] | None
     opset: int
     allowed: frozenset[str] | None = None
@@ -332,7 +332,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     The flat index is ``stride_t * src + sum(stride_k * coord_k)`` over the other leading
     axes; with static shapes all of it but the lengths folds into constants. onnxruntime's
     Gather loses string elements when a gathered slice holds more than one (BACKENDS.md),
-    so string data is gathered with GatherND on the same view.
+    so string data (or data of unknown type) is gathered with GatherND on the same view.
     """
     t, lead = sig.time_axis, sig.lead_rank
     static = sig.lead_dims()
@@ -365,7 +365,8 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     else:
         rows = op.Flatten(data, axis=lead)
         shape = _shape(op, data)
-    if sig.dtype == ir.DataType.STRING:
+    if sig.dtype in (ir.DataType.STRING, None):
+        # A string, or an unknown type (inside a function), may hit that Gather bug.
         gathered = op.GatherND(rows, _unsqueeze(op, flat, [lead], sig))
     else:
         gathered = op.Gather(rows, flat, axis=0)

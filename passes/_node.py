@@ -136,7 +136,7 @@ def signature_of(
         rank=rank,
         dims=dims,
         dtype=data.dtype,
-        lens_dtype=lens.dtype or ir.DataType.INT64,
+        lens_dtype=lens.dtype,
         lens=tuple(int(v) for v in constant) if constant is not None else None,
         opset=opset,
         allowed=allowed,

@@ -1,6 +1,8 @@
 """Simplify pass: ReverseSequence nodes whose lengths make them trivial.
 
-- Lengths that are a constant <= 1 everywhere reverse nothing: the node becomes Identity.
+- Lengths that are a constant <= 1 everywhere reverse nothing, and neither does a node
+  whose data has a static zero-sized dimension: the node becomes Identity. (The latter
+  also sidesteps onnxruntime's Expand elimination, which mis-shapes empty indices.)
 - Lengths that equal the full time length everywhere reverse everything: the node becomes
   ``Slice`` with step -1 along the time axis. The lengths may be a constant, or built
   from the data's own shape the way tf2onnx exports ``tf.reverse``
@@ -86,7 +88,8 @@ def try_simplify(scoped: ScopedNode) -> bool:
     data, lens = node.inputs
     assert data is not None and lens is not None
     time_len = sig.dim(sig.time_axis)
-    if sig.lens is not None and all(v <= 1 for v in sig.lens):
+    empty = sig.dims is not None and 0 in sig.dims
+    if empty or (sig.lens is not None and all(v <= 1 for v in sig.lens)):
         replacement = ir.Node("", "Identity", [data], name=node.name)
     elif (
         sig.lens is not None and time_len is not None and all(v >= time_len for v in sig.lens)
