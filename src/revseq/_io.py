@@ -1,0 +1,237 @@
+"""Loading and saving model files safely: clear errors, contained external data, atomic writes.
+
+Loading never reads a byte outside the model's folder: every external-data ``location`` is
+checked (relative, no escape through ``..`` or symlinks, the file present and long enough)
+before onnx-ir maps the tensors lazily, so big weights are not read into memory. Saving
+writes a temporary file next to the target and renames it into place, so a failure never
+leaves a half-written output.
+"""
+
+from __future__ import annotations
+
+__all__ = ["load_model", "save_model", "same_file", "external_tensor_count"]
+
+import contextlib
+import logging
+import os
+import pathlib
+import tempfile
+from collections.abc import Iterator
+
+import google.protobuf.message
+import onnx
+import onnx.checker
+import onnx_ir as ir
+from onnx_ir import external_data as ir_external_data
+
+from revseq.ops.errors import ModelLoadError, ModelSaveError
+
+logger = logging.getLogger(__name__)
+
+# protobuf cannot serialise a message of 2 GiB or more: larger models need external data.
+_PROTOBUF_LIMIT = 2**31 - 1
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _check_path(path: pathlib.Path) -> None:
+    if not path.exists():
+        raise ModelLoadError(f"{path}: no such file")
+    if path.is_dir():
+        raise ModelLoadError(f"{path}: is a folder, not a model file")
+    if not os.access(path, os.R_OK):
+        raise ModelLoadError(f"{path}: permission denied")
+    if path.stat().st_size == 0:
+        raise ModelLoadError(f"{path}: empty file, not an ONNX model")
+
+
+def _parse(path: pathlib.Path) -> onnx.ModelProto:
+    try:
+        proto = onnx.load(path, load_external_data=False)
+    except (google.protobuf.message.DecodeError, ValueError, RuntimeError) as e:
+        raise ModelLoadError(
+            f"{path}: not an ONNX model (protobuf parse failed: truncated or not a "
+            f"model file: {_first_line(e)})"
+        ) from e
+    except OSError as e:
+        raise ModelLoadError(f"{path}: cannot read: {_first_line(e)}") from e
+    if not proto.HasField("graph") or proto.ir_version <= 0 or not proto.opset_import:
+        raise ModelLoadError(
+            f"{path}: not an ONNX model (the file parses, but has no graph, ir_version or "
+            "opset imports: another protobuf message?)"
+        )
+    return proto
+
+
+def _tensors(proto: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every TensorProto a model holds: initializers, attributes, subgraphs, functions."""
+
+    def from_graph(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+        yield from graph.initializer
+        for sparse in graph.sparse_initializer:
+            yield sparse.values
+            yield sparse.indices
+        yield from from_nodes(graph.node)
+
+    def from_nodes(nodes: Iterator[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.HasField("t"):
+                    yield attr.t
+                yield from attr.tensors
+                if attr.HasField("g"):
+                    yield from from_graph(attr.g)
+                for graph in attr.graphs:
+                    yield from from_graph(graph)
+
+    yield from from_graph(proto.graph)
+    for function in proto.functions:
+        yield from from_nodes(function.node)
+
+
+def external_tensor_count(proto: onnx.ModelProto) -> int:
+    """How many tensors of ``proto`` keep their data in external files."""
+    return sum(t.data_location == onnx.TensorProto.EXTERNAL for t in _tensors(proto))
+
+
+def _check_external_data(path: pathlib.Path, proto: onnx.ModelProto) -> None:
+    """Refuse external data that is missing, too short, or outside the model's folder."""
+    folder = path.parent.resolve()
+    for tensor in _tensors(proto):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location", "")
+        where = f"{path}: tensor {tensor.name!r}: external data location {location!r}"
+        if not location:
+            raise ModelLoadError(f"{where}: no location given")
+        if os.path.isabs(location) or pathlib.PurePath(location).drive:
+            raise ModelLoadError(f"{where}: absolute paths are refused")
+        if ".." in pathlib.PurePath(location).parts:
+            raise ModelLoadError(f"{where}: escapes the model's folder ('..')")
+        target = (folder / location).resolve()
+        if folder not in target.parents:
+            raise ModelLoadError(f"{where}: resolves outside the model's folder")
+        if not target.is_file():
+            raise ModelLoadError(f"{where}: external data file is missing")
+        try:
+            offset = int(info.get("offset", 0))
+            length = int(info["length"]) if "length" in info else None
+        except ValueError as e:
+            raise ModelLoadError(f"{where}: offset/length are not integers") from e
+        size = target.stat().st_size
+        if offset < 0 or offset > size or (length is not None and offset + length > size):
+            raise ModelLoadError(
+                f"{where}: offset {offset} + length {length} lies beyond the file's "
+                f"{size} bytes"
+            )
+
+
+def load_model(path: str | os.PathLike) -> ir.Model:
+    """Load a model file as an ``onnx_ir.Model``, external tensors mapped lazily.
+
+    Raises:
+        ModelLoadError: The path is missing, a folder, unreadable or empty; the file is
+            not an ONNX model (random bytes, truncated, another protobuf message); it
+            fails onnx's checker; or its external data is missing or lies outside the
+            model's folder. The message names the file and the problem.
+    """
+    path = pathlib.Path(path)
+    _check_path(path)
+    proto = _parse(path)
+    _check_external_data(path, proto)
+    try:
+        onnx.checker.check_model(str(path))
+    except onnx.checker.ValidationError as e:
+        raise ModelLoadError(f"{path}: fails onnx's checker: {_first_line(e)}") from e
+    try:
+        model = ir.serde.deserialize_model(proto)
+    except Exception as e:
+        raise ModelLoadError(f"{path}: not a readable ONNX model: {_first_line(e)}") from e
+    ir_external_data.set_base_dir(model.graph, str(path.parent))
+    return model
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether two paths name the same file (both must exist to be the same)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _has_external_tensors(model: ir.Model) -> bool:
+    return any(
+        isinstance(value.const_value, ir.ExternalTensor)
+        for graph in model.graphs()
+        for value in graph.initializers.values()
+    )
+
+
+@contextlib.contextmanager
+def _temporary_next_to(path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A temporary file in ``path``'s folder, removed unless renamed into place."""
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    temporary = pathlib.Path(name)
+    try:
+        yield temporary
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _fsync(path: pathlib.Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def save_model(
+    model: ir.Model,
+    path: str | os.PathLike,
+    *,
+    external_data: str | None = None,
+    size_threshold: int = 1024,
+) -> None:
+    """Write ``model`` to ``path`` atomically.
+
+    Weights go to an external data file next to the output (``<output name>.data``
+    unless ``external_data`` names another) when the model already had external tensors,
+    when it is too large for one protobuf, or when ``external_data`` is given.
+
+    Raises:
+        ModelSaveError: The output cannot be written (missing or unwritable folder, the
+            path is a folder, ...). Nothing is left behind.
+    """
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise ModelSaveError(f"{path}: is a folder; give a file path for the output")
+    if not path.parent.is_dir():
+        raise ModelSaveError(f"{path}: the output folder {path.parent} does not exist")
+    try:
+        proto = None
+        use_external = external_data is not None or _has_external_tensors(model)
+        if not use_external:
+            proto = ir.to_proto(model)
+            use_external = proto.ByteSize() > _PROTOBUF_LIMIT
+        with _temporary_next_to(path) as temporary:
+            if use_external:
+                data_name = external_data or f"{path.name}.data"
+                ir.save(
+                    model,
+                    temporary,
+                    external_data=data_name,
+                    size_threshold_bytes=size_threshold,
+                )
+            else:
+                assert proto is not None
+                temporary.write_bytes(proto.SerializeToString())
+            _fsync(temporary)
+            os.replace(temporary, path)
+    except ModelSaveError:
+        raise
+    except (OSError, ValueError) as e:
+        raise ModelSaveError(f"{path}: cannot write: {_first_line(e)}") from e
+    logger.info("wrote %s", path)
