@@ -1,0 +1,294 @@
+"""The ``revseq`` command line: a thin argparse front over the library.
+
+Exit codes: 0 success, 1 a check found a difference, 2 bad usage or bad input. Errors are
+one line on stderr naming the file and the problem (``--debug`` adds the traceback).
+Outputs are written atomically; progress and timings go to stderr unless ``--quiet``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["main"]
+
+import argparse
+import json
+import logging
+import os
+import pathlib
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+
+import onnx_ir as ir
+
+import revseq
+from revseq import _io
+from revseq.check import CheckReport, check, check_nodes
+from revseq.demo import run_demo
+from revseq.info import describe
+from revseq.ops.errors import RevseqError
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_DIFFERENT = 1
+EXIT_BAD_INPUT = 2
+
+
+class _Console:
+    """Where the command's messages go: results to stdout, progress to stderr."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def progress(self, message: str) -> None:
+        if not self.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    @staticmethod
+    def result(message: str) -> None:
+        print(message, flush=True)
+
+
+def _file_error(path: str | os.PathLike, error: Exception) -> RevseqError:
+    """Prefix an error with the file it concerns, unless its message names it already."""
+    text = str(error)
+    if str(path) in text:
+        return error if isinstance(error, RevseqError) else RevseqError(text)
+    return RevseqError(f"{path}: {text}")
+
+
+def _load(path: str) -> ir.Model:
+    try:
+        return _io.load_model(path)
+    except RevseqError as e:
+        raise _file_error(path, e) from e
+
+
+def _rewrite(
+    args: argparse.Namespace,
+    console: _Console,
+    verb: str,
+    rewrite: Callable[[ir.Model], ir.Model],
+) -> int:
+    """Load, rewrite, optionally check, then write atomically: shared by inline/restore."""
+    started = time.perf_counter()
+    console.progress(f"{verb}: reading {args.input}")
+    model = _load(args.input)
+    before = describe(model)
+    reference = ir.to_proto(model) if args.check else None
+    try:
+        rewrite(model)
+    except RevseqError as e:
+        raise _file_error(args.input, e) from e
+    after = describe(model)
+    console.progress(
+        f"{verb}: {len(before.nodes)} -> {len(after.nodes)} ReverseSequence node(s), "
+        f"{before.node_count} -> {after.node_count} node(s) "
+        f"in {time.perf_counter() - started:.2f} s"
+    )
+    if reference is not None:
+        report = _check_models(reference, ir.to_proto(model), args, console)
+        if not report.ok:
+            console.result(str(report))
+            console.progress(
+                f"{verb}: the check found a difference; {args.output} not written"
+            )
+            return EXIT_DIFFERENT
+    try:
+        _io.save_model(model, args.output)
+    except RevseqError as e:
+        raise _file_error(args.output, e) from e
+    console.progress(f"{verb}: wrote {args.output} in {time.perf_counter() - started:.2f} s")
+    return EXIT_OK
+
+
+def _check_models(
+    reference: object, candidate: object, args: argparse.Namespace, console: _Console
+) -> CheckReport:
+
+    console.progress(f"check: {args.trials} trial(s), seed {args.seed}")
+    started = time.perf_counter()
+    report = check(reference, candidate, trials=args.trials, seed=args.seed)
+    verdict = "OK" if report.ok else "DIFFERENT"
+    console.progress(f"check: {verdict} in {time.perf_counter() - started:.2f} s")
+    return report
+
+
+def _cmd_inline(args: argparse.Namespace, console: _Console) -> int:
+    target = args.target if args.target else None
+    if target is not None and len(target) == 1 and target[0] in revseq.TARGETS:
+        target = target[0]
+
+    def rewrite(model: ir.Model) -> ir.Model:
+        return revseq.inline(
+            model, strategy=args.strategy, as_function=args.as_function, target=target
+        )
+
+    return _rewrite(args, console, "inline", rewrite)
+
+
+def _cmd_restore(args: argparse.Namespace, console: _Console) -> int:
+    restore = getattr(revseq, "restore", None)
+    if restore is None:
+        _load(args.input)  # a bad input is still reported as such
+        raise RevseqError("restore is not available in this version of revseq")
+    return _rewrite(args, console, "restore", restore)
+
+
+def _cmd_check(args: argparse.Namespace, console: _Console) -> int:
+    if args.per_node:
+        if args.candidate is not None:
+            raise RevseqError("--per-node checks one model; give only REF")
+        model = _load(args.reference)
+        reports = check_nodes(
+            model, strategy=args.strategy, trials=args.trials, seed=args.seed
+        )
+        failed = 0
+        for report in reports:
+            console.result(str(report))
+            failed += not report.ok
+        console.result(f"{len(reports) - failed} of {len(reports)} node(s) identical")
+        return EXIT_DIFFERENT if failed else EXIT_OK
+    if args.candidate is None:
+        raise RevseqError("check needs REF and CAND (or --per-node with one model)")
+    reference = _load(args.reference)
+    candidate = _load(args.candidate)
+    report = _check_models(reference, candidate, args, console)
+    console.result(str(report))
+    return EXIT_OK if report.ok else EXIT_DIFFERENT
+
+
+def _cmd_info(args: argparse.Namespace, console: _Console) -> int:
+    info = describe(_load(args.input))
+    if args.json:
+        console.result(json.dumps(info.to_json(), indent=2))
+    else:
+        console.result(f"{args.input}\n{info}")
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace, console: _Console) -> int:
+    folder = pathlib.Path(args.models) if args.models else None
+    table, ok = run_demo(folder, trials=args.trials, seed=args.seed, progress=console.progress)
+    console.result(table)
+    return EXIT_OK if ok else EXIT_DIFFERENT
+
+
+def _add_check_options(parser: argparse.ArgumentParser, *, trials: int = 3) -> None:
+    parser.add_argument("--trials", type=int, default=trials, help="random input sets")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the random inputs")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    common.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+
+    parser = argparse.ArgumentParser(
+        prog="revseq",
+        description="Rewrite ONNX models around ReverseSequence and prove them identical.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"revseq {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    inline = commands.add_parser(
+        "inline", parents=[common], help="replace ReverseSequence with standard ops"
+    )
+    inline.add_argument("input", help="the model to rewrite")
+    inline.add_argument("-o", "--output", required=True, help="where to write the result")
+    inline.add_argument("--strategy", choices=revseq.STRATEGIES, default="auto")
+    inline.add_argument(
+        "--as-function", action="store_true", help="emit model-local functions + calls"
+    )
+    inline.add_argument(
+        "--target",
+        action="append",
+        metavar="NAME_OR_OP",
+        help=f"a backend profile ({', '.join(revseq.TARGETS)}) or an allowed op type; "
+        "repeat to allow several",
+    )
+    inline.add_argument("--check", action="store_true", help="check the result first")
+    _add_check_options(inline)
+    inline.set_defaults(handler=_cmd_inline)
+
+    restore = commands.add_parser(
+        "restore", parents=[common], help="fuse decompositions back into ReverseSequence"
+    )
+    restore.add_argument("input", help="the model to rewrite")
+    restore.add_argument("-o", "--output", required=True, help="where to write the result")
+    restore.add_argument("--check", action="store_true", help="check the result first")
+    _add_check_options(restore)
+    restore.set_defaults(handler=_cmd_restore)
+
+    check = commands.add_parser(
+        "check", parents=[common], help="compare two models bit for bit in onnxruntime"
+    )
+    check.add_argument("reference", metavar="REF")
+    check.add_argument("candidate", metavar="CAND", nargs="?")
+    check.add_argument(
+        "--per-node",
+        action="store_true",
+        help="check each ReverseSequence node of REF against its decomposition",
+    )
+    check.add_argument("--strategy", choices=revseq.STRATEGIES, default="auto")
+    _add_check_options(check)
+    check.set_defaults(handler=_cmd_check)
+
+    info = commands.add_parser("info", parents=[common], help="what a model holds")
+    info.add_argument("input")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.set_defaults(handler=_cmd_info)
+
+    demo = commands.add_parser(
+        "demo", parents=[common], help="inline and check the bundled sample models"
+    )
+    demo.add_argument("--models", help="a folder of .onnx models (default: the bundled ones)")
+    _add_check_options(demo)
+    demo.set_defaults(handler=_cmd_demo)
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("revseq")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    console = _Console(quiet=args.quiet)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="revseq: %(levelname)s: %(message)s",
+    )
+    try:
+        return args.handler(args, console)
+    except RevseqError as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"revseq: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("revseq: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # the CLI never shows a traceback unasked
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"revseq: error: {args.command}: {type(e).__name__}: {_one_line(e)} "
+            "(rerun with --debug for a traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return " ".join(text.split())
