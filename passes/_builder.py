@@ -67,11 +67,13 @@ def gc_paused() -> Iterator[None]:
 
 
 def _attribute(name: str, value: Any) -> ir.Attr:
-    """The two attribute kinds the forms use; cheaper than the generic converter."""
+    """The attribute kinds the forms use; cheaper than the generic converter."""
     if isinstance(value, ir.Tensor):
         return ir.Attr(name, ir.AttributeType.TENSOR, value)
     if isinstance(value, int):
         return ir.Attr(name, ir.AttributeType.INT, int(value))
+    if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+        return ir.Attr(name, ir.AttributeType.INTS, [int(v) for v in value])
     raise TypeError(f"unsupported attribute {name}={value!r}")
 
 
@@ -146,7 +148,14 @@ class NodeBuilder:
     def _record(
         self, op_type: str, inputs: tuple[ir.Value | None, ...], attributes: dict[str, Any]
     ) -> ir.Value:
-        key = (op_type, *(id(v) for v in inputs), *sorted(attributes.items()))
+        key = (
+            op_type,
+            *(id(v) for v in inputs),
+            *(
+                (k, tuple(v) if isinstance(v, list) else v)
+                for k, v in sorted(attributes.items())
+            ),
+        )
         if key in self._seen:
             return self._seen[key]
         name = self._name(op_type)

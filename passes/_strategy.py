@@ -30,6 +30,7 @@ def _auto_order(sig: forms.Signature) -> tuple[str, ...]:
         return ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
     return AUTO_PREFERENCE
 
+
 # Constants are weights to every backend: a target never has to list them.
 _ALWAYS_ALLOWED = frozenset({"Constant"})
 

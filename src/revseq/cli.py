@@ -188,8 +188,8 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="revseq",
         description="Rewrite ONNX models around ReverseSequence and prove them identical.",
-        parents=[common],
     )
+    parser.set_defaults(quiet=False, debug=False)
     parser.add_argument("--version", action="version", version=f"revseq {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
