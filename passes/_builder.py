@@ -177,6 +177,17 @@ class NodeBuilder:
         ``output`` is the value that replaces the node's output; if it is itself a
         constant, it gets a Constant node too.
         """
+        # A form may emit a helper value it ends up not needing: drop dead nodes.
+        live: list[ir.Node] = []
+        needed = {id(output)}
+        for node in reversed(self._nodes):
+            if any(id(out) in needed for out in node.outputs):
+                live.append(node)
+                needed.update(id(v) for v in node.inputs if v is not None)
+            else:  # detach it, so that the values it read forget this use
+                for i in range(len(node.inputs)):
+                    node.replace_input_with(i, None)
+        live.reverse()
         constants = [
             ir.Node(
                 "",
@@ -189,4 +200,4 @@ class NodeBuilder:
             for value in self._constants
             if value.uses() or value is output
         ]
-        return constants + self._nodes
+        return constants + live

@@ -1,6 +1,8 @@
 """revseq: rewrite ONNX models around the ReverseSequence operator.
 
-``inline`` replaces every ReverseSequence with standard ops, for backends that lack it.
+``inline`` replaces every ReverseSequence with standard ops, for backends that lack it;
+``restore`` fuses decompositions back into the op; ``check`` compares two models bit for
+bit in onnxruntime.
 """
 
 from __future__ import annotations
@@ -8,7 +10,10 @@ from __future__ import annotations
 __all__ = [
     "STRATEGIES",
     "TARGETS",
+    "check",
+    "check_nodes",
     "inline",
+    "restore",
     "RevseqError",
     "InvalidNodeError",
     "UnsupportedOpsetError",
@@ -18,7 +23,8 @@ __all__ = [
     "CheckError",
 ]
 
-from revseq._api import inline
+from revseq._api import inline, restore
+from revseq.equivalence import check, check_nodes
 from revseq.ops.errors import (
     CheckError,
     InvalidNodeError,

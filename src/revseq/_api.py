@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["inline", "ModelLike"]
+__all__ = ["inline", "restore", "ModelLike"]
 
 import logging
 import os
@@ -10,7 +10,7 @@ import os
 import onnx
 import onnx_ir as ir
 
-from revseq.passes import InlineReverseSequencePass
+from revseq.passes import InlineReverseSequencePass, RestoreReverseSequencePass
 
 logger = logging.getLogger(__name__)
 
@@ -66,3 +66,18 @@ def inline(
         strategy=strategy, as_function=as_function, allowed_ops=allowed_op_types(target)
     )
     return _apply(model, pass_)
+
+
+def restore(model: ModelLike) -> onnx.ModelProto | ir.Model:
+    """Fuse ReverseSequence decompositions (revseq's and other tools') back into the op.
+
+    Only what is proven equal is fused: see ``revseq.passes.RestoreReverseSequencePass``.
+
+    Args:
+        model: An ``onnx.ModelProto`` (left unmodified), an ``onnx_ir.Model`` (rewritten
+            in place and returned) or a path (loaded; an ``onnx.ModelProto`` is returned).
+
+    Returns:
+        The rewritten model, of the kind given.
+    """
+    return _apply(model, RestoreReverseSequencePass())

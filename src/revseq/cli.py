@@ -23,8 +23,8 @@ import onnx_ir as ir
 
 import revseq
 from revseq import _io
-from revseq.check import CheckReport, check, check_nodes
 from revseq.demo import run_demo
+from revseq.equivalence import CheckReport, check, check_nodes
 from revseq.info import describe
 from revseq.ops.errors import RevseqError
 

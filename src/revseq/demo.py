@@ -15,7 +15,7 @@ import onnx_ir as ir
 
 import revseq
 from revseq import _io
-from revseq.check import check
+from revseq.equivalence import check
 from revseq.info import describe
 from revseq.ops.function import definition
 from revseq.passes._node import REVSEQ_DOMAIN

@@ -309,12 +309,22 @@ def _concrete_dims(
     return tuple(dims)
 
 
-def generate_inputs(proto: onnx.ModelProto, trial: int, seed: int) -> Inputs:
-    """Random inputs for one trial: see the module docstring for what they cover."""
+def generate_inputs(
+    proto: onnx.ModelProto, trial: int, seed: int, *, also: onnx.ModelProto | None = None
+) -> Inputs:
+    """Random inputs for one trial of ``proto`` (whose signature ``also`` shares).
+
+    Symbolic dims get sizes that vary by trial (1 among them); an input that feeds a
+    ``sequence_lens`` in either model gets lengths in [0, T] that include 0, 1 and T
+    across trials; everything else gets random values of its type, with NaNs (one with
+    a non-default payload), infinities, -0.0 and subnormals for floats.
+    """
     rng = np.random.default_rng([seed, trial])
     initializers = {t.name for t in proto.graph.initializer}
     infos = [i for i in proto.graph.input if i.name not in initializers]
     lengths = _lengths_inputs(ir.from_proto(proto))
+    if also is not None:
+        lengths = {**_lengths_inputs(ir.from_proto(also)), **lengths}
     symbols: dict[str, int] = {}
     shapes = {i.name: _concrete_dims(i, trial, symbols) for i in infos}
     feeds: Inputs = {}
@@ -430,7 +440,7 @@ def check(
     input_sets = (
         list(inputs)
         if inputs is not None
-        else [generate_inputs(ref, trial, seed) for trial in range(trials)]
+        else [generate_inputs(ref, trial, seed, also=cand) for trial in range(trials)]
     )
     output_names = [o.name for o in ref.graph.output]
     compared = 0

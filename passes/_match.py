@@ -1,0 +1,351 @@
+"""Recognise a ReverseSequence decomposition ending at a gather, by evaluating it.
+
+A candidate is a value ``Y`` computed by a gather (GatherElements, GatherND, or Gather on
+a reshaped view, possibly reshaped back). Its *backward slice* is every node ``Y``
+depends on, stopping at run-time values. The candidate is a ReverseSequence when:
+
+1. the slice reads exactly two run-time values: the data ``X`` (only through ``Shape``,
+   ``Size`` and the views that feed the gather, so the index never depends on the data)
+   and one 1-D integer vector ``L``; everything else is a constant;
+2. every op in the slice is one the evaluator models (shape, index and gather ops);
+3. evaluated on probe inputs, ``Y`` equals ``reverse_sequence(X, L)`` for exactly one
+   (batch_axis, time_axis) pair: ``X`` holds distinct ids, symbolic dims take several
+   sizes, and the lengths run over 0, 1, the full length and random values.
+
+Condition 3 is where off-by-one index arithmetic (``len - t``), ``<=`` for ``<``, a range
+starting at 1, a gather on the wrong axis or lengths broadcast on the wrong axis all fail:
+their outputs differ from the reversal, and the reason names the first probe that shows
+it. The verdict for a slice is cached by its structure, so a model with thousands of
+identical decompositions is probed once.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Match", "NoMatch", "Matcher", "GATHER_OPS", "VIEW_OPS"]
+
+import dataclasses
+import hashlib
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from revseq.ops.reference import reverse_sequence
+from revseq.passes._evaluate import SUPPORTED_OPS, UnsupportedOp, evaluate_node
+
+GATHER_OPS = frozenset({"GatherElements", "GatherND", "Gather"})
+VIEW_OPS = frozenset({"Reshape", "Flatten", "Unsqueeze", "Squeeze", "Identity"})
+_SHAPE_READERS = frozenset({"Shape", "Size"})
+_LENGTH_TYPES = (ir.DataType.INT64, ir.DataType.INT32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """A proven decomposition: ``output == ReverseSequence(data, lengths)``."""
+
+    output: ir.Value
+    data: ir.Value
+    lengths: ir.Value
+    batch_axis: int
+    time_axis: int
+    nodes: tuple[ir.Node, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class NoMatch:
+    """Why a candidate is not (provably) a ReverseSequence."""
+
+    reason: str
+    subject: ir.Value | ir.Node | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Verdict:
+    axes: tuple[int, int] | None
+    reason: str
+
+
+def _data_source(gather: ir.Node) -> ir.Value | None:
+    """The tensor a gather reads, looking through views (Gather on a Flatten of X)."""
+    value = gather.inputs[0] if gather.inputs else None
+    while value is not None:
+        node = value.producer()
+        if node is None or node.op_type not in VIEW_OPS or node.domain != "":
+            return value
+        value = node.inputs[0]
+    return None
+
+
+def _slice_of(
+    output: ir.Value, data: ir.Value
+) -> tuple[list[ir.Node], list[ir.Value]] | NoMatch:
+    """The nodes ``output`` depends on (topological order) and its run-time leaves."""
+    order: list[ir.Node] = []
+    leaves: list[ir.Value] = []
+    seen_nodes: set[int] = set()
+    seen_values: set[int] = set()
+    stack: list[tuple[ir.Value, bool]] = [(output, False)]
+    while stack:
+        value, expanded = stack.pop()
+        node = value.producer()
+        if expanded:
+            assert node is not None
+            if id(node) not in seen_nodes:
+                seen_nodes.add(id(node))
+                order.append(node)
+            continue
+        if id(value) in seen_values:
+            continue
+        seen_values.add(id(value))
+        if value is data or value.const_value is not None or node is None:
+            if value.const_value is None:
+                leaves.append(value)
+            continue
+        if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
+            leaves.append(value)
+            continue
+        stack.append((value, True))
+        for source in node.inputs:
+            if source is not None:
+                stack.append((source, False))
+    return order, leaves
+
+
+def _check_data_use(nodes: Sequence[ir.Node], data: ir.Value, gather: ir.Node) -> str | None:
+    """The data may only feed Shape/Size and the view chain into the gather."""
+    allowed = {id(gather)}
+    node = gather.inputs[0].producer() if gather.inputs[0] is not None else None
+    while node is not None and node.op_type in VIEW_OPS:
+        allowed.add(id(node))
+        node = node.inputs[0].producer() if node.inputs[0] is not None else None
+    in_slice = {id(n) for n in nodes}
+    for user, index in data.uses():
+        if id(user) not in in_slice:
+            continue
+        if user.op_type in _SHAPE_READERS:
+            continue
+        if id(user) in allowed and index == 0:
+            continue
+        return f"the index depends on the data's values (through {user.op_type})"
+    return None
+
+
+def _fingerprint(
+    nodes: Sequence[ir.Node], data: ir.Value, lengths: ir.Value, output: ir.Value
+) -> str:
+    """A key that is equal for structurally identical slices on same-shaped data."""
+    ids: dict[int, str] = {id(data): "X", id(lengths): "L"}
+    digest = hashlib.sha1()
+    digest.update(repr((tuple(_dims(data) or ()), lengths.dtype)).encode())
+    for i, node in enumerate(nodes):
+        parts = [node.op_type]
+        for value in node.inputs:
+            if value is None:
+                parts.append("-")
+            elif id(value) in ids:
+                parts.append(ids[id(value)])
+            elif value.const_value is not None:
+                array = value.const_value.numpy()
+                parts.append(f"c{array.dtype}{array.shape}{array.tobytes().hex()}")
+            else:
+                parts.append("?")
+        for name, attr in sorted(node.attributes.items()):
+            value = attr.value if isinstance(attr, ir.Attr) else attr
+            if isinstance(value, ir.TensorProtocol):
+                value = value.numpy().tobytes().hex()
+            parts.append(f"{name}={value!r}")
+        for j, out in enumerate(node.outputs):
+            ids[id(out)] = f"n{i}.{j}"
+        digest.update("|".join(parts).encode())
+    digest.update(ids.get(id(output), "").encode())
+    return digest.hexdigest()
+
+
+def _dims(value: ir.Value) -> list[int | str] | None:
+    if value.shape is None:
+        return None
+    return [
+        d if isinstance(d, int) else str(d.value or f"?{i}") for i, d in enumerate(value.shape)
+    ]
+
+
+def _probe_shapes(dims: list[int | str]) -> list[tuple[int, ...]]:
+    """Concrete shapes: static dims kept, each symbol a distinct size in two patterns."""
+    symbols = sorted({d for d in dims if isinstance(d, str)})
+    if not symbols:
+        return [tuple(int(d) for d in dims)]
+    shapes = []
+    for sizes in ((2, 3, 4, 5, 6, 7), (5, 4, 3, 2, 6, 7)):
+        chosen = {s: sizes[i % len(sizes)] + i // len(sizes) for i, s in enumerate(symbols)}
+        shapes.append(tuple(d if isinstance(d, int) else chosen[d] for d in dims))
+    return shapes
+
+
+def _probe_lengths(rng: np.random.Generator, batch: int, time: int) -> list[np.ndarray]:
+    vectors = [
+        np.full(batch, time),
+        np.zeros(batch, dtype=np.int64),
+        np.ones(batch, dtype=np.int64),
+        np.arange(batch) % (time + 1),
+        rng.integers(0, time, batch, endpoint=True),
+        rng.integers(0, time, batch, endpoint=True),
+    ]
+    return [v.astype(np.int64) for v in vectors]
+
+
+def _evaluate(
+    nodes: Sequence[ir.Node],
+    *,
+    data: ir.Value,
+    x: np.ndarray,
+    lengths: ir.Value,
+    lens: np.ndarray,
+    output: ir.Value,
+) -> np.ndarray:
+    values: dict[int, np.ndarray] = {id(data): x, id(lengths): lens}
+    for node in nodes:
+        args: list[np.ndarray | None] = []
+        for value in node.inputs:
+            if value is None:
+                args.append(None)
+            elif id(value) in values:
+                args.append(values[id(value)])
+            elif value.const_value is not None:
+                args.append(value.const_value.numpy())
+            else:
+                raise UnsupportedOp(f"value {value.name!r} has no probe")
+        values[id(node.outputs[0])] = evaluate_node(node, args)
+    return values[id(output)]
+
+
+def _axis_pairs(rank: int) -> list[tuple[int, int]]:
+    pairs = [(1, 0), (0, 1)]
+    pairs += [p for p in itertools.permutations(range(rank), 2) if p not in pairs]
+    return pairs
+
+
+def _verdict(
+    nodes: Sequence[ir.Node],
+    data: ir.Value,
+    lengths: ir.Value,
+    output: ir.Value,
+) -> _Verdict:
+    dims = _dims(data)
+    if dims is None:
+        return _Verdict(None, "the data's rank is unknown")
+    rank = len(dims)
+    if rank < 2:
+        return _Verdict(None, f"the data has rank {rank}; ReverseSequence needs >= 2")
+    rng = np.random.default_rng(0)
+    surviving = set(_axis_pairs(rank))
+    first_failure = ""
+    for shape in _probe_shapes(dims):
+        x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+        for batch_axis, time_axis in list(surviving):
+            batch, time = shape[batch_axis], shape[time_axis]
+            for lens in _probe_lengths(rng, batch, time):
+                try:
+                    got = _evaluate(
+                        nodes,
+                        data=data,
+                        x=x,
+                        lengths=lengths,
+                        lens=lens.astype(lengths.dtype.numpy()),
+                        output=output,
+                    )
+                except UnsupportedOp as e:
+                    surviving.discard((batch_axis, time_axis))
+                    first_failure = first_failure or f"cannot evaluate: {e}"
+                    break
+                expected = reverse_sequence(
+                    x, lens, batch_axis=batch_axis, time_axis=time_axis
+                )
+                if got.shape != expected.shape or not np.array_equal(got, expected):
+                    surviving.discard((batch_axis, time_axis))
+                    first_failure = first_failure or (
+                        f"differs from ReverseSequence on a probe of shape {list(shape)} "
+                        f"with lengths {lens.tolist()}"
+                    )
+                    break
+    if not surviving:
+        return _Verdict(None, first_failure or "no axes fit")
+    if len(surviving) > 1:
+        # Only degenerate shapes (a size-1 time axis) leave several readings; prefer the
+        # ONNX layouts, in the spec's default order.
+        ordered = [p for p in _axis_pairs(rank) if p in surviving]
+        return _Verdict(ordered[0], "")
+    return _Verdict(next(iter(surviving)), "")
+
+
+class Matcher:
+    """Recognises decompositions; one instance caches verdicts across a model."""
+
+    def __init__(self) -> None:
+        self._verdicts: dict[str, _Verdict] = {}
+
+    def candidates(self, gather: ir.Node) -> list[ir.Value]:
+        """Values to test for a gather: its output, then views of it, longest first."""
+        values = [gather.outputs[0]]
+        value = gather.outputs[0]
+        while not value.is_graph_output() and len(value.uses()) == 1:
+            user = next(iter(value.uses())).node
+            if user.op_type not in VIEW_OPS or user.domain != "" or len(user.outputs) != 1:
+                break
+            value = user.outputs[0]
+            values.append(value)
+        return values[::-1]
+
+    def match(self, gather: ir.Node) -> Match | NoMatch:
+        """Prove that the gather (or a view of its result) is a ReverseSequence."""
+        if gather.op_type not in GATHER_OPS or gather.domain not in ("", "ai.onnx"):
+            return NoMatch("not a gather", gather)
+        data = _data_source(gather)
+        if data is None:
+            return NoMatch("the gather has no data input", gather)
+        source = data.producer()
+        if data.const_value is not None or (
+            source is not None and source.op_type in _SHAPE_READERS
+        ):
+            return NoMatch("the gather reads a shape or a constant, not data", gather)
+        reasons = []
+        for output in self.candidates(gather):
+            result = self._match_output(output, data, gather)
+            if isinstance(result, Match):
+                return result
+            reasons.append(result.reason)
+        return NoMatch(reasons[-1], gather)
+
+    def _match_output(
+        self, output: ir.Value, data: ir.Value, gather: ir.Node
+    ) -> Match | NoMatch:
+        found = _slice_of(output, data)
+        if isinstance(found, NoMatch):
+            return found
+        nodes, leaves = found
+        if data not in leaves:
+            return NoMatch("the data is not read by the gather", output)
+        others = [v for v in leaves if v is not data]
+        if len(others) != 1:
+            names = ", ".join(repr(v.name) for v in others) or "none"
+            return NoMatch(
+                f"the index must depend on exactly one run-time lengths value, found {names}",
+                output,
+            )
+        lengths = others[0]
+        if lengths.dtype not in _LENGTH_TYPES:
+            return NoMatch(f"the lengths {lengths.name!r} are not int32/int64", lengths)
+        if lengths.shape is not None and len(lengths.shape) != 1:
+            return NoMatch(f"the lengths {lengths.name!r} are not 1-D", lengths)
+        problem = _check_data_use(nodes, data, gather)
+        if problem is not None:
+            return NoMatch(problem, output)
+        key = _fingerprint(nodes, data, lengths, output)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = _verdict(nodes, data, lengths, output)
+            self._verdicts[key] = verdict
+        if verdict.axes is None:
+            return NoMatch(verdict.reason, output)
+        batch_axis, time_axis = verdict.axes
+        return Match(output, data, lengths, batch_axis, time_axis, tuple(nodes))
