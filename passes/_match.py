@@ -67,14 +67,19 @@ class _Verdict:
 
 
 def _data_source(gather: ir.Node) -> ir.Value | None:
-    """The tensor a gather reads, looking through views (Gather on a Flatten of X)."""
+    """The tensor a gather reads: for Gather of rows, the tensor behind the row view.
+
+    GatherElements and GatherND read the data itself. A plain Gather reads a
+    ``[rows, rest]`` view made by one Flatten or Reshape; views further up belong to
+    the user's graph and are left alone.
+    """
     value = gather.inputs[0] if gather.inputs else None
-    while value is not None:
-        node = value.producer()
-        if node is None or node.op_type not in VIEW_OPS or node.domain != "":
-            return value
-        value = node.inputs[0]
-    return None
+    if value is None or gather.op_type != "Gather":
+        return value
+    node = value.producer()
+    if node is not None and node.op_type in ("Flatten", "Reshape") and node.domain == "":
+        return node.inputs[0]
+    return value
 
 
 def _slice_of(
@@ -225,24 +230,22 @@ def _axis_pairs(rank: int) -> list[tuple[int, int]]:
     return pairs
 
 
-def _verdict(
+def _surviving_axes(
     nodes: Sequence[ir.Node],
     data: ir.Value,
     lengths: ir.Value,
     output: ir.Value,
-) -> _Verdict:
-    dims = _dims(data)
-    if dims is None:
-        return _Verdict(None, "the data's rank is unknown")
-    rank = len(dims)
-    if rank < 2:
-        return _Verdict(None, f"the data has rank {rank}; ReverseSequence needs >= 2")
+    dims: list[int | str],
+) -> tuple[set[tuple[int, int]], str]:
+    """The axis pairs under which the slice equals ReverseSequence on every probe."""
     rng = np.random.default_rng(0)
+    rank = len(dims)
+    lens_type = (lengths.dtype or ir.DataType.INT64).numpy()
     surviving = set(_axis_pairs(rank))
     first_failure = ""
     for shape in _probe_shapes(dims):
         x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
-        for batch_axis, time_axis in list(surviving):
+        for batch_axis, time_axis in sorted(surviving):
             batch, time = shape[batch_axis], shape[time_axis]
             for lens in _probe_lengths(rng, batch, time):
                 try:
@@ -251,12 +254,15 @@ def _verdict(
                         data=data,
                         x=x,
                         lengths=lengths,
-                        lens=lens.astype(lengths.dtype.numpy()),
+                        lens=lens.astype(lens_type),
                         output=output,
                     )
                 except UnsupportedOp as e:
                     surviving.discard((batch_axis, time_axis))
-                    first_failure = first_failure or f"cannot evaluate: {e}"
+                    first_failure = first_failure or (
+                        f"cannot evaluate it on a probe of shape {list(shape)} with lengths "
+                        f"{lens.tolist()}: {e}"
+                    )
                     break
                 expected = reverse_sequence(
                     x, lens, batch_axis=batch_axis, time_axis=time_axis
@@ -268,14 +274,42 @@ def _verdict(
                         f"with lengths {lens.tolist()}"
                     )
                     break
+    return surviving, first_failure
+
+
+# With the data's rank unknown, a decomposition must hold at every one of these ranks.
+_UNKNOWN_RANKS = (2, 3, 4, 5)
+
+
+def _verdict(
+    nodes: Sequence[ir.Node],
+    data: ir.Value,
+    lengths: ir.Value,
+    output: ir.Value,
+) -> _Verdict:
+    dims = _dims(data)
+    if dims is not None:
+        if len(dims) < 2:
+            return _Verdict(None, f"the data has rank {len(dims)}; ReverseSequence needs >= 2")
+        surviving, failure = _surviving_axes(nodes, data, lengths, output, dims)
+        rank = len(dims)
+    else:
+        # Rank-generic decompositions (inside functions, or after a Reshape to a
+        # computed shape) must hold for every rank the axes allow.
+        surviving = set(_axis_pairs(max(_UNKNOWN_RANKS)))
+        failure = ""
+        for rank in _UNKNOWN_RANKS:
+            symbols = [f"d{i}" for i in range(rank)]
+            here, reason = _surviving_axes(nodes, data, lengths, output, symbols)
+            failure = failure or reason
+            surviving = {p for p in surviving if max(p) >= rank or p in here}
+        rank = max(_UNKNOWN_RANKS)
     if not surviving:
-        return _Verdict(None, first_failure or "no axes fit")
-    if len(surviving) > 1:
-        # Only degenerate shapes (a size-1 time axis) leave several readings; prefer the
-        # ONNX layouts, in the spec's default order.
-        ordered = [p for p in _axis_pairs(rank) if p in surviving]
-        return _Verdict(ordered[0], "")
-    return _Verdict(next(iter(surviving)), "")
+        return _Verdict(None, failure or "no axes fit")
+    # Only degenerate shapes (a size-1 time axis) leave several readings; prefer the
+    # ONNX layouts, in the spec's default order.
+    ordered = [p for p in _axis_pairs(rank) if p in surviving]
+    return _Verdict(ordered[0], "")
 
 
 class Matcher:
@@ -285,16 +319,18 @@ class Matcher:
         self._verdicts: dict[str, _Verdict] = {}
 
     def candidates(self, gather: ir.Node) -> list[ir.Value]:
-        """Values to test for a gather: its output, then views of it, longest first."""
-        values = [gather.outputs[0]]
+        """Values to test for a gather: for Gather of rows, first the Reshape back.
+
+        Only that one Reshape is taken in: an Identity or Reshape a user put after a
+        ReverseSequence is the user's node and stays.
+        """
         value = gather.outputs[0]
-        while not value.is_graph_output() and len(value.uses()) == 1:
-            user = next(iter(value.uses())).node
-            if user.op_type not in VIEW_OPS or user.domain != "" or len(user.outputs) != 1:
-                break
-            value = user.outputs[0]
-            values.append(value)
-        return values[::-1]
+        if gather.op_type != "Gather" or value.is_graph_output() or len(value.uses()) != 1:
+            return [value]
+        user = next(iter(value.uses())).node
+        if user.op_type != "Reshape" or user.domain not in ("", "ai.onnx"):
+            return [value]
+        return [user.outputs[0], value]
 
     def match(self, gather: ir.Node) -> Match | NoMatch:
         """Prove that the gather (or a view of its result) is a ReverseSequence."""
@@ -333,7 +369,7 @@ class Matcher:
                 output,
             )
         lengths = others[0]
-        if lengths.dtype not in _LENGTH_TYPES:
+        if lengths.dtype is not None and lengths.dtype not in _LENGTH_TYPES:
             return NoMatch(f"the lengths {lengths.name!r} are not int32/int64", lengths)
         if lengths.shape is not None and len(lengths.shape) != 1:
             return NoMatch(f"the lengths {lengths.name!r} are not 1-D", lengths)

@@ -136,8 +136,10 @@ def _original_name(match: Match, anchor: ir.Node) -> str | None:
 
 def _fuse(anchor: ir.Node, match: Match) -> bool:
     """Replace the matched value by a ReverseSequence node; True if it is revseq-domain."""
+    # Lengths of unknown type (inside a function) are taken as int64: an ONNX-domain
+    # node there could have had no other.
     onnx_domain = {match.batch_axis, match.time_axis} == {0, 1} and (
-        match.lengths.dtype == ir.DataType.INT64
+        match.lengths.dtype in (ir.DataType.INT64, None)
     )
     domain = "" if onnx_domain else REVSEQ_DOMAIN
     producer = match.output.producer()
@@ -159,11 +161,19 @@ def _fuse(anchor: ir.Node, match: Match) -> bool:
         graph, producer, [], [node], [match.output], [node.outputs[0]]
     )
     for dead in reversed(match.nodes):
-        if dead.graph is not None and not any(
-            out.uses() or out.is_graph_output() for out in dead.outputs
-        ):
-            dead.graph.remove(dead, safe=True)
+        _remove_if_unused(dead)
     return not onnx_domain
+
+
+def _remove_if_unused(node: ir.Node) -> None:
+    """Remove ``node`` if nothing reads it, then the Constant nodes it alone read."""
+    if node.graph is None or any(out.uses() or out.is_graph_output() for out in node.outputs):
+        return
+    sources = [v.producer() for v in node.inputs if v is not None]
+    node.graph.remove(node, safe=True)
+    for source in sources:
+        if source is not None and source.op_type == "Constant":
+            _remove_if_unused(source)
 
 
 def _drop_unused_functions(model: ir.Model) -> None:

@@ -1,0 +1,104 @@
+"""onnxscript rewrite rules that fuse ReverseSequence decompositions: ``rules``.
+
+For users who run onnxscript's rewriter with their own rule sets::
+
+    from onnxscript import rewriter
+    from revseq.passes.rules import rules
+
+    model = rewriter.rewrite(model, pattern_rewrite_rules=rules)
+
+The patterns anchor on the gather; ``check`` proves the rest with the same matcher as
+:class:`revseq.passes.RestoreReverseSequencePass` (which also handles the function form
+and every scope), and every refusal is a ``MatchResult.fail`` with the reason, so
+onnxscript's ``MatchingTracer`` shows why a near-miss did not fuse. The index arithmetic
+left unused afterwards is removed by the rewriter's own clean-up (or
+``onnx_ir.passes.common.RemoveUnusedNodesPass``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["rules", "fuse_gather_rule", "fuse_gather_view_rule"]
+
+import onnx_ir as ir
+from onnxscript.rewriter import MatchResult, RewriteRuleSet
+from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
+
+from revseq.passes._match import Match, Matcher, NoMatch
+from revseq.passes._node import REVSEQ_DOMAIN
+
+
+class _FuseBase(RewriteRuleClassBase):
+    """Shared check/rewrite: prove the root's output is ReverseSequence(X, L)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self._matcher = Matcher()
+        self._match: Match | None = None
+
+    def _gather_of(self, root: ir.Node) -> ir.Node:
+        return root
+
+    def check(self, context, **_: object) -> MatchResult:
+        """Fail with the matcher's reason unless the root computes a ReverseSequence."""
+        result = MatchResult()
+        root: ir.Node = context.root
+        found = self._matcher.match(self._gather_of(root))
+        if isinstance(found, NoMatch):
+            return result.fail(found.reason, found.subject)
+        if found.output is not root.outputs[0]:
+            return result.fail("the proven value is not this pattern's output", root)
+        self._match = found
+        return result
+
+    def rewrite(self, op, **_: object) -> ir.Value:
+        """One ReverseSequence node: ONNX domain for axes {0, 1} and int64 lengths."""
+        match = self._match
+        assert match is not None
+        onnx_domain = {match.batch_axis, match.time_axis} == {0, 1} and (
+            match.lengths.dtype == ir.DataType.INT64
+        )
+        return op.ReverseSequence(
+            match.data,
+            match.lengths,
+            batch_axis=match.batch_axis,
+            time_axis=match.time_axis,
+            _domain="" if onnx_domain else REVSEQ_DOMAIN,
+        )
+
+
+class FuseGather(_FuseBase):
+    """GatherElements or GatherND whose result is a ReverseSequence of its data."""
+
+    def __init__(self, op_type: str) -> None:
+        super().__init__(f"FuseReverseSequence{op_type}")
+        self._op_type = op_type
+
+    def pattern(self, op, data, indices):
+        """The gather alone; the index is proven in ``check``."""
+        return getattr(op, self._op_type)(data, indices, _allow_other_attributes=True)
+
+
+class FuseGatherView(_FuseBase):
+    """Reshape(Gather(view of X, flat index)): the row-gather form, reshaped back."""
+
+    def __init__(self) -> None:
+        super().__init__("FuseReverseSequenceGatherRows")
+
+    def pattern(self, op, rows, indices, shape):
+        """Gather of rows, then the Reshape back to the data's shape."""
+        gathered = op.Gather(rows, indices, _allow_other_attributes=True)
+        return op.Reshape(gathered, shape, _allow_other_attributes=True)
+
+    def _gather_of(self, root: ir.Node) -> ir.Node:
+        source = root.inputs[0]
+        producer = source.producer() if source is not None else None
+        return producer if producer is not None else root
+
+
+fuse_gather_rule = RewriteRuleSet(
+    [FuseGather.rule("GatherElements"), FuseGather.rule("GatherND")]
+)
+fuse_gather_view_rule = FuseGatherView.rule()
+
+rules = RewriteRuleSet([*fuse_gather_rule.rules, fuse_gather_view_rule])
+"""Every rule of this module, for onnxscript's rewriter."""

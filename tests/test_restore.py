@@ -1,0 +1,278 @@
+"""The restore pass: decompositions fused back into ReverseSequence, and only those."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx_ir as ir
+import onnxruntime as ort
+import onnxscript.optimizer
+import pytest
+from onnxscript import rewriter
+from onnxscript.rewriter._rewrite_rule import RewriteRuleSet
+
+import revseq
+from revseq.models import FOLDER as MODELS
+from revseq.ops import reverse_sequence
+from revseq.passes import RestoreReverseSequencePass
+from revseq.passes._scopes import walk
+from revseq.passes.rules import rules
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+FLOAT = onnx.TensorProto.FLOAT
+INT64 = onnx.TensorProto.INT64
+FORMS = ("gather_elements", "gather_nd", "gather_rows")
+
+
+def _one_node(dims, batch_axis, time_axis, *, elem=FLOAT, domain="", lens_type=INT64):
+    node = oh.make_node(
+        "ReverseSequence",
+        ["x", "lens"],
+        ["y"],
+        name="rs",
+        domain=domain,
+        batch_axis=batch_axis,
+        time_axis=time_axis,
+    )
+    graph = oh.make_graph(
+        [node, oh.make_node("Identity", ["y"], ["z"], name="after")],
+        "g",
+        [
+            oh.make_tensor_value_info("x", elem, dims),
+            oh.make_tensor_value_info("lens", lens_type, [dims[batch_axis]]),
+        ],
+        [oh.make_tensor_value_info("z", elem, dims)],
+    )
+    imports = [oh.make_opsetid("", 17)] + ([oh.make_opsetid("revseq", 1)] if domain else [])
+    return oh.make_model(graph, opset_imports=imports)
+
+
+def _signature(model: onnx.ModelProto) -> list[tuple[str, str, int, int]]:
+    """(scope, domain, batch_axis, time_axis) of each ReverseSequence, axes normalised."""
+    found = []
+    for scoped in walk(ir.from_proto(model)):
+        node = scoped.node
+        if node.op_type != "ReverseSequence":
+            continue
+        rank = len(node.inputs[0].shape) if node.inputs[0].shape is not None else None
+        b = node.attributes.get_int("batch_axis", 1)
+        t = node.attributes.get_int("time_axis", 0)
+        if rank is not None:
+            b, t = b % rank, t % rank
+        found.append((scoped.scope, node.domain, b, t))
+    return sorted(found)
+
+
+def _feeds(model: onnx.ModelProto, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Inputs with symbolic dims set to 4, 3, 5, ... and valid lengths for 'lens'."""
+    sizes = iter([4, 3, 5, 2, 6, 7])
+    symbols: dict[str, int] = {}
+    shapes = {}
+    for info in model.graph.input:
+        dims = []
+        for d in info.type.tensor_type.shape.dim:
+            if d.HasField("dim_value"):
+                dims.append(d.dim_value)
+            else:
+                dims.append(symbols.setdefault(d.dim_param, next(sizes)))
+        shapes[info.name] = tuple(dims)
+    feeds = {}
+    for info in model.graph.input:
+        elem = info.type.tensor_type.elem_type
+        shape = shapes[info.name]
+        if info.name in ("lens", "lengths"):
+            continue
+        np_type = oh.tensor_dtype_to_np_dtype(elem)
+        if elem == onnx.TensorProto.BOOL:
+            feeds[info.name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            feeds[info.name] = rng.standard_normal(shape).astype(np_type)
+    return feeds, shapes
+
+
+def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = ort.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)
+
+
+ROUND_TRIP_CASES = [
+    ((5, 3, 4), 1, 0, ""),
+    (("T", "B", 4), 1, 0, ""),
+    (("B", "T"), 0, 1, ""),
+    ((3, 5, 2, 2), 0, 1, ""),
+    (("T", "B", 2, 2, 3), 1, 0, ""),
+    ((2, 3, 4, 5), 2, 3, "revseq"),
+    (("a", "b", "c", 4), 0, 2, "revseq"),
+    ((4, 3, 5), 2, 0, "revseq"),
+]
+
+
+@pytest.mark.parametrize("as_function", [False, True])
+@pytest.mark.parametrize("strategy", FORMS)
+@pytest.mark.parametrize(("dims", "batch_axis", "time_axis", "domain"), ROUND_TRIP_CASES)
+def test_restore_inverts_inline(dims, batch_axis, time_axis, domain, strategy, as_function):
+    model = _one_node(dims, batch_axis, time_axis, domain=domain)
+    inlined = revseq.inline(model, strategy=strategy, as_function=as_function)
+    restored = revseq.restore(inlined)
+    onnx.checker.check_model(restored, full_check=True)
+    assert _signature(restored) == _signature(model)
+    assert [n.op_type for n in restored.graph.node] == ["ReverseSequence", "Identity"]
+    assert restored.graph.node[0].name == "rs"
+    assert not restored.functions
+    rng = np.random.default_rng(0)
+    feeds, shapes = _feeds(model, rng)
+    time_len = shapes["x"][time_axis]
+    lens = rng.integers(0, time_len, shapes["lens"], endpoint=True)
+    lens[0] = time_len
+    feeds["lens"] = lens.astype(np.int64)
+    got = _run(restored, feeds)[0] if not domain else None
+    expected = reverse_sequence(feeds["x"], lens, batch_axis=batch_axis, time_axis=time_axis)
+    if got is not None:
+        assert got.tobytes() == expected.tobytes()
+    assert _run(inlined, feeds)[0].tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("elem", [onnx.TensorProto.STRING, onnx.TensorProto.BOOL, INT64])
+def test_restore_other_types_and_int32_lengths(elem):
+    model = _one_node(("T", "B", 3), 1, 0, elem=elem)
+    assert _signature(revseq.restore(revseq.inline(model))) == _signature(model)
+    generalised = _one_node((4, 3, 2), 1, 2, domain="revseq", lens_type=onnx.TensorProto.INT32)
+    restored = revseq.restore(revseq.inline(generalised))
+    assert _signature(restored) == [("main", "revseq", 1, 2)]
+    assert restored.graph.node[0].input[1] == "lens"
+
+
+@pytest.mark.parametrize("strategy", FORMS)
+def test_restore_after_optimizer_and_shape_inference(strategy):
+    for dims in ((6, 2, 3), ("T", "B", 3)):
+        model = _one_node(dims, 1, 0)
+        inlined = ir.from_proto(revseq.inline(model, strategy=strategy))
+        onnxscript.optimizer.optimize(inlined)
+        proto = onnx.shape_inference.infer_shapes(ir.to_proto(inlined), data_prop=True)
+        # Constants folded into initializers, as exporters leave static shapes.
+        folded = ir.from_proto(proto)
+        ir.passes.common.LiftConstantsToInitializersPass(size_limit=0)(folded)
+        restored = revseq.restore(folded)
+        # The optimizer removes the Identity after the op itself.
+        ops = [n.op_type for n in restored.graph]
+        assert ops == ["ReverseSequence"], (dims, ops)
+
+
+def test_restore_keeps_scopes_of_the_sample_models():
+    for name in ("control_flow.onnx", "bidirectional_rnn.onnx", "batch_major.onnx"):
+        model = onnx.load(MODELS / name)
+        restored = revseq.restore(revseq.inline(model))
+        assert _signature(restored) == _signature(model), name
+        report = revseq.check(model, restored, trials=2)
+        assert report.ok, report
+
+
+def test_restore_keeps_values_used_elsewhere():
+    model = ir.from_proto(revseq.inline(_one_node(("T", "B", 3), 1, 0), strategy="gather_nd"))
+    where = next(n for n in model.graph if n.op_type == "Where")
+    extra = where.outputs[0]
+    extra.name = "source_index"
+    model.graph.outputs.append(extra)
+    RestoreReverseSequencePass()(model)
+    ops = [n.op_type for n in model.graph]
+    assert "ReverseSequence" in ops
+    assert "Where" in ops  # still computes the extra output
+    assert "GatherND" not in ops
+
+
+def test_modified_is_honest():
+    model = ir.from_proto(_one_node(("T", "B", 3), 1, 0))
+    assert not RestoreReverseSequencePass()(model).modified
+    inlined = ir.from_proto(revseq.inline(_one_node(("T", "B", 3), 1, 0)))
+    assert RestoreReverseSequencePass()(inlined).modified
+
+
+TORCH_FIXTURES = sorted(
+    p.name for p in FIXTURES.glob("torch_*.onnx") if "nearmiss" not in p.name
+)
+NEAR_MISSES = {
+    "torch_nearmiss_off_by_one.onnx": "probe",
+    "torch_nearmiss_less_equal.onnx": "probe",
+    "torch_nearmiss_range_from_1.onnx": "probe",
+    "torch_nearmiss_wrong_gather_axis.onnx": "probe",
+    "torch_nearmiss_wrong_lengths_axis.onnx": "differs from ReverseSequence",
+}
+
+
+def test_fixture_set_is_complete():
+    assert len(TORCH_FIXTURES) == 24  # 2 exporters x 2 layouts x 3 ranks x static/dynamic
+    assert sorted(NEAR_MISSES) == sorted(p.name for p in FIXTURES.glob("torch_nearmiss_*"))
+
+
+@pytest.mark.parametrize("name", TORCH_FIXTURES)
+def test_torch_exports_restore_to_one_node(name):
+    model = onnx.load(FIXTURES / name)
+    restored = revseq.restore(model)
+    onnx.checker.check_model(restored, full_check=True)
+    assert [n.op_type for n in restored.graph.node] == ["ReverseSequence"], name
+    time_axis = 0 if "_time_" in name else 1
+    node = restored.graph.node[0]
+    assert (_attr(node, "batch_axis"), _attr(node, "time_axis")) == (1 - time_axis, time_axis)
+    rng = np.random.default_rng(1)
+    feeds, shapes = _feeds(model, rng)
+    time_len = shapes["x"][time_axis]
+    lengths = rng.integers(0, time_len, shapes["lengths"], endpoint=True)
+    lengths[0] = time_len
+    feeds["lengths"] = lengths.astype(np.int64)
+    assert _run(restored, feeds)[0].tobytes() == _run(model, feeds)[0].tobytes()
+
+
+def _attr(node: onnx.NodeProto, name: str) -> int:
+    return next(a.i for a in node.attribute if a.name == name)
+
+
+@pytest.mark.parametrize(("name", "reason"), sorted(NEAR_MISSES.items()))
+def test_near_misses_stay_unfused_with_a_reason(name, reason):
+    model = ir.load(FIXTURES / name)
+    before = [n.op_type for n in model.graph]
+    restore = RestoreReverseSequencePass()
+    assert not restore(model).modified
+    assert [n.op_type for n in model.graph] == before
+    gather_reasons = [r for (_, _, r) in restore.reasons]
+    assert any(reason in r for r in gather_reasons), gather_reasons
+
+
+def test_rule_set_fuses_and_traces_near_misses():
+    assert isinstance(rules, RewriteRuleSet)
+    inlined = ir.from_proto(revseq.inline(_one_node(("T", "B", 3), 1, 0)))
+    fused = rewriter.rewrite(inlined, pattern_rewrite_rules=rules)
+    assert [n.op_type for n in fused.graph] == ["ReverseSequence", "Identity"]
+
+    tracer = rewriter.MatchingTracer()
+    near_miss = ir.load(FIXTURES / "torch_nearmiss_wrong_lengths_axis.onnx")
+    count = rules.apply_to_model(near_miss, tracer=tracer)
+    assert count == 0
+    reasons = [
+        str(match.match_result.reason)
+        for matches in tracer.best_matches_map.values()
+        for match in matches
+    ]
+    assert any("differs from ReverseSequence" in r for r in reasons), reasons
+
+
+def test_torch_live_export_restores():
+    torch = pytest.importorskip("torch")
+    import sys
+
+    sys.path.insert(0, str(FIXTURES))
+    from make_torch_fixtures import ReversePadded, export
+
+    path = FIXTURES.parent / ".torch_live.onnx"
+    try:
+        export(ReversePadded(1, "expand"), 3, 1, dynamo=True, dynamic=True, path=path)
+        restored = revseq.restore(str(path))
+    finally:
+        path.unlink(missing_ok=True)
+        sys.path.remove(str(FIXTURES))
+    assert [n.op_type for n in restored.graph.node] == ["ReverseSequence"]
+    assert torch is not None
