@@ -622,7 +622,7 @@ def test_targets_use_only_their_ops(target):
     ]
     for (model, feeds), fits in zip(variants, expectations, strict=True):
         if not fits:
-            with pytest.raises(revseq.StrategyError, match="target lacks|needs"):
+            with pytest.raises(revseq.StrategyError, match=r"target lacks|needs"):
                 revseq.inline(model, target=target)
             continue
         inlined = revseq.inline(model, target=target)

@@ -1,0 +1,160 @@
+"""Equivalence checking: bit-exact comparison, engines, input generation, per-node mode."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+
+import revseq
+from revseq.equivalence import check, check_nodes, generate_inputs
+from revseq.models import FOLDER as MODELS
+
+TP = onnx.TensorProto
+
+
+def _model(*nodes, elem=TP.FLOAT, dims=("T", "B", 3), extra_inits=()) -> onnx.ModelProto:
+    graph = oh.make_graph(
+        list(nodes),
+        "g",
+        [
+            oh.make_tensor_value_info("x", elem, list(dims)),
+            oh.make_tensor_value_info("lens", TP.INT64, ["B"]),
+        ],
+        [oh.make_tensor_value_info("y", elem, list(dims))],
+        list(extra_inits),
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def _reverse(**attrs) -> onnx.ModelProto:
+    return _model(oh.make_node("ReverseSequence", ["x", "lens"], ["y"], name="rs", **attrs))
+
+
+def test_identical_models_are_ok():
+    report = check(_reverse(), revseq.inline(_reverse()), trials=3)
+    assert report.ok
+    assert report.trials == 3
+    assert report.optimizations == ("off", "on")
+    assert report.outputs_compared == 6
+    assert report.engines == {"reference": "onnxruntime", "candidate": "onnxruntime"}
+    assert "bit-identical" in str(report)
+
+
+def test_a_difference_gives_a_counterexample():
+    other = _model(
+        oh.make_node("ReverseSequence", ["x", "lens"], ["r"], name="rs"),
+        oh.make_node("Neg", ["r"], ["y"]),
+    )
+    report = check(_reverse(), other)
+    assert not report.ok
+    c = report.counterexample
+    assert c is not None and c.output_name == "y" and c.index is not None
+    assert set(c.inputs) == {"x", "lens"}
+    assert "DIFFERENT" in str(report) and "first difference" in str(report)
+
+
+def _constant_output(values: np.ndarray) -> onnx.ModelProto:
+    tensor = onnx.numpy_helper.from_array(values, "c")
+    node = oh.make_node("Constant", [], ["y"], value=tensor)
+    graph = oh.make_graph(
+        [node],
+        "g",
+        [oh.make_tensor_value_info("x", TP.FLOAT, [1])],
+        [oh.make_tensor_value_info("y", TP.FLOAT, list(values.shape))],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def test_nan_payload_and_negative_zero_count():
+    quiet = np.array([np.nan], dtype=np.float32)
+    payload = np.array([0x7FC00123], dtype=np.uint32).view(np.float32)
+    report = check(_constant_output(quiet), _constant_output(payload), trials=1)
+    assert not report.ok
+    zero = check(
+        _constant_output(np.array([0.0], np.float32)),
+        _constant_output(np.array([-0.0], np.float32)),
+        trials=1,
+    )
+    assert not zero.ok
+    same = check(_constant_output(payload), _constant_output(payload.copy()), trials=1)
+    assert same.ok
+
+
+def test_strings_compare_by_value():
+    model = _reverse()
+    model.graph.input[0].type.tensor_type.elem_type = TP.STRING
+    model.graph.output[0].type.tensor_type.elem_type = TP.STRING
+    assert check(model, revseq.inline(model, strategy="gather_rows")).ok
+
+
+def test_complex_falls_back_to_the_reference_evaluator():
+    model = _reverse()
+    model.graph.input[0].type.tensor_type.elem_type = TP.COMPLEX64
+    model.graph.output[0].type.tensor_type.elem_type = TP.COMPLEX64
+    report = check(model, revseq.inline(model), trials=2)
+    assert report.ok
+    assert report.engines["reference"].startswith("onnx.reference (onnxruntime has no complex")
+
+
+def test_revseq_domain_gets_its_definition_attached():
+    node = oh.make_node(
+        "ReverseSequence", ["x", "lens"], ["y"], domain="revseq", batch_axis=1, time_axis=-1
+    )
+    graph = oh.make_graph(
+        [node],
+        "g",
+        [
+            oh.make_tensor_value_info("x", TP.FLOAT, [2, 3, 4]),
+            oh.make_tensor_value_info("lens", TP.INT32, [3]),
+        ],
+        [oh.make_tensor_value_info("y", TP.FLOAT, [2, 3, 4])],
+    )
+    model = oh.make_model(
+        graph, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("revseq", 1)]
+    )
+    assert check(model, revseq.inline(model)).ok
+
+
+def test_generated_lengths_cover_0_1_and_full_length():
+    model = _reverse()
+    seen = set()
+    for trial in range(3):
+        feeds = generate_inputs(model, trial, seed=0)
+        time_len = feeds["x"].shape[0]
+        assert feeds["lens"].shape == (feeds["x"].shape[1],)
+        assert ((feeds["lens"] >= 0) & (feeds["lens"] <= time_len)).all()
+        seen |= {int(v) if v not in (time_len,) else "T" for v in feeds["lens"]}
+    assert {0, 1, "T"} <= seen
+    sizes = {generate_inputs(model, t, 0)["x"].shape for t in range(3)}
+    assert any(1 in s for s in sizes) and len(sizes) > 1
+
+
+def test_user_inputs_and_mismatched_signatures():
+    x = np.arange(12, dtype=np.float32).reshape(4, 1, 3)
+    report = check(
+        _reverse(), revseq.inline(_reverse()), inputs=[{"x": x, "lens": np.array([3])}]
+    )
+    assert report.ok and report.trials == 1
+    other = _reverse()
+    other.graph.input[1].name = "lengths"
+    other.graph.node[0].input[1] = "lengths"
+    with pytest.raises(revseq.CheckError, match="different inputs"):
+        check(_reverse(), other)
+
+
+def test_rank_one_is_refused_before_onnxruntime_sees_it():
+    model = _model(oh.make_node("ReverseSequence", ["x", "lens"], ["y"], name="rs"), dims=(4,))
+    with pytest.raises(revseq.CheckError, match="rank >= 2"):
+        check(model, model)
+
+
+def test_check_nodes_reports_each_node_and_scope():
+    model = onnx.load(MODELS / "control_flow.onnx")
+    reports = check_nodes(model, trials=2)
+    assert len(reports) == 3
+    assert all(r.ok for r in reports), [str(r) for r in reports]
+    scopes = {r.scope for r in reports}
+    assert "function local::ReverseThenNegate" in scopes
+    assert any("Loop" in s for s in scopes)

@@ -1,0 +1,51 @@
+"""The README's examples run as written; its commands name what exists."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+README = pathlib.Path(__file__).parent.parent / "README.md"
+
+
+def _python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+@pytest.mark.parametrize("index", range(len(_python_blocks())))
+def test_readme_python_examples_run(index, tmp_path, monkeypatch):
+    code = _python_blocks()[index]
+    if "import torch" in code:
+        torch = pytest.importorskip("torch")
+        module = _reverse_padded_module(torch)
+        x = torch.randn(5, 3, 4)
+        lengths = torch.tensor([5, 2, 0])
+        namespace = {"module": module, "x": x, "lengths": lengths}
+    else:
+        namespace = {}
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, f"README.md example {index}", "exec"), namespace)
+
+
+def _reverse_padded_module(torch):
+    """A module for the torch example: reverses padded sequences by index arithmetic."""
+
+    class ReversePadded(torch.nn.Module):
+        def forward(self, x, lengths):
+            t = torch.arange(x.shape[0])[:, None]
+            length = lengths[None, :]
+            index = torch.where(t < length, length - 1 - t, t)
+            return torch.gather(x, 0, index.unsqueeze(-1).expand_as(x))
+
+    return ReversePadded()
+
+
+def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
+    text = README.read_text()
+    block = re.search(r"## Quick start\n\n```bash\n(.*?)```", text, flags=re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert commands == ["pip install . && revseq demo", 'pip install ".[test]" && pytest -q']
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert commands[1] in ci
