@@ -488,41 +488,64 @@ def check(
     )
 
 
-def _single_node_model(node: ir.Node, opset: int) -> onnx.ModelProto:
-    """The node alone, its inputs as graph inputs: native op vs decomposition."""
+# Ranks a node of unknown rank is checked at (those its axes allow).
+_UNKNOWN_RANKS = (2, 3, 4)
+
+
+def _single_node_models(node: ir.Node, opset: int) -> list[tuple[onnx.ModelProto, str]]:
+    """The node alone, its inputs as graph inputs: native op vs decomposition.
+
+    A node whose data has no known type or rank (in a Loop body or a function) is
+    checked as float32 at each rank its axes allow; the note says so.
+    """
     data, lens = node.inputs
     assert data is not None and lens is not None
-    if data.shape is None or data.dtype is None:
-        raise CheckError("the data input's type or rank is unknown")
-    dims = [
-        d if isinstance(d, int) else (d.value or f"d{i}") for i, d in enumerate(data.shape)
-    ]
     batch_axis = node.attributes.get_int("batch_axis", 1)
     time_axis = node.attributes.get_int("time_axis", 0)
-    lens_type = lens.dtype or ir.DataType.INT64
-    rs = onnx.helper.make_node(
-        "ReverseSequence",
-        ["input", "sequence_lens"],
-        ["output"],
-        domain=node.domain,
-        batch_axis=batch_axis,
-        time_axis=time_axis,
-    )
-    graph = onnx.helper.make_graph(
-        [rs],
-        "node",
-        [
-            onnx.helper.make_tensor_value_info("input", int(data.dtype), dims),
-            onnx.helper.make_tensor_value_info(
-                "sequence_lens", int(lens_type), [dims[batch_axis % len(dims)]]
-            ),
-        ],
-        [onnx.helper.make_tensor_value_info("output", int(data.dtype), dims)],
-    )
-    imports = [onnx.helper.make_opsetid("", opset)]
-    if node.domain == REVSEQ_DOMAIN:
-        imports.append(onnx.helper.make_opsetid(REVSEQ_DOMAIN, 1))
-    return onnx.helper.make_model(graph, opset_imports=imports, ir_version=10)
+    dtype = data.dtype or ir.DataType.FLOAT
+    if data.shape is not None:
+        shapes = [
+            [
+                d if isinstance(d, int) else (d.value or f"d{i}")
+                for i, d in enumerate(data.shape)
+            ]
+        ]
+        note = ""
+    else:
+        low = max(batch_axis, time_axis, -batch_axis - 1, -time_axis - 1) + 1
+        shapes = [[f"d{i}" for i in range(rank)] for rank in _UNKNOWN_RANKS if rank >= low]
+        note = f" (rank unknown: checked at ranks {', '.join(str(len(d)) for d in shapes)}"
+        note += f" as {dtype.name.lower()})" if data.dtype is None else ")"
+    models = []
+    for dims in shapes:
+        rs = onnx.helper.make_node(
+            "ReverseSequence",
+            ["input", "sequence_lens"],
+            ["output"],
+            domain=node.domain,
+            batch_axis=batch_axis,
+            time_axis=time_axis,
+        )
+        graph = onnx.helper.make_graph(
+            [rs],
+            "node",
+            [
+                onnx.helper.make_tensor_value_info("input", int(dtype), dims),
+                onnx.helper.make_tensor_value_info(
+                    "sequence_lens",
+                    int(lens.dtype or ir.DataType.INT64),
+                    [dims[batch_axis % len(dims)]],
+                ),
+            ],
+            [onnx.helper.make_tensor_value_info("output", int(dtype), dims)],
+        )
+        imports = [onnx.helper.make_opsetid("", opset)]
+        if node.domain == REVSEQ_DOMAIN:
+            imports.append(onnx.helper.make_opsetid(REVSEQ_DOMAIN, 1))
+        models.append(
+            (onnx.helper.make_model(graph, opset_imports=imports, ir_version=10), note)
+        )
+    return models
 
 
 def check_nodes(
@@ -547,8 +570,13 @@ def check_nodes(
         # The revseq definition needs opset 14; the ONNX op exists from 10 (11 inlines).
         opset = max(version, 14 if node.domain == REVSEQ_DOMAIN else 11)
         try:
-            single = _single_node_model(node, opset)
-            report = check(single, inline(single, strategy=strategy), trials=trials, seed=seed)
+            for single, note in _single_node_models(node, opset):
+                report = check(
+                    single, inline(single, strategy=strategy), trials=trials, seed=seed
+                )
+                report = dataclasses.replace(report, message=report.message + note)
+                if not report.ok:
+                    break
         except RevseqError as e:
             reports.append(NodeReport(node.name or "", scoped.scope, None, str(e)))
             continue
