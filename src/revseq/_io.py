@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import pathlib
+import shutil
 import tempfile
 from collections.abc import Iterator
 
@@ -163,12 +164,46 @@ def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
         return False
 
 
-def _has_external_tensors(model: ir.Model) -> bool:
-    return any(
-        isinstance(value.const_value, ir.ExternalTensor)
-        for graph in model.graphs()
-        for value in graph.initializers.values()
-    )
+def _external_files(model: ir.Model) -> dict[pathlib.Path, str]:
+    """Data files the model's external tensors live in: absolute path -> location."""
+    files: dict[pathlib.Path, str] = {}
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if isinstance(tensor, ir.ExternalTensor):
+                files[pathlib.Path(tensor.base_dir, tensor.location).resolve()] = str(
+                    tensor.location
+                )
+    return files
+
+
+def _carry_external_data(
+    proto: onnx.ModelProto, files: dict[pathlib.Path, str], output: pathlib.Path
+) -> list[tuple[pathlib.Path, pathlib.Path]]:
+    """Point the proto's external data at files beside ``output``; plan the copies.
+
+    Weights are never read into memory: a data file already in the output's folder is
+    referenced as it is, any other is copied there by the kernel (``shutil.copyfile``)
+    under ``<output name>.<its name>``.
+
+    Returns:
+        (source, destination) pairs still to copy.
+    """
+    folder = output.parent.resolve()
+    renames: dict[str, str] = {}
+    copies = []
+    for source, location in files.items():
+        if source.parent == folder:
+            continue
+        destination = folder / f"{output.name}.{source.name}"
+        renames[location] = destination.name
+        copies.append((source, destination))
+    if renames:
+        for tensor in _tensors(proto):
+            for entry in tensor.external_data:
+                if entry.key == "location" and entry.value in renames:
+                    entry.value = renames[entry.value]
+    return copies
 
 
 @contextlib.contextmanager
@@ -188,6 +223,21 @@ def _fsync(path: pathlib.Path) -> None:
         os.fsync(f.fileno())
 
 
+def _save_with_new_external_data(
+    model: ir.Model, path: pathlib.Path, external_data: str | None, size_threshold: int
+) -> None:
+    """Write every large tensor to one new data file beside ``path`` (both atomic)."""
+    with _temporary_next_to(path) as temporary:
+        ir.save(
+            model,
+            temporary,
+            external_data=external_data or f"{path.name}.data",
+            size_threshold_bytes=size_threshold,
+        )
+        _fsync(temporary)
+        os.replace(temporary, path)
+
+
 def save_model(
     model: ir.Model,
     path: str | os.PathLike,
@@ -197,9 +247,10 @@ def save_model(
 ) -> None:
     """Write ``model`` to ``path`` atomically.
 
-    Weights go to an external data file next to the output (``<output name>.data``
-    unless ``external_data`` names another) when the model already had external tensors,
-    when it is too large for one protobuf, or when ``external_data`` is given.
+    External data is carried over without reading it: files already beside the output
+    are referenced as they are, others are copied next to it. A model too large for one
+    protobuf, or any model when ``external_data`` names a file, gets its weights written
+    to a new data file beside the output (``<output name>.data`` by default).
 
     Raises:
         ModelSaveError: The output cannot be written (missing or unwritable folder, the
@@ -211,25 +262,20 @@ def save_model(
     if not path.parent.is_dir():
         raise ModelSaveError(f"{path}: the output folder {path.parent} does not exist")
     try:
-        proto = None
-        use_external = external_data is not None or _has_external_tensors(model)
-        if not use_external:
-            proto = ir.to_proto(model)
-            use_external = proto.ByteSize() > _PROTOBUF_LIMIT
-        with _temporary_next_to(path) as temporary:
-            if use_external:
-                data_name = external_data or f"{path.name}.data"
-                ir.save(
-                    model,
-                    temporary,
-                    external_data=data_name,
-                    size_threshold_bytes=size_threshold,
-                )
-            else:
-                assert proto is not None
+        files = _external_files(model)
+        proto = ir.to_proto(model)  # external tensors stay references: nothing is read
+        if external_data is not None or proto.ByteSize() > _PROTOBUF_LIMIT:
+            _save_with_new_external_data(model, path, external_data, size_threshold)
+        else:
+            copies = _carry_external_data(proto, files, path)
+            for source, destination in copies:
+                with _temporary_next_to(destination) as temporary:
+                    shutil.copyfile(source, temporary)
+                    os.replace(temporary, destination)
+            with _temporary_next_to(path) as temporary:
                 temporary.write_bytes(proto.SerializeToString())
-            _fsync(temporary)
-            os.replace(temporary, path)
+                _fsync(temporary)
+                os.replace(temporary, path)
     except ModelSaveError:
         raise
     except (OSError, ValueError) as e:

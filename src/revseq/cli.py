@@ -88,7 +88,8 @@ def _rewrite(
         f"in {time.perf_counter() - started:.2f} s"
     )
     if reference is not None:
-        report = _check_models(reference, ir.to_proto(model), args, console)
+        labels = (f"{args.input} (before {verb})", f"{args.input} (after {verb})")
+        report = _check_models(reference, ir.to_proto(model), args, console, labels)
         if not report.ok:
             console.result(str(report))
             console.progress(
@@ -104,12 +105,16 @@ def _rewrite(
 
 
 def _check_models(
-    reference: object, candidate: object, args: argparse.Namespace, console: _Console
+    reference: object,
+    candidate: object,
+    args: argparse.Namespace,
+    console: _Console,
+    labels: tuple[str, str] = ("reference", "candidate"),
 ) -> CheckReport:
 
     console.progress(f"check: {args.trials} trial(s), seed {args.seed}")
     started = time.perf_counter()
-    report = check(reference, candidate, trials=args.trials, seed=args.seed)
+    report = check(reference, candidate, trials=args.trials, seed=args.seed, labels=labels)
     verdict = "OK" if report.ok else "DIFFERENT"
     console.progress(f"check: {verdict} in {time.perf_counter() - started:.2f} s")
     return report
@@ -144,6 +149,9 @@ def _cmd_check(args: argparse.Namespace, console: _Console) -> int:
         reports = check_nodes(
             model, strategy=args.strategy, trials=args.trials, seed=args.seed
         )
+        errors = [r for r in reports if r.error is not None]
+        if errors:
+            raise RevseqError(f"{args.reference}: {errors[0]}")
         failed = 0
         for report in reports:
             console.result(str(report))
@@ -154,7 +162,8 @@ def _cmd_check(args: argparse.Namespace, console: _Console) -> int:
         raise RevseqError("check needs REF and CAND (or --per-node with one model)")
     reference = _load(args.reference)
     candidate = _load(args.candidate)
-    report = _check_models(reference, candidate, args, console)
+    labels = (str(args.reference), str(args.candidate))
+    report = _check_models(reference, candidate, args, console, labels)
     console.result(str(report))
     return EXIT_OK if report.ok else EXIT_DIFFERENT
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import ml_dtypes
 import numpy as np
 import onnx
+import onnx.external_data_helper
 import onnx.reference
 import onnx_ir as ir
 import onnxruntime as ort
@@ -30,7 +31,7 @@ import onnxruntime as ort
 from revseq.ops.errors import CheckError, RevseqError
 from revseq.ops.function import definition
 from revseq.passes import InlineReverseSequencePass
-from revseq.passes._node import REVSEQ_DOMAIN, is_reverse_sequence
+from revseq.passes._node import REVSEQ_DOMAIN, is_reverse_sequence, signature_of
 from revseq.passes._scopes import walk
 
 logger = logging.getLogger(__name__)
@@ -124,15 +125,25 @@ class NodeReport:
 
 
 def _to_proto(model: ModelLike) -> onnx.ModelProto:
+    """A self-contained proto: external weights read in, since runtimes load from bytes."""
     if isinstance(model, onnx.ModelProto):
         return model
-    if isinstance(model, ir.Model):
-        return ir.to_proto(model)
     if isinstance(model, (str, os.PathLike)):
         from revseq import _io
 
-        return ir.to_proto(_io.load_model(model))
-    raise TypeError(f"expected a model or a path, got {type(model).__name__}")
+        model = _io.load_model(model)  # validates the file and its external data
+    if not isinstance(model, ir.Model):
+        raise TypeError(f"expected a model or a path, got {type(model).__name__}")
+    base_dirs = {
+        str(value.const_value.base_dir)
+        for graph in model.graphs()
+        for value in graph.initializers.values()
+        if isinstance(value.const_value, ir.ExternalTensor)
+    }
+    proto = ir.to_proto(model)
+    for base_dir in base_dirs:
+        onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
+    return proto
 
 
 def _with_definition(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -393,6 +404,7 @@ def check(
     seed: int = 0,
     inputs: Sequence[Inputs] | None = None,
     optimize: bool | None = None,
+    labels: tuple[str, str] = ("reference", "candidate"),
 ) -> CheckReport:
     """Run both models on the same inputs and compare every output bit for bit.
 
@@ -404,6 +416,7 @@ def check(
         inputs: Your own input sets, instead of generated ones.
         optimize: Run onnxruntime with graph optimisations only off (False) or only on
             (True); by default both.
+        labels: How errors name the two models (the CLI passes their paths).
 
     Returns:
         A report; a difference is ``ok=False``, not an exception.
@@ -431,8 +444,8 @@ def check(
             f"the models have different output counts: {len(ref.graph.output)} vs "
             f"{len(cand.graph.output)}"
         )
-    _guard(ref, "reference")
-    _guard(cand, "candidate")
+    _guard(ref, labels[0])
+    _guard(cand, labels[1])
     levels = ("off", "on") if optimize is None else (("on",) if optimize else ("off",))
     ref_runners, ref_engine = _runners(ref, levels)
     cand_runners, cand_engine = _runners(cand, levels)
@@ -570,6 +583,7 @@ def check_nodes(
         # The revseq definition needs opset 14; the ONNX op exists from 10 (11 inlines).
         opset = max(version, 14 if node.domain == REVSEQ_DOMAIN else 11)
         try:
+            signature_of(scoped, opset=opset)  # an invalid node is an error, not a check
             for single, note in _single_node_models(node, opset):
                 report = check(
                     single, inline(single, strategy=strategy), trials=trials, seed=seed
