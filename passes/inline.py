@@ -164,6 +164,8 @@ def _replace_with_call(
         functions[key] = function
         model.functions[function.identifier()] = function
         model.opset_imports.setdefault(FUNCTION_DOMAIN, 1)
+    # A call inside a model-local function needs the import in that function too.
+    scoped.owner.opset_imports.setdefault(FUNCTION_DOMAIN, 1)
     node = scoped.node
     call = ir.Node(
         FUNCTION_DOMAIN,
@@ -182,7 +184,9 @@ def _replace_with_call(
 
 def _build_function(sig: forms.Signature, strategy: str, *, name: str) -> ir.Function:
     data = ir.Value(name="input", type=ir.TensorType(sig.dtype) if sig.dtype else None)
-    lens = ir.Value(name="sequence_lens", type=ir.TensorType(sig.lens_dtype))
+    lens = ir.Value(
+        name="sequence_lens", type=ir.TensorType(sig.lens_dtype) if sig.lens_dtype else None
+    )
     op = NodeBuilder(name)
     output = forms.emit(op, data, lens, sig, strategy)
     nodes = op.finish(output)

@@ -184,3 +184,5 @@ def _drop_unused_functions(model: ir.Model) -> None:
             del model.functions[identifier]
     if not called:
         model.opset_imports.pop(FUNCTION_DOMAIN, None)
+        for function in model.functions.values():
+            function.opset_imports.pop(FUNCTION_DOMAIN, None)

@@ -382,13 +382,14 @@ def _scoped_model(scope: str) -> onnx.ModelProto:
     return oh.make_model(graph, opset_imports=imports, functions=functions, ir_version=8)
 
 
+@pytest.mark.parametrize("as_function", [False, True], ids=["nodes", "as_function"])
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("scope", ["if", "loop", "scan", "if_in_loop", "function"])
-def test_scopes(scope, strategy):
+def test_scopes(scope, strategy, as_function):
     model = _scoped_model(scope)
     onnx.checker.check_model(model, full_check=True)
     assert "ReverseSequence" in all_nodes(model)
-    inlined = revseq.inline(model, strategy=strategy)
+    inlined = revseq.inline(model, strategy=strategy, as_function=as_function)
     onnx.checker.check_model(inlined, full_check=True)
     assert "ReverseSequence" not in all_nodes(inlined)
     rng = np.random.default_rng(0)

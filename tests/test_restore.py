@@ -276,3 +276,86 @@ def test_torch_live_export_restores():
         sys.path.remove(str(FIXTURES))
     assert [n.op_type for n in restored.graph.node] == ["ReverseSequence"]
     assert torch is not None
+
+
+def _rich_model() -> onnx.ModelProto:
+    """Metadata, doc strings, value_info, several domains, a function and subgraphs."""
+    then = oh.make_graph(
+        [oh.make_node("ReverseSequence", ["x", "lens"], ["t"], name="rs_then")],
+        "then",
+        [],
+        [oh.make_tensor_value_info("t", FLOAT, None)],
+    )
+    other = oh.make_graph(
+        [oh.make_node("Identity", ["x"], ["t"], name="keep")],
+        "else",
+        [],
+        [oh.make_tensor_value_info("t", FLOAT, None)],
+    )
+    function = oh.make_function(
+        "local",
+        "Rev",
+        ["a", "l"],
+        ["o"],
+        [oh.make_node("ReverseSequence", ["a", "l"], ["o"], name="rs_fn")],
+        opset_imports=[oh.make_opsetid("", 17)],
+    )
+    nodes = [
+        oh.make_node("Mul", ["x", "w"], ["scaled"], name="scale", doc_string="scale"),
+        oh.make_node(
+            "ReverseSequence",
+            ["scaled", "lens"],
+            ["r"],
+            name="rs_main",
+            batch_axis=0,
+            time_axis=1,
+        ),
+        oh.make_node(
+            "If", ["flag"], ["branch"], then_branch=then, else_branch=other, name="branch"
+        ),
+        oh.make_node("Rev", ["r", "lens2"], ["f"], domain="local", name="call"),
+        oh.make_node("Add", ["f", "branch"], ["y"], name="sum"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "rich",
+        [
+            oh.make_tensor_value_info("x", FLOAT, ["B", "B", 3]),
+            oh.make_tensor_value_info("lens", INT64, ["B"]),
+            oh.make_tensor_value_info("lens2", INT64, ["B"]),
+            oh.make_tensor_value_info("flag", onnx.TensorProto.BOOL, []),
+        ],
+        [oh.make_tensor_value_info("y", FLOAT, ["B", "B", 3])],
+        [oh.make_tensor("w", FLOAT, [3], [1.0, 2.0, 3.0])],
+        doc_string="graph doc",
+        value_info=[oh.make_tensor_value_info("scaled", FLOAT, ["B", "B", 3])],
+    )
+    model = oh.make_model(
+        graph,
+        opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("local", 1)],
+        functions=[function],
+        producer_name="tests",
+        doc_string="model doc",
+    )
+    oh.set_model_props(model, {"owner": "revseq"})
+    return model
+
+
+def test_round_trip_keeps_everything_and_restores_every_scope():
+    model = _rich_model()
+    onnx.checker.check_model(model, full_check=True)
+    restored = revseq.restore(revseq.inline(model))
+    onnx.checker.check_model(restored, full_check=True)
+    assert _signature(restored) == _signature(model)
+    assert {p.key: p.value for p in restored.metadata_props} == {"owner": "revseq"}
+    assert (restored.producer_name, restored.doc_string) == ("tests", "model doc")
+    assert restored.graph.doc_string == "graph doc"
+    assert {o.domain: o.version for o in restored.opset_import} == {"": 17, "local": 1}
+    assert [f.name for f in restored.functions] == ["Rev"]
+    assert [t.name for t in restored.graph.initializer] == ["w"]
+    assert [(n.name, n.op_type) for n in restored.graph.node] == [
+        (n.name, n.op_type) for n in model.graph.node
+    ]
+    assert "scaled" in [v.name for v in restored.graph.value_info]
+    report = revseq.check(model, restored, trials=2)
+    assert report.ok, report

@@ -249,29 +249,51 @@ def _trace_to_input(value: ir.Value | None, inputs: set[str]) -> str | None:
     return None
 
 
+def _call_arguments(model: ir.Model) -> dict[int, list[ir.Value | None]]:
+    """For each function parameter (by id), the arguments its call sites pass."""
+    arguments: dict[int, list[ir.Value | None]] = {}
+    for scoped in walk(model):
+        function = model.functions.get(scoped.node.op_identifier())
+        if function is None:
+            continue
+        for parameter, argument in zip(function.inputs, scoped.node.inputs, strict=False):
+            arguments.setdefault(id(parameter), []).append(argument)
+    return arguments
+
+
 def _lengths_inputs(model: ir.Model) -> dict[str, _LengthsInput]:
-    """Graph inputs that feed a ``sequence_lens``, with the data input they go with."""
+    """Graph inputs that feed a ``sequence_lens``, with the data input they go with.
+
+    Lengths reach a node directly, through Cast/Identity, from an outer scope, or as
+    the argument of a call to the model-local function that holds the node.
+    """
     names = {v.name for v in model.graph.inputs if v.name}
+    arguments = _call_arguments(model)
+
+    def sources(value: ir.Value | None) -> list[ir.Value | None]:
+        passed = arguments.get(id(value)) if value is not None else None
+        return passed if passed else [value]
+
     found: dict[str, _LengthsInput] = {}
     for scoped in walk(model):
         node = scoped.node
         if not is_reverse_sequence(node) or len(node.inputs) != 2:
             continue
-        source = _trace_to_input(node.inputs[1], names)
-        if source is None or source in found:
-            continue
-        data = node.inputs[0]
-        dims = None
-        if data is not None and data.shape is not None:
-            dims = tuple(
-                d if isinstance(d, int) else (d.value if d else None) for d in data.shape
+        for lens, data in zip(sources(node.inputs[1]), sources(node.inputs[0]), strict=False):
+            source = _trace_to_input(lens, names)
+            if source is None or source in found:
+                continue
+            dims = None
+            if data is not None and data.shape is not None:
+                dims = tuple(
+                    d if isinstance(d, int) else (d.value if d else None) for d in data.shape
+                )
+            found[source] = _LengthsInput(
+                data=_trace_to_input(data, names),
+                data_dims=dims,
+                time_axis=node.attributes.get_int("time_axis", 0),
+                batch_axis=node.attributes.get_int("batch_axis", 1),
             )
-        found[source] = _LengthsInput(
-            data=_trace_to_input(data, names),
-            data_dims=dims,
-            time_axis=node.attributes.get_int("time_axis", 0),
-            batch_axis=node.attributes.get_int("batch_axis", 1),
-        )
     return found
 
 
