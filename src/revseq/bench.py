@@ -205,14 +205,16 @@ def run_speed(
     return rows
 
 
-def chain_model(count: int) -> ir.Model:
-    """``count`` ReverseSequence nodes with a Relu between each, dynamic shapes."""
+def chain_model(count: int, *, relus: int = 1) -> ir.Model:
+    """``count`` ReverseSequence nodes, ``relus`` Relu nodes after each; dynamic shapes."""
     nodes = []
     previous = "x"
     for i in range(count):
         nodes.append(onnx.helper.make_node("ReverseSequence", [previous, "lens"], [f"r{i}"]))
-        nodes.append(onnx.helper.make_node("Relu", [f"r{i}"], [f"a{i}"]))
-        previous = f"a{i}"
+        previous = f"r{i}"
+        for j in range(relus):
+            nodes.append(onnx.helper.make_node("Relu", [previous], [f"a{i}_{j}"]))
+            previous = f"a{i}_{j}"
     graph = onnx.helper.make_graph(
         nodes,
         "chain",
@@ -226,24 +228,39 @@ def chain_model(count: int) -> ir.Model:
     return ir.from_proto(proto)
 
 
-def run_pass_speed(counts: Sequence[int]) -> list[tuple[int, float, float | None]]:
-    """(nodes, inline seconds, restore seconds or None) for chains of each size."""
-    restore_pass: Callable[[], ir.passes.Pass] | None = None
-    try:
-        from revseq.passes import RestoreReverseSequencePass  # type: ignore[attr-defined]
+def run_pass_speed(counts: Sequence[int]) -> list[tuple[int, float, float]]:
+    """(nodes, inline seconds, restore seconds) for chains of each size."""
+    from revseq.passes import RestoreReverseSequencePass
 
-        restore_pass = RestoreReverseSequencePass
-    except ImportError:
-        pass
     rows = []
     for count in counts:
         model = chain_model(count)
         inline_s = _time_once(lambda: InlineReverseSequencePass()(model))  # noqa: B023
-        restore_s = None
-        if restore_pass is not None:
-            restore_s = _time_once(lambda: restore_pass()(model))  # noqa: B023
+        restore_s = _time_once(lambda: RestoreReverseSequencePass()(model))  # noqa: B023
         rows.append((count, inline_s, restore_s))
     return rows
+
+
+def run_large_model(count: int = 4000, relus: int = 24) -> tuple[int, float, float, float]:
+    """(nodes, inline s, restore s, peak MiB of Python allocations) for a large model.
+
+    Timed in one run and traced (tracemalloc, which slows Python down) in another.
+    """
+    import tracemalloc
+
+    from revseq.passes import RestoreReverseSequencePass
+
+    model = chain_model(count, relus=relus)
+    nodes = model.graph.num_nodes()
+    inline_s = _time_once(lambda: InlineReverseSequencePass()(model))
+    restore_s = _time_once(lambda: RestoreReverseSequencePass()(model))
+    model = chain_model(count, relus=relus)
+    tracemalloc.start()
+    InlineReverseSequencePass()(model)
+    RestoreReverseSequencePass()(model)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return nodes, inline_s, restore_s, peak / 2**20
 
 
 def _format_speed(rows: list[dict[str, object]]) -> str:
@@ -325,8 +342,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write("## Pass speed: chain of N ReverseSequence nodes with Relu between\n\n")
     out.write("| nodes | inline s | restore s |\n|---|---|---|\n")
     for count, inline_s, restore_s in run_pass_speed(counts):
-        restore = f"{restore_s:.3f}" if restore_s is not None else "n/a"
-        out.write(f"| {count} | {inline_s:.3f} | {restore} |\n")
+        out.write(f"| {count} | {inline_s:.3f} | {restore_s:.3f} |\n")
+    if not args.quick:
+        nodes, inline_s, restore_s, peak = run_large_model()
+        out.write(
+            f"\nA {nodes:,}-node model (4,000 ReverseSequence, 24 Relu after each): inline "
+            f"{inline_s:.2f} s, restore {restore_s:.2f} s, peak Python allocations "
+            f"{peak:.0f} MiB\n"
+        )
     return 0
 
 

@@ -189,6 +189,23 @@ def _add_check_options(parser: argparse.ArgumentParser, *, trials: int = 3) -> N
     parser.add_argument("--seed", type=int, default=0, help="seed for the random inputs")
 
 
+def _add_rewrite_command(
+    commands: argparse._SubParsersAction,
+    common: argparse.ArgumentParser,
+    name: str,
+    summary: str,
+    handler: Callable[[argparse.Namespace, _Console], int],
+) -> argparse.ArgumentParser:
+    """A command that reads a model, rewrites it and writes it: inline, restore."""
+    parser = commands.add_parser(name, parents=[common], help=summary)
+    parser.add_argument("input", help="the model to rewrite")
+    parser.add_argument("-o", "--output", required=True, help="where to write the result")
+    parser.add_argument("--check", action="store_true", help="check the result first")
+    _add_check_options(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 def _build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -202,11 +219,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"revseq {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    inline = commands.add_parser(
-        "inline", parents=[common], help="replace ReverseSequence with standard ops"
+    inline = _add_rewrite_command(
+        commands, common, "inline", "replace ReverseSequence with standard ops", _cmd_inline
     )
-    inline.add_argument("input", help="the model to rewrite")
-    inline.add_argument("-o", "--output", required=True, help="where to write the result")
     inline.add_argument("--strategy", choices=revseq.STRATEGIES, default="auto")
     inline.add_argument(
         "--as-function", action="store_true", help="emit model-local functions + calls"
@@ -218,18 +233,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help=f"a backend profile ({', '.join(revseq.TARGETS)}) or an allowed op type; "
         "repeat to allow several",
     )
-    inline.add_argument("--check", action="store_true", help="check the result first")
-    _add_check_options(inline)
-    inline.set_defaults(handler=_cmd_inline)
-
-    restore = commands.add_parser(
-        "restore", parents=[common], help="fuse decompositions back into ReverseSequence"
+    _add_rewrite_command(
+        commands,
+        common,
+        "restore",
+        "fuse decompositions back into ReverseSequence",
+        _cmd_restore,
     )
-    restore.add_argument("input", help="the model to rewrite")
-    restore.add_argument("-o", "--output", required=True, help="where to write the result")
-    restore.add_argument("--check", action="store_true", help="check the result first")
-    _add_check_options(restore)
-    restore.set_defaults(handler=_cmd_restore)
 
     check = commands.add_parser(
         "check", parents=[common], help="compare two models bit for bit in onnxruntime"
