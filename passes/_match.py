@@ -136,34 +136,49 @@ def _check_data_use(nodes: Sequence[ir.Node], data: ir.Value, gather: ir.Node) -
     return None
 
 
+def _tensor_key(tensor: ir.TensorProtocol, cache: dict[int, bytes]) -> bytes:
+    """Content key of a tensor; tensors shared between nodes are hashed once."""
+    key = cache.get(id(tensor))
+    if key is None:
+        array = tensor.numpy()
+        key = hashlib.sha1(f"{array.dtype}{array.shape}".encode() + array.tobytes()).digest()
+        cache[id(tensor)] = key
+    return key
+
+
 def _fingerprint(
-    nodes: Sequence[ir.Node], data: ir.Value, lengths: ir.Value, output: ir.Value
+    nodes: Sequence[ir.Node],
+    data: ir.Value,
+    lengths: ir.Value,
+    output: ir.Value,
+    tensor_keys: _TensorKeys,
 ) -> str:
     """A key that is equal for structurally identical slices on same-shaped data."""
-    ids: dict[int, str] = {id(data): "X", id(lengths): "L"}
-    digest = hashlib.sha1()
-    digest.update(repr((tuple(_dims(data) or ()), lengths.dtype)).encode())
+    ids: dict[int, bytes] = {id(data): b"X", id(lengths): b"L"}
+    digest = hashlib.sha1(repr((tuple(_dims(data) or ()), lengths.dtype)).encode())
     for i, node in enumerate(nodes):
-        parts = [node.op_type]
+        digest.update(node.op_type.encode())
         for value in node.inputs:
             if value is None:
-                parts.append("-")
+                digest.update(b"-")
             elif id(value) in ids:
-                parts.append(ids[id(value)])
+                digest.update(ids[id(value)])
             elif value.const_value is not None:
-                array = value.const_value.numpy()
-                parts.append(f"c{array.dtype}{array.shape}{array.tobytes().hex()}")
+                digest.update(_tensor_key(value.const_value, tensor_keys))
             else:
-                parts.append("?")
+                digest.update(b"?")
         for name, attr in sorted(node.attributes.items()):
-            value = attr.value if isinstance(attr, ir.Attr) else attr
-            if isinstance(value, ir.TensorProtocol):
-                value = value.numpy().tobytes().hex()
-            parts.append(f"{name}={value!r}")
+            digest.update(name.encode())
+            if not isinstance(attr, ir.Attr):
+                digest.update(repr(attr).encode())
+            elif attr.type == ir.AttributeType.TENSOR:
+                digest.update(_tensor_key(attr.value, tensor_keys))
+            else:
+                digest.update(repr(attr.value).encode())
         for j, out in enumerate(node.outputs):
-            ids[id(out)] = f"n{i}.{j}"
-        digest.update("|".join(parts).encode())
-    digest.update(ids.get(id(output), "").encode())
+            ids[id(out)] = f"n{i}.{j}".encode()
+        digest.update(b"|")
+    digest.update(ids.get(id(output), b""))
     return digest.hexdigest()
 
 
@@ -317,6 +332,7 @@ class Matcher:
 
     def __init__(self) -> None:
         self._verdicts: dict[str, _Verdict] = {}
+        self._tensor_keys: _TensorKeys = {}
 
     def candidates(self, gather: ir.Node) -> list[ir.Value]:
         """Values to test for a gather: for Gather of rows, first the Reshape back.
@@ -376,7 +392,7 @@ class Matcher:
         problem = _check_data_use(nodes, data, gather)
         if problem is not None:
             return NoMatch(problem, output)
-        key = _fingerprint(nodes, data, lengths, output)
+        key = _fingerprint(nodes, data, lengths, output, self._tensor_keys)
         verdict = self._verdicts.get(key)
         if verdict is None:
             verdict = _verdict(nodes, data, lengths, output)
