@@ -136,14 +136,20 @@ def _check_data_use(nodes: Sequence[ir.Node], data: ir.Value, gather: ir.Node) -
     return None
 
 
-def _tensor_key(tensor: ir.TensorProtocol, cache: dict[int, bytes]) -> bytes:
-    """Content key of a tensor; tensors shared between nodes are hashed once."""
-    key = cache.get(id(tensor))
-    if key is None:
+_TensorKeys = dict[int, tuple[ir.TensorProtocol, bytes]]
+
+
+def _tensor_key(tensor: ir.TensorProtocol, cache: _TensorKeys) -> bytes:
+    """Content key of a tensor; tensors shared between nodes are hashed once.
+
+    The cache holds the tensor too, so its id cannot be reused while the cache lives.
+    """
+    entry = cache.get(id(tensor))
+    if entry is None:
         array = tensor.numpy()
-        key = hashlib.sha1(f"{array.dtype}{array.shape}".encode() + array.tobytes()).digest()
-        cache[id(tensor)] = key
-    return key
+        digest = hashlib.sha1(f"{array.dtype}{array.shape}".encode() + array.tobytes())
+        entry = cache[id(tensor)] = (tensor, digest.digest())
+    return entry[1]
 
 
 def _fingerprint(
