@@ -151,6 +151,12 @@ def test_external_data_round_trip_and_carry_over(tmp_path):
     )
     report = revseq.check(source / "m.onnx", target / "m.onnx", trials=1)
     assert report.ok
+    # And back: restore(inline(m)) keeps the external weights and the op.
+    assert main(["restore", str(target / "m.onnx"), "-o", str(target / "r.onnx"), "-q"]) == 0
+    restored = onnx.load(target / "r.onnx", load_external_data=False)
+    assert [n.op_type for n in restored.graph.node] == ["ReverseSequence", "Add"]
+    assert restored.graph.initializer[0].external_data[0].value == "m.onnx.m.data"
+    assert revseq.check(source / "m.onnx", target / "r.onnx", trials=1).ok
 
 
 def test_atomic_save_leaves_previous_output(tmp_path, monkeypatch):
