@@ -201,3 +201,53 @@ class NodeBuilder:
             if value.uses() or value is output
         ]
         return constants + live
+
+
+class Template:
+    """Nodes a form emitted once, replayable for every node with the same signature.
+
+    Emitting a form runs its Python logic, folding and de-duplication; replaying the
+    recorded nodes only creates IR objects. A model with thousands of identical
+    ReverseSequence nodes is rewritten at the cost of the node creation alone.
+    """
+
+    def __init__(self, nodes: list[ir.Node], data: ir.Value, lens: ir.Value, output: ir.Value):
+        self._nodes = nodes
+        self._data = data
+        self._lens = lens
+        self._output = output
+
+    @classmethod
+    def record(cls, emit: Callable[[NodeBuilder, ir.Value, ir.Value], ir.Value]) -> Template:
+        """Run ``emit`` once on placeholder inputs and keep what it produced."""
+        data, lens = ir.Value(name="input"), ir.Value(name="sequence_lens")
+        op = NodeBuilder("template")
+        output = emit(op, data, lens)
+        return cls(op.finish(output), data, lens, output)
+
+    def instantiate(
+        self, prefix: str, data: ir.Value, lens: ir.Value
+    ) -> tuple[list[ir.Node], ir.Value]:
+        """Fresh copies of the nodes reading ``data`` and ``lens``, named ``prefix/...``."""
+        mapping: dict[int, ir.Value] = {id(self._data): data, id(self._lens): lens}
+        nodes = []
+        for i, node in enumerate(self._nodes):
+            name = f"{prefix}/{node.op_type}_{i}"
+            copy = ir.Node(
+                "",
+                node.op_type,
+                [None if v is None else mapping[id(v)] for v in node.inputs],
+                attributes=[
+                    ir.Attr(a.name, a.type, a.value) for a in node.attributes.values()
+                ],
+                outputs=[ir.Value(name=name)],
+                name=name,
+            )
+            source = node.outputs[0]
+            if source.const_value is not None:
+                target = copy.outputs[0]
+                target.const_value = source.const_value
+                target.type, target.shape = source.type, source.shape
+            mapping[id(source)] = copy.outputs[0]
+            nodes.append(copy)
+        return nodes, mapping[id(self._output)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = ["InlineReverseSequencePass"]
 
+import functools
 import logging
 from collections.abc import Iterable
 
@@ -14,7 +15,7 @@ import onnx_ir as ir
 from revseq.ops import forms
 from revseq.ops.errors import UnsupportedOpsetError
 from revseq.passes import _strategy
-from revseq.passes._builder import NodeBuilder, gc_paused
+from revseq.passes._builder import NodeBuilder, Template, gc_paused
 from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,
     REVSEQ_DOMAIN,
@@ -83,6 +84,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
 
         targets, names = survey.targets, survey.names
         functions: dict[tuple, ir.Function] = {}
+        templates: dict[tuple[str, forms.Signature], Template] = {}
         for scoped in targets:
             if self.simplify and try_simplify(scoped):
                 continue
@@ -98,8 +100,13 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 _replace_with_call(
                     model, scoped, sig=sig, strategy=strategy, functions=functions, names=names
                 )
-            else:
-                _replace_with_nodes(scoped, sig, strategy, names.prefix_for(scoped.node))
+                continue
+            template = templates.get((strategy, sig))
+            if template is None:
+                template = templates[strategy, sig] = Template.record(
+                    functools.partial(_emit, sig=sig, strategy=strategy)
+                )
+            _replace_with_template(scoped, template, names.prefix_for(scoped.node))
         if not survey.other_revseq_nodes:
             _drop_revseq_import(model)
         logger.info("inlined %d ReverseSequence node(s)", len(targets))
@@ -130,18 +137,21 @@ def _upgrade_to_decomposition_opset(model: ir.Model) -> None:
     logger.info("converted the model from opset %s to %d", version, DECOMPOSITION_MIN_OPSET)
 
 
-def _replace_with_nodes(
-    scoped: ScopedNode, sig: forms.Signature, strategy: str, prefix: str
-) -> None:
+def _emit(
+    op: NodeBuilder, data: ir.Value, lens: ir.Value, *, sig: forms.Signature, strategy: str
+) -> ir.Value:
+    return forms.emit(op, data, lens, sig, strategy)
+
+
+def _replace_with_template(scoped: ScopedNode, template: Template, prefix: str) -> None:
     node = scoped.node
     data, lens = node.inputs
     assert data is not None and lens is not None
-    op = NodeBuilder(prefix)
-    output = forms.emit(op, data, lens, sig, strategy)
+    nodes, output = template.instantiate(prefix, data, lens)
     container = node.graph
     assert container is not None
     ir.convenience.replace_nodes_and_values(
-        container, node, [node], op.finish(output), list(node.outputs), [output]
+        container, node, [node], nodes, list(node.outputs), [output]
     )
 
 
