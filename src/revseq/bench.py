@@ -338,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write(_format_summary(rows) + "\n\n")
     out.write("## Extra memory: intermediate tensors (shape inference upper bound)\n\n")
     out.write(_format_memory(rows) + "\n\n")
-    counts = (100, 1000) if args.quick else (100, 1000, 5000)
+    counts = (100, 1000) if args.quick else (100, 1000, 2000, 5000)
     out.write("## Pass speed: chain of N ReverseSequence nodes with Relu between\n\n")
     out.write("| nodes | inline s | restore s |\n|---|---|---|\n")
     for count, inline_s, restore_s in run_pass_speed(counts):
