@@ -17,8 +17,9 @@ clamp changes nothing the specification defines.
 
 from __future__ import annotations
 
-__all__ = ["RestoreReverseSequencePass"]
+__all__ = ["RestorePassResult", "RestoreReverseSequencePass"]
 
+import dataclasses
 import logging
 import re
 
@@ -36,24 +37,27 @@ logger = logging.getLogger(__name__)
 _EMITTED_NAME = re.compile(r"^(?P<prefix>.+)/[A-Za-z]+_\d+$")
 
 
-class RestoreReverseSequencePass(ir.passes.InPlacePass):
-    """Fuse every proven ReverseSequence decomposition back into the op.
+@dataclasses.dataclass
+class RestorePassResult(ir.passes.PassResult):
+    """The pass result, with why each gather that was not fused was refused.
 
     Attributes:
-        reasons: After a run, why each gather that was not fused was refused, as
-            (node name, scope, reason); useful to see why a near-miss stays.
+        reasons: (node name, scope, reason) for every gather left alone; this is how a
+            near-miss says why it stays.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.reasons: list[tuple[str, str, str]] = []
+    reasons: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
+
+class RestoreReverseSequencePass(ir.passes.InPlacePass):
+    """Fuse every proven ReverseSequence decomposition back into the op."""
+
+    def call(self, model: ir.Model) -> RestorePassResult:
         """Fuse in every scope; ``modified`` is False when nothing was fused."""
         with gc_paused():
             return self._restore_all(model)
 
-    def _restore_all(self, model: ir.Model) -> ir.passes.PassResult:
+    def _restore_all(self, model: ir.Model) -> RestorePassResult:
         matcher = Matcher()
         reasons: list[tuple[str, str, str]] = []
         fused = 0
@@ -78,9 +82,8 @@ class RestoreReverseSequencePass(ir.passes.InPlacePass):
             owner.opset_imports.setdefault(REVSEQ_DOMAIN, 1)
         if fused:
             _drop_unused_functions(model)
-        self.reasons = reasons
         logger.info("restored %d ReverseSequence node(s)", fused)
-        return ir.passes.PassResult(model, modified=fused > 0)
+        return RestorePassResult(model, modified=fused > 0, reasons=reasons)
 
 
 def _match_call(call: ir.Node, model: ir.Model, matcher: Matcher) -> Match | NoMatch:

@@ -235,10 +235,10 @@ def _attr(node: onnx.NodeProto, name: str) -> int:
 def test_near_misses_stay_unfused_with_a_reason(name, reason):
     model = ir.load(FIXTURES / name)
     before = [n.op_type for n in model.graph]
-    restore = RestoreReverseSequencePass()
-    assert not restore(model).modified
+    result = RestoreReverseSequencePass()(model)
+    assert not result.modified
     assert [n.op_type for n in model.graph] == before
-    gather_reasons = [r for (_, _, r) in restore.reasons]
+    gather_reasons = [r for (_, _, r) in result.reasons]
     assert any(reason in r for r in gather_reasons), gather_reasons
 
 
