@@ -8,9 +8,9 @@ depends on, stopping at run-time values. The candidate is a ReverseSequence when
    ``Size`` and the views that feed the gather, so the index never depends on the data)
    and one 1-D integer vector ``L``; everything else is a constant;
 2. every op in the slice is one the evaluator models (shape, index and gather ops);
-3. evaluated on probe inputs, ``Y`` equals ``reverse_sequence(X, L)`` for exactly one
-   (batch_axis, time_axis) pair: ``X`` holds distinct ids, symbolic dims take several
-   sizes, and the lengths run over 0, 1, the full length and random values.
+3. evaluated on probe inputs, ``Y`` equals ``reverse_sequence(X, L)`` for a
+   (batch_axis, time_axis) pair: ``X`` holds distinct ids, symbolic dims take two
+   sizes, and the lengths run over 0, 1, the full length, a ramp and random values.
 
 Condition 3 is where off-by-one index arithmetic (``len - t``), ``<=`` for ``<``, a range
 starting at 1, a gather on the wrong axis or lengths broadcast on the wrong axis all fail:
