@@ -27,8 +27,13 @@ from revseq.demo import run_demo
 from revseq.equivalence import CheckReport, check, check_nodes
 from revseq.info import describe
 from revseq.ops.errors import RevseqError
+from revseq.ops.forms import FORMS
 
 logger = logging.getLogger(__name__)
+
+_STRATEGY_HELP = "auto: the fastest form that fits each node; " + "; ".join(
+    f"{form.name}: {form.description}" for form in FORMS.values()
+)
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -222,7 +227,9 @@ def _build_parser() -> argparse.ArgumentParser:
     inline = _add_rewrite_command(
         commands, common, "inline", "replace ReverseSequence with standard ops", _cmd_inline
     )
-    inline.add_argument("--strategy", choices=revseq.STRATEGIES, default="auto")
+    inline.add_argument(
+        "--strategy", choices=revseq.STRATEGIES, default="auto", help=_STRATEGY_HELP
+    )
     inline.add_argument(
         "--as-function", action="store_true", help="emit model-local functions + calls"
     )
@@ -251,7 +258,9 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check each ReverseSequence node of REF against its decomposition",
     )
-    check.add_argument("--strategy", choices=revseq.STRATEGIES, default="auto")
+    check.add_argument(
+        "--strategy", choices=revseq.STRATEGIES, default="auto", help=_STRATEGY_HELP
+    )
     _add_check_options(check)
     check.set_defaults(handler=_cmd_check)
 
