@@ -23,7 +23,7 @@ from revseq.passes._node import (
     signature_of,
 )
 from revseq.passes._scopes import ScopedNode, opset_version, walk
-from revseq.passes.simplify import try_simplify
+from revseq.passes.simplify import simplification, try_simplify
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,19 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         with gc_paused():
             return self._inline_all(model)
 
+    def _plan(self, scoped: ScopedNode) -> tuple[forms.Signature, str] | None:
+        """The signature and form for a node; None when simplify replaces it instead."""
+        if self.simplify and simplification(scoped) is not None:
+            return None
+        opset = opset_version(scoped.owner, "") or DECOMPOSITION_MIN_OPSET
+        if opset < DECOMPOSITION_MIN_OPSET:
+            raise UnsupportedOpsetError(
+                f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
+                f">= {DECOMPOSITION_MIN_OPSET} and only the main graph is converted"
+            )
+        sig = signature_of(scoped, opset=opset, allowed=self.allowed_ops)
+        return sig, _strategy.resolve(self.strategy, sig, scoped)
+
     def _inline_all(self, model: ir.Model) -> ir.passes.PassResult:
         survey = _Survey(model)
         if not survey.targets:
@@ -83,19 +96,16 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             survey = _Survey(model)
 
         targets, names = survey.targets, survey.names
+        # Decide every node before changing any, so that a node no form fits leaves the
+        # model as it was.
+        plans = [self._plan(scoped) for scoped in targets]
         functions: dict[tuple, ir.Function] = {}
         templates: dict[tuple[str, forms.Signature], Template] = {}
-        for scoped in targets:
-            if self.simplify and try_simplify(scoped):
+        for scoped, plan in zip(targets, plans, strict=True):
+            if plan is None:
+                try_simplify(scoped)
                 continue
-            opset = opset_version(scoped.owner, "") or DECOMPOSITION_MIN_OPSET
-            if opset < DECOMPOSITION_MIN_OPSET:
-                raise UnsupportedOpsetError(
-                    f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
-                    f">= {DECOMPOSITION_MIN_OPSET} and only the main graph is converted"
-                )
-            sig = signature_of(scoped, opset=opset, allowed=self.allowed_ops)
-            strategy = _strategy.resolve(self.strategy, sig, scoped)
+            sig, strategy = plan
             if self.as_function:
                 _replace_with_call(
                     model, scoped, sig=sig, strategy=strategy, functions=functions, names=names

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-__all__ = ["SimplifyReverseSequencePass", "try_simplify"]
+__all__ = ["SimplifyReverseSequencePass", "simplification", "try_simplify"]
 
 import logging
 
@@ -76,42 +76,54 @@ def _is_time_length_of(value: ir.Value, data: ir.Value, time_axis: int) -> bool:
     return False
 
 
-def try_simplify(scoped: ScopedNode) -> bool:
-    """Replace one trivial ReverseSequence node; True if it was replaced."""
+def simplification(scoped: ScopedNode) -> str | None:
+    """What a trivial node becomes ("Identity" or "Slice"), or None if it is not trivial."""
     node = scoped.node
     if not is_reverse_sequence(node):
-        return False
+        return None
     opset = opset_version(scoped.owner, "") or 0
     if opset < 10:
-        return False
+        return None
     sig = signature_of(scoped, opset=opset)
     data, lens = node.inputs
     assert data is not None and lens is not None
     time_len = sig.dim(sig.time_axis)
-    empty = sig.dims is not None and 0 in sig.dims
-    if empty or (sig.lens is not None and all(v <= 1 for v in sig.lens)):
-        replacement = ir.Node("", "Identity", [data], name=node.name)
-    elif (
+    if (sig.dims is not None and 0 in sig.dims) or (
+        sig.lens is not None and all(v <= 1 for v in sig.lens)
+    ):
+        return "Identity"
+    if (
         sig.lens is not None and time_len is not None and all(v >= time_len for v in sig.lens)
     ) or _is_time_length_of(lens, data, sig.time_axis):
+        return "Slice"
+    return None
+
+
+def try_simplify(scoped: ScopedNode) -> bool:
+    """Replace one trivial ReverseSequence node; True if it was replaced."""
+    kind = simplification(scoped)
+    if kind is None:
+        return False
+    node = scoped.node
+    graph = node.graph
+    data, lens = node.inputs
+    assert graph is not None and data is not None and lens is not None
+    if kind == "Identity":
+        replacement = ir.Node("", "Identity", [data], name=node.name)
+    else:
+        time_axis = signature_of(scoped, opset=10).time_axis
         constants = [
             ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", ir.tensor(v))])
-            for v in ([-1], [_INT64_MIN], [sig.time_axis], [-1])
+            for v in ([-1], [_INT64_MIN], [time_axis], [-1])
         ]
         replacement = ir.Node(
             "", "Slice", [data, *(c.outputs[0] for c in constants)], name=node.name
         )
-        graph = node.graph
-        assert graph is not None
         graph.insert_before(node, constants)
-    else:
-        return False
-    graph = node.graph
-    assert graph is not None
     ir.convenience.replace_nodes_and_values(
         graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs)
     )
-    if replacement.op_type == "Slice":
+    if kind == "Slice":
         _remove_dead_producers(lens)
     return True
 

@@ -665,3 +665,27 @@ def test_explicit_op_sets_choose_other_arithmetic():
             run_ort(inlined, {"x": x, "lens": lens}, optimize=True)[0],
             reverse_sequence(x, lens),
         )
+
+
+def test_a_node_no_form_fits_leaves_the_model_unchanged():
+    # The first node has constant lengths (nnapi takes it), the second run-time lengths
+    # (nnapi has no form for it): nothing may be rewritten, not even the first.
+    nodes = [
+        oh.make_node("ReverseSequence", ["x", "fixed"], ["r"], name="fits"),
+        oh.make_node("ReverseSequence", ["r", "lens"], ["y"], name="does_not_fit"),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "g",
+        [
+            oh.make_tensor_value_info("x", TP.FLOAT, [5, 4, 3]),
+            oh.make_tensor_value_info("lens", TP.INT64, [4]),
+        ],
+        [oh.make_tensor_value_info("y", TP.FLOAT, [5, 4, 3])],
+        [oh.make_tensor("fixed", TP.INT64, [4], [5, 2, 0, 3])],
+    )
+    model = ir.from_proto(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
+    before = ir.to_proto(model).SerializeToString()
+    with pytest.raises(revseq.StrategyError, match="does_not_fit"):
+        revseq.inline(model, target="nnapi")
+    assert ir.to_proto(model).SerializeToString() == before
