@@ -119,7 +119,14 @@ def _check_models(
 
     console.progress(f"check: {args.trials} trial(s), seed {args.seed}")
     started = time.perf_counter()
-    report = check(reference, candidate, trials=args.trials, seed=args.seed, labels=labels)
+    report = check(
+        reference,
+        candidate,
+        trials=args.trials,
+        seed=args.seed,
+        labels=labels,
+        progress=console.progress,
+    )
     verdict = "OK" if report.ok else "DIFFERENT"
     console.progress(f"check: {verdict} in {time.perf_counter() - started:.2f} s")
     return report

@@ -427,6 +427,7 @@ def check(
     inputs: Sequence[Inputs] | None = None,
     optimize: bool | None = None,
     labels: tuple[str, str] = ("reference", "candidate"),
+    progress: Callable[[str], None] | None = None,
 ) -> CheckReport:
     """Run both models on the same inputs and compare every output bit for bit.
 
@@ -439,6 +440,7 @@ def check(
         optimize: Run onnxruntime with graph optimisations only off (False) or only on
             (True); by default both.
         labels: How errors name the two models (the CLI passes their paths).
+        progress: Called with a line after each trial (the CLI prints it to stderr).
 
     Returns:
         A report; a difference is ``ok=False``, not an exception.
@@ -480,6 +482,8 @@ def check(
     output_names = [o.name for o in ref.graph.output]
     compared = 0
     for trial, feeds in enumerate(input_sets):
+        if progress is not None and trial:
+            progress(f"check: trial {trial}/{len(input_sets)} identical")
         for level in levels:
             try:
                 expected = ref_runners[level](feeds)
