@@ -15,13 +15,13 @@ import sys
 import numpy as np
 import onnx
 import pytest
+from bad_inputs import write_corpus
 
 import revseq
 from revseq import _io
 from revseq.cli import main
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from bad_inputs import write_corpus
 
 COMMANDS = ("inline", "restore", "check", "info", "check_per_node")
 

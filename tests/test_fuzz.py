@@ -18,9 +18,8 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnx.helper as oh
-import onnx.reference
-import onnxruntime as ort
 import pytest
+from helpers import all_op_types, assert_identical, run_ort, run_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -208,18 +207,8 @@ def _run(
     model: onnx.ModelProto, feeds: dict[str, np.ndarray], type_name: str, *, optimize: bool
 ) -> np.ndarray:
     if type_name in REFERENCE_ONLY:
-        return onnx.reference.ReferenceEvaluator(model).run(None, feeds)[0]
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if optimize
-        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    )
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return session.run(None, feeds)[0]
+        return run_reference(model, feeds)[0]
+    return run_ort(model, feeds, optimize=optimize)[0]
 
 
 def _native_runs(case: dict[str, object]) -> bool:
@@ -232,15 +221,6 @@ def _native_runs(case: dict[str, object]) -> bool:
         and not case["invalid_lengths"]
         and case["opset"] >= 10
     )
-
-
-def _assert_identical(got: np.ndarray, expected: np.ndarray) -> None:
-    assert got.shape == expected.shape
-    if expected.dtype == object:
-        assert got.tolist() == expected.tolist()
-        return
-    assert got.dtype == expected.dtype
-    assert got.tobytes() == expected.tobytes()
 
 
 @settings(settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci")))
@@ -270,7 +250,7 @@ def test_inlined_random_models_are_bit_exact(case: dict[str, object]) -> None:
         # GatherND refuses zero-sized batch dims. Outside functions revseq replaces
         # statically empty nodes by Identity and never meets either.
         return
-    assert not any(n.op_type == "ReverseSequence" for n in _all_nodes(inlined))
+    assert not any(op == "ReverseSequence" for op in all_op_types(inlined))
 
     rng = np.random.default_rng(case["seed"])
     shape = case["shape"]
@@ -286,30 +266,12 @@ def test_inlined_random_models_are_bit_exact(case: dict[str, object]) -> None:
     )
     feeds = {"x": x, "lens": lens}
     for optimize in (False, True):
-        _assert_identical(_run(inlined, feeds, case["type"], optimize=optimize), expected)
+        assert_identical(_run(inlined, feeds, case["type"], optimize=optimize), expected)
         if _native_runs(case):
             native = _run(model, feeds, case["type"], optimize=optimize)
-            _assert_identical(native, expected)
+            assert_identical(native, expected)
         if case["type"] in REFERENCE_ONLY:
             break  # one engine, no optimisation levels
-
-
-def _all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    nodes: list[onnx.NodeProto] = []
-
-    def visit(graph_nodes) -> None:
-        for node in graph_nodes:
-            nodes.append(node)
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    visit(attr.g.node)
-                for sub in attr.graphs:
-                    visit(sub.node)
-
-    visit(model.graph.node)
-    for function in model.functions:
-        visit(function.node)
-    return nodes
 
 
 @pytest.mark.parametrize("scope", SCOPES)
@@ -330,6 +292,6 @@ def test_every_scope_is_reached(scope: str) -> None:
         "opset": 17,
     }
     model = _model(case)
-    assert any(n.op_type == "ReverseSequence" for n in _all_nodes(model))
+    assert any(op == "ReverseSequence" for op in all_op_types(model))
     inlined = revseq.inline(model)
-    assert not any(n.op_type == "ReverseSequence" for n in _all_nodes(inlined))
+    assert not any(op == "ReverseSequence" for op in all_op_types(inlined))

@@ -12,15 +12,13 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnx.helper as oh
-import onnx.reference
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
+from helpers import all_op_types, assert_identical, run_ort, run_reference
 from onnx.backend.test.case.node import collect_testcases
 
 import revseq
 from revseq.ops import reverse_sequence
-from revseq.passes._scopes import walk
 
 TP = onnx.TensorProto
 TYPES = {
@@ -118,36 +116,8 @@ def one_node_model(
     return oh.make_model(graph, opset_imports=imports, ir_version=8 if opset < 21 else 10)
 
 
-def run_ort(model: onnx.ModelProto, feeds: dict, *, optimize: bool) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if optimize
-        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    )
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return session.run(None, feeds)
-
-
-def run_reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    return onnx.reference.ReferenceEvaluator(model).run(None, feeds)
-
-
-def assert_identical(got: np.ndarray, expected: np.ndarray) -> None:
-    got, expected = np.asarray(got), np.asarray(expected)
-    assert got.shape == expected.shape
-    if expected.dtype == object:
-        assert got.tolist() == expected.tolist()
-    else:
-        assert got.dtype == expected.dtype
-        assert got.tobytes() == expected.tobytes()
-
-
 def all_nodes(model: onnx.ModelProto) -> list[str]:
-    return [s.node.op_type for s in walk(ir.from_proto(model))]
+    return all_op_types(model)
 
 
 def verify(model: onnx.ModelProto, strategy: str, feeds: dict, expected: np.ndarray) -> None:

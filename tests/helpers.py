@@ -1,0 +1,58 @@
+"""Helpers the test modules share: run a model, compare outputs bit for bit, list ops."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.reference
+import onnxruntime as ort
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict, *, optimize: bool) -> list[np.ndarray]:
+    """Run in onnxruntime CPU, one thread, graph optimisations all on or all off."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if optimize
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)
+
+
+def run_reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    """Run in onnx's ReferenceEvaluator (for the types onnxruntime lacks)."""
+    return onnx.reference.ReferenceEvaluator(model).run(None, feeds)
+
+
+def assert_identical(got: np.ndarray, expected: np.ndarray) -> None:
+    """Same shape and dtype and the same bytes (NaN payloads, -0.0); strings by value."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape
+    if expected.dtype == object:
+        assert got.tolist() == expected.tolist()
+    else:
+        assert got.dtype == expected.dtype
+        assert got.tobytes() == expected.tobytes()
+
+
+def all_op_types(model: onnx.ModelProto) -> list[str]:
+    """Op types of every node: main graph, subgraphs at any depth, functions."""
+    found: list[str] = []
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            found.append(node.op_type)
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    visit(attr.g.node)
+                for graph in attr.graphs:
+                    visit(graph.node)
+
+    visit(model.graph.node)
+    for function in model.functions:
+        visit(function.node)
+    return found
