@@ -154,12 +154,29 @@ def _shape(op: OpBuilder, data: ir.Value) -> ir.Value:
     return op.Shape(data)
 
 
-def _dim_scalar(op: OpBuilder, data: ir.Value, axis: int, sig: Signature) -> ir.Value:
-    """A scalar int64 with the size of ``axis``: a constant when static."""
+def _dim_vector(op: OpBuilder, data: ir.Value, axis: int, sig: Signature) -> ir.Value:
+    """The size of ``axis`` as a 1-element int64 tensor: a constant when static.
+
+    A run-time size is sliced out of ``Shape`` (never a 0-D Gather of it) and passed
+    through Cast: frontends that keep shapes as symbolic shape expressions (TVM Relax)
+    turn it into an ordinary tensor there, so arithmetic on it converts, and a 1-element
+    tensor keeps every later op free of 0-D operands.
+    """
     static = sig.dim(axis) if axis >= 0 else None
     if static is not None:
-        return _const(op, static)
-    return op.Gather(_shape(op, data), _const(op, axis))
+        return _const(op, [static])
+    if sig.opset >= 15:
+        sliced = op.Shape(data, start=axis, end=axis + 1)
+    else:
+        sliced = op.Slice(_shape(op, data), _const(op, [axis]), _const(op, [axis + 1]))
+    return op.Cast(sliced, to=ir.DataType.INT64)
+
+
+def _scalar(op: OpBuilder, vector: ir.Value, sig: Signature) -> ir.Value:
+    """A 1-element tensor as a 0-D one (Range takes scalars)."""
+    if sig.opset >= 13:
+        return op.Squeeze(vector, _const(op, [0]))
+    return op.Squeeze(vector, axes=[0])
 
 
 def _place(op: OpBuilder, vector: ir.Value, axis: int, rank: int, sig: Signature) -> ir.Value:
@@ -184,27 +201,33 @@ def _pad_trailing(
 
 
 def _lengths(op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature) -> ir.Value:
-    """The lengths as int64 [B], clamped to at most T (negatives act as 0 downstream)."""
+    """The lengths as int64 [B], clamped to at most T (negatives act as 0 downstream).
+
+    ``time_len`` is a 1-element tensor. Less+Where comes first: tract cannot evaluate
+    Min of a run-time value and a symbolic dim ("Undetermined symbol"), but selects fine.
+    """
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
-    if sig.allows("Min") and sig.opset >= 12:
-        return op.Min(lens, time_len)
     if sig.allows("Less", "Where"):
         return op.Where(op.Less(time_len, lens), time_len, lens)
-    raise StrategyError("clamping the lengths needs Min (opset >= 12) or Less+Where")
+    if sig.allows("Min") and sig.opset >= 12:
+        return op.Min(lens, time_len)
+    raise StrategyError("clamping the lengths needs Less+Where or Min (opset >= 12)")
 
 
 def _iota(op: OpBuilder, size: ir.Value, static: int | None, sig: Signature) -> ir.Value:
-    """0 .. size-1 as int64: a constant when static, else Range or a CumSum of ones."""
+    """0 .. size-1 as int64 (``size`` a 1-element tensor): a constant when static.
+
+    Without Range, an inclusive CumSum of ones minus one: onnx2torch ignores CumSum's
+    ``exclusive`` attribute (measured by ``revseq probe``), so it is never emitted.
+    """
     if static is not None and static <= _MAX_FOLDED_ELEMENTS:
         return _const(op, np.arange(static, dtype=np.int64))
-    if sig.allows("Range"):
-        return op.Range(_const(op, 0), size, _const(op, 1))
-    if sig.allows("ConstantOfShape", "CumSum", "Reshape"):
-        ones = op.ConstantOfShape(
-            op.Reshape(size, _const(op, [1])), value=ir.Tensor(np.array([1], np.int64))
-        )
-        return op.CumSum(ones, _const(op, 0), exclusive=1)
+    if sig.allows("Range", "Squeeze"):
+        return op.Range(_const(op, 0), _scalar(op, size, sig), _const(op, 1))
+    if sig.allows("ConstantOfShape", "CumSum"):
+        ones = op.ConstantOfShape(size, value=ir.Tensor(np.array([1], np.int64)))
+        return op.Sub(op.CumSum(ones, _const(op, 0)), _const(op, 1))
     raise StrategyError("a run-time index needs Range or ConstantOfShape+CumSum")
 
 
@@ -233,14 +256,16 @@ def _select_source(
     everything but ``s*L`` folds into one constant.
     """
     forward = _affine(op, steps, scale, offset)
-    bias = op.Add(steps, _const(op, 1))
-    if scale is not None:
-        bias = op.Mul(bias, scale)
+    next_step = op.Add(steps, _const(op, 1))
+    bias = next_step if scale is None else op.Mul(next_step, scale)
     if offset is not None:
         bias = op.Sub(bias, offset)
     backward = op.Sub(lens if scale is None else op.Mul(lens, scale), bias)
     if sig.allows("Less", "Where"):
-        return op.Where(op.Less(steps, lens), backward, forward)
+        # where(L < t+1, forward, backward) == where(t < L, backward, forward), with the
+        # operand broadcast along the batch axis on the "then" side: MNN misreads a
+        # broadcast "else" operand (BACKENDS.md), every backend reads this one right.
+        return op.Where(op.Less(lens, next_step), forward, backward)
     if sig.allows("Max", "Min", "Mul", "Add") and sig.opset >= 12:
         # inside = 1 where t < L else 0, by integer clamping.
         inside = op.Min(op.Max(op.Sub(lens, steps), _const(op, 0)), _const(op, 1))
@@ -271,7 +296,7 @@ def _source_index(
         shape = [1] * lead
         shape[t], shape[b] = table.shape[0 if t < b else 1], table.shape[1 if t < b else 0]
         return _affine(op, _const(op, table.reshape(shape)), scale, offset)
-    time_len = _dim_scalar(op, data, t, sig)
+    time_len = _dim_vector(op, data, t, sig)
     clamped = _place(op, _lengths(op, lens, time_len, sig), b, lead, sig)
     steps = _place(op, _iota(op, time_len, time_static, sig), t, lead, sig)
     return _select_source(op, steps, clamped, sig, scale=scale, offset=offset)
@@ -286,7 +311,7 @@ def _lead_shape(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
 
 def _axis_grid(op: OpBuilder, data: ir.Value, axis: int, sig: Signature) -> ir.Value:
     """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others."""
-    size = _dim_scalar(op, data, axis, sig)
+    size = _dim_vector(op, data, axis, sig)
     return _place(op, _iota(op, size, sig.dim(axis), sig), axis, sig.lead_rank, sig)
 
 
@@ -342,12 +367,8 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             size = int(np.prod(static[axis + 1 :], dtype=np.int64))
             strides.append(None if size == 1 else _const(op, size))
         elif axis + 1 < lead:
-            strides.append(
-                op.ReduceProd(
-                    op.Slice(_shape(op, data), _const(op, [axis + 1]), _const(op, [lead])),
-                    keepdims=0,
-                )
-            )
+            dims = op.Slice(_shape(op, data), _const(op, [axis + 1]), _const(op, [lead]))
+            strides.append(op.ReduceProd(op.Cast(dims, to=ir.DataType.INT64), keepdims=1))
         else:
             strides.append(None)
     offset: ir.Value | None = None

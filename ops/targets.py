@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from revseq.ops.errors import StrategyError
 
 _ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Min", "Max", "Cast"})
-_SHAPING = frozenset({"Reshape", "Unsqueeze", "Concat", "Expand", "Flatten", "Slice"})
+_SHAPING = frozenset(
+    {"Reshape", "Unsqueeze", "Squeeze", "Concat", "Expand", "Flatten", "Slice"}
+)
 
 TARGETS: dict[str, frozenset[str]] = {
     # onnxruntime js/web/docs/webgpu-operators.md; GatherND from the native WebGPU EP.

@@ -609,6 +609,7 @@ def test_explicit_op_sets_choose_other_arithmetic():
     lens = lengths(rng, 4, 5)
     common = {
         "Shape",
+        "Squeeze",
         "Gather",
         "Slice",
         "Unsqueeze",
