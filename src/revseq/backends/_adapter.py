@@ -1,0 +1,191 @@
+"""The adapter registry and the wrapper every backend module is used through."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ADAPTERS",
+    "Backend",
+    "BackendError",
+    "BackendUnavailableError",
+    "Runner",
+    "get",
+    "installed",
+]
+
+import dataclasses
+import importlib
+import importlib.metadata
+import importlib.util
+import logging
+import types
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+
+from revseq.ops.errors import RevseqError
+
+logger = logging.getLogger(__name__)
+
+Inputs = dict[str, np.ndarray]
+Runner = Callable[[Inputs], list[np.ndarray]]
+
+ADAPTERS: dict[str, str] = {
+    "onnxruntime": "Microsoft's runtime, CPU execution provider (control: has the op)",
+    "openvino": "Intel OpenVINO, CPU plugin (control: has the op)",
+    "onnx2torch": "onnx2torch converted to a torch.fx module, run by torch on the CPU",
+    "tvm": "Apache TVM, Relax ONNX frontend, compiled for llvm, Relax VM",
+    "iree": "IREE: iree-import-onnx, compiled for llvm-cpu, local-task runtime",
+    "tinygrad": "tinygrad's OnnxRunner on its CPU device",
+    "tract": "Sonos tract, through its Python bindings",
+}
+"""Every adapter, by the name ``--backend`` and ``target=`` take, with what it runs."""
+
+
+class BackendError(RevseqError):
+    """A backend refused a model or failed to run it.
+
+    Attributes:
+        stage: "convert" (loading, converting or compiling) or "run".
+    """
+
+    def __init__(self, backend: str, stage: str, message: str) -> None:
+        self.backend = backend
+        self.stage = stage
+        self.detail = message
+        super().__init__(f"{backend}: {stage} failed: {message}")
+
+
+class BackendUnavailableError(RevseqError):
+    """The backend's packages are not installed."""
+
+
+def _one_line(error: BaseException, limit: int = 300) -> str:
+    """The first meaningful line of an error (backends print pages of C++ frames)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return f"{type(error).__name__}: {text[:limit]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """One backend, through its adapter module.
+
+    Attributes:
+        name: The adapter's name (a key of ``ADAPTERS``).
+        module: The adapter module: ``DISTRIBUTION`` (the package whose version is
+            reported), ``EXTRA`` (revseq's extra that installs it) and ``prepare``.
+    """
+
+    name: str
+    module: types.ModuleType
+
+    @property
+    def version(self) -> str:
+        """The installed version of the backend's package."""
+        return importlib.metadata.version(self.module.DISTRIBUTION)
+
+    @property
+    def label(self) -> str:
+        """Name and version, as reports print them."""
+        return f"{self.name} {self.version}"
+
+    def prepare(self, model: onnx.ModelProto) -> Runner:
+        """Convert or compile ``model``; the runner takes inputs by name, returns outputs.
+
+        Outputs come back as numpy arrays of the model's declared output types where the
+        backend returns the same bytes under another type of the same width (IREE's
+        unsigned outputs); anything else is returned as the backend gave it, so that a
+        wrong type is seen as a difference.
+
+        Raises:
+            BackendError: The backend refused the model (stage "convert") or failed to
+                run it (stage "run").
+        """
+        try:
+            run = self.module.prepare(model)
+        except BackendError:
+            raise
+        except Exception as e:  # each backend raises its own types
+            raise BackendError(self.name, "convert", _one_line(e)) from e
+        declared = [_declared_dtype(o) for o in model.graph.output]
+
+        def runner(feeds: Inputs) -> list[np.ndarray]:
+            try:
+                outputs = run(feeds)
+            except BackendError:
+                raise
+            except Exception as e:
+                raise BackendError(self.name, "run", _one_line(e)) from e
+            return [
+                _as_declared(np.asarray(o), d) for o, d in zip(outputs, declared, strict=True)
+            ]
+
+        return runner
+
+    def run(self, model: onnx.ModelProto, feeds: Inputs) -> list[np.ndarray]:
+        """Prepare ``model`` and run it once."""
+        return self.prepare(model)(feeds)
+
+
+def _declared_dtype(info: onnx.ValueInfoProto) -> np.dtype | None:
+    elem = info.type.tensor_type.elem_type
+    if not elem or elem in (onnx.TensorProto.STRING, onnx.TensorProto.BFLOAT16):
+        return None
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+
+
+def _as_declared(array: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
+    """Reinterpret signed/unsigned look-alikes (same kind of integer, same width)."""
+    if (
+        dtype is None
+        or array.dtype == dtype
+        or array.dtype.kind not in "iu"
+        or dtype.kind not in "iu"
+        or array.dtype.itemsize != dtype.itemsize
+    ):
+        return array
+    return np.ascontiguousarray(array).view(dtype)
+
+
+def installed(name: str) -> bool:
+    """Whether the backend's packages are importable (without importing them)."""
+    module = _module(name)
+    return all(importlib.util.find_spec(m) is not None for m in module.IMPORTS)
+
+
+def _module(name: str) -> types.ModuleType:
+    if name not in ADAPTERS:
+        raise BackendUnavailableError(
+            f"unknown backend {name!r}; choose one of {', '.join(ADAPTERS)}"
+        )
+    return importlib.import_module(f"revseq.backends.{name}")
+
+
+def get(name: str) -> Backend:
+    """The adapter for ``name``.
+
+    Raises:
+        BackendUnavailableError: The name is unknown or the backend is not installed.
+    """
+    module = _module(name)
+    if not installed(name):
+        raise BackendUnavailableError(
+            f'backend {name!r} is not installed: pip install "revseq[{module.EXTRA}]"'
+        )
+    return Backend(name, module)
+
+
+def input_names(model: onnx.ModelProto) -> list[str]:
+    """The model's run-time inputs in declaration order (initializers excluded)."""
+    initializers = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in initializers]
+
+
+def write_model(model: onnx.ModelProto, folder: str, name: str = "model.onnx") -> str:
+    """Save ``model`` in ``folder`` for backends that only read files; returns the path."""
+    import os
+
+    path = os.path.join(folder, name)
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    return path

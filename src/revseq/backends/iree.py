@@ -1,0 +1,53 @@
+"""IREE: ``iree-import-onnx`` to MLIR, compiled for ``llvm-cpu``, run on ``local-task``.
+
+f64 is demoted to f32 by IREE's default input pipeline; that is turned off, since a
+bit-exact reversal must keep every byte. The Python runtime hands unsigned outputs back
+as the signed type of the same width (same bytes): the adapter wrapper reinterprets them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import onnx
+
+from revseq.backends._adapter import input_names, write_model
+
+DISTRIBUTION = "iree-base-runtime"
+EXTRA = "iree"
+IMPORTS = ("iree.compiler", "iree.runtime")
+
+COMPILE_FLAGS = (
+    "--iree-input-demote-f64-to-f32=false",
+    "--iree-llvmcpu-target-cpu=host",
+)
+
+
+def prepare(model: onnx.ModelProto):
+    """Convert or compile ``model``; return a function of the inputs by name."""
+    import iree.compiler
+    import iree.runtime
+    from iree.compiler.tools.import_onnx.__main__ import main as import_onnx
+    from iree.compiler.tools.import_onnx.__main__ import parse_arguments
+
+    with tempfile.TemporaryDirectory() as folder:
+        source = write_model(model, folder)
+        mlir = os.path.join(folder, "model.mlir")
+        import_onnx(parse_arguments([source, "-o", mlir]))
+        flatbuffer = iree.compiler.compile_file(
+            mlir, target_backends=["llvm-cpu"], extra_args=list(COMPILE_FLAGS)
+        )
+    context = iree.runtime.SystemContext(config=iree.runtime.Config("local-task"))
+    vm_module = iree.runtime.VmModule.copy_buffer(context.instance, flatbuffer)
+    context.add_vm_module(vm_module)
+    function = context.modules[vm_module.name][model.graph.name]
+    names = input_names(model)
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        result = function(*[np.ascontiguousarray(feeds[n]) for n in names])
+        results = result if isinstance(result, (tuple, list)) else [result]
+        return [np.asarray(r.to_host()) for r in results]
+
+    return run

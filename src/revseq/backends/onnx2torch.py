@@ -1,0 +1,85 @@
+"""onnx2torch: the model converted to a ``torch.fx`` module, run by torch on the CPU.
+
+onnx2torch imports torchvision at import time, for its NonMaxSuppression and RoiAlign
+converters only; PyPI has no CPU build of torchvision that loads beside torch's CPU build
+here. Where torchvision cannot be imported, a stand-in module is registered whose
+functions raise if one of those two converters is ever used: no other converter needs it.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import onnx
+
+from revseq.backends._adapter import input_names
+
+DISTRIBUTION = "onnx2torch"
+EXTRA = "onnx2torch"
+IMPORTS = ("onnx2torch", "torch")
+
+
+def _torchvision_stand_in() -> None:
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # missing, or a build that does not match torch
+
+        def unavailable(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("torchvision is not available (NonMaxSuppression, RoiAlign)")
+
+        ops = types.ModuleType("torchvision.ops")
+        ops.nms = ops.box_convert = ops.roi_align = unavailable  # type: ignore[attr-defined]
+        stand_in = types.ModuleType("torchvision")
+        stand_in.ops = ops  # type: ignore[attr-defined]
+        sys.modules["torchvision"] = stand_in
+        sys.modules["torchvision.ops"] = ops
+
+
+def to_torch(array: np.ndarray):
+    """A torch tensor with the array's bytes (bfloat16 through a 16-bit view)."""
+    import torch
+
+    if array.dtype.name == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(array).view(np.uint16)).view(
+            torch.bfloat16
+        )
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def to_numpy(tensor) -> np.ndarray:
+    """The tensor's bytes as numpy (bfloat16 as ml_dtypes.bfloat16)."""
+    import torch
+
+    tensor = tensor.detach()
+    if tensor.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return tensor.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()
+
+
+def convert(model: onnx.ModelProto):
+    """The ``torch.fx.GraphModule`` onnx2torch makes of ``model``."""
+    _torchvision_stand_in()
+    from onnx2torch import convert as onnx2torch_convert
+
+    return onnx2torch_convert(model)
+
+
+def prepare(model: onnx.ModelProto):
+    """Convert or compile ``model``; return a function of the inputs by name."""
+    import torch
+
+    module = convert(model)
+    names = input_names(model)
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        with torch.no_grad():
+            outputs = module(*[to_torch(feeds[n]) for n in names])
+        if not isinstance(outputs, (tuple, list)):
+            outputs = [outputs]
+        return [to_numpy(o) for o in outputs]
+
+    return run

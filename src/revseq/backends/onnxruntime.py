@@ -1,0 +1,32 @@
+"""onnxruntime, CPU execution provider: the control (it has the op), one thread."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+DISTRIBUTION = "onnxruntime"
+EXTRA = "onnxruntime"
+IMPORTS = ("onnxruntime",)
+
+
+def prepare(model: onnx.ModelProto, *, optimize: bool = True):
+    """A session with graph optimisations all on (or all off)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    options.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if optimize
+        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return session.run(None, feeds)
+
+    return run
