@@ -1,71 +1,74 @@
-"""Backend profiles: the op types a target accepts, for target-aware decompositions.
+"""Targets: what ``target=`` accepts, resolved to the profile the planner reads.
 
-Each profile is what ``../shared/BACKENDS.md`` gathered from the backend's own operator
-table (sources cited per profile), narrowed to the ops a decomposition can use. Ops that
-a table did not confirm are left out: a profile errs towards refusing a form. The pseudo
-op type ``GatherND:batch_dims`` marks GatherND with ``batch_dims > 0``.
+A target is a profile name (``revseq.TARGETS``: probed backends, documented ones,
+``portable`` and ``any``), a collection of op types (profile names may be mixed in: their
+op types are added), or None for the ``portable`` default.
 """
 
 from __future__ import annotations
 
-__all__ = ["TARGETS", "allowed_op_types"]
+__all__ = ["ANY", "TARGETS", "Target", "dtype_name", "resolve_target"]
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+
+import onnx_ir as ir
 
 from revseq.ops.errors import StrategyError
+from revseq.ops.profiles import PORTABLE, Profile, load_profiles
 
-_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Min", "Max", "Cast"})
-_SHAPING = frozenset(
-    {"Reshape", "Unsqueeze", "Squeeze", "Concat", "Expand", "Flatten", "Slice"}
+ANY = Profile(
+    name="any",
+    source="onnx",
+    description="any standard ONNX op: the fastest forms, for runtimes with full ONNX",
+    backend_version=None,
+    native=None,
+    static_ops=None,  # type: ignore[arg-type]
+    dynamic_ops=None,  # type: ignore[arg-type]
 )
+"""No restriction at all (``target="any"``)."""
 
-TARGETS: dict[str, frozenset[str]] = {
-    # onnxruntime js/web/docs/webgpu-operators.md; GatherND from the native WebGPU EP.
-    "webgpu": _ARITHMETIC
-    | _SHAPING
-    | {
-        "Shape",
-        "Gather",
-        "GatherElements",
-        "GatherND",
-        "GatherND:batch_dims",
-        "Range",
-        "Less",
-        "Where",
-        "Tile",
-        "ConstantOfShape",
-        "Size",
-        "ReduceProd",
-    },
-    # WebNN spec and onnxruntime js/web/docs/webnn-operators.md: no Range, GatherND only
-    # with batch_dims == 0, Expand/Reshape shapes must be constants (so no Shape here).
-    "webnn": _ARITHMETIC
-    | _SHAPING
-    | {"Gather", "GatherElements", "GatherND", "Less", "Where", "CumSum", "Transpose"},
-    # onnxruntime qnn/builder/op_builder_factory.cc: no Range; static shapes.
-    "qnn": _ARITHMETIC
-    | _SHAPING
-    | {"Gather", "GatherElements", "GatherND", "Where", "Less", "Tile", "CumSum", "Transpose"},
-    # onnxruntime CoreML EP, older operator list: no Where, Less or GatherElements.
-    "coreml": frozenset(
-        {"Gather", "Slice", "Reshape", "Transpose", "Concat", "Add", "Sub", "Mul"}
-    ),
-    # onnxruntime NNAPI EP: lengths must be constant (one Gather with a constant index).
-    "nnapi": frozenset(
-        {"Gather", "Slice", "Reshape", "Concat", "Transpose", "Add", "Sub", "Mul"}
-    ),
+Target = str | Iterable[str] | Profile | None
+
+TARGETS: Mapping[str, Profile] = {**load_profiles(), ANY.name: ANY}
+"""Every named profile: probed backends, documented ones, ``portable`` and ``any``."""
+
+_DTYPE_NAMES = {
+    ir.DataType.FLOAT: "float32",
+    ir.DataType.UINT8: "uint8",
+    ir.DataType.INT8: "int8",
+    ir.DataType.UINT16: "uint16",
+    ir.DataType.INT16: "int16",
+    ir.DataType.INT32: "int32",
+    ir.DataType.INT64: "int64",
+    ir.DataType.STRING: "string",
+    ir.DataType.BOOL: "bool",
+    ir.DataType.FLOAT16: "float16",
+    ir.DataType.DOUBLE: "float64",
+    ir.DataType.UINT32: "uint32",
+    ir.DataType.UINT64: "uint64",
+    ir.DataType.COMPLEX64: "complex64",
+    ir.DataType.COMPLEX128: "complex128",
+    ir.DataType.BFLOAT16: "bfloat16",
 }
-"""Named backend profiles: the op types each accepts."""
 
 
-def allowed_op_types(target: str | Iterable[str] | None) -> frozenset[str] | None:
-    """The op types a ``target`` allows: a profile name, or op types and profile names mixed.
+def dtype_name(dtype: ir.DataType | None) -> str | None:
+    """The profile's name of an element type (numpy's, "string" for strings)."""
+    if dtype is None:
+        return None
+    return _DTYPE_NAMES.get(dtype, dtype.name.lower())
+
+
+def resolve_target(target: Target) -> Profile:
+    """The profile for ``target``.
 
     Raises:
         StrategyError: A profile name is unknown (a bare string must name a profile).
     """
     if target is None:
-        return None
+        return TARGETS[PORTABLE]
+    if isinstance(target, Profile):
+        return target
     if isinstance(target, str):
         if target not in TARGETS:
             raise StrategyError(
@@ -73,7 +76,25 @@ def allowed_op_types(target: str | Iterable[str] | None) -> frozenset[str] | Non
                 "or pass a collection of op types"
             )
         return TARGETS[target]
-    allowed: set[str] = set()
-    for item in target:
-        allowed |= TARGETS.get(item, {item})
-    return frozenset(allowed)
+    names = sorted(target)
+    static: set[str] = set()
+    dynamic: set[str] = set()
+    for item in names:
+        profile = TARGETS.get(item)
+        if profile is None:
+            static.add(item)
+            dynamic.add(item)
+        elif profile.static_ops is None:
+            return ANY
+        else:
+            static |= profile.static_ops
+            dynamic |= profile.dynamic_ops
+    return Profile(
+        name="+".join(names) if len(names) <= 3 else f"{len(names)} op types",
+        source="ops",
+        description="the op types given",
+        backend_version=None,
+        native=None,
+        static_ops=frozenset(static),
+        dynamic_ops=frozenset(dynamic),
+    )

@@ -1,4 +1,4 @@
-"""Strategy names, and the choice of a form for one node (``strategy="auto"``)."""
+"""Strategy names, and the choice of a form for one node against a target profile."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import onnx_ir as ir
 
 from revseq.ops import forms
 from revseq.ops.errors import StrategyError
+from revseq.ops.profiles import GATHERS, Profile
+from revseq.ops.targets import dtype_name
 from revseq.passes._builder import NodeBuilder
 from revseq.passes._node import node_label
 from revseq.passes._scopes import ScopedNode
@@ -45,35 +47,77 @@ def check_name(strategy: str) -> None:
 
 @functools.lru_cache(maxsize=1024)
 def emitted_op_types(sig: forms.Signature, strategy: str) -> frozenset[str]:
-    """The op types the form emits for ``sig`` (it is emitted on scratch values)."""
+    """The op types the form emits for ``sig`` (it is emitted on scratch values).
+
+    GatherND with ``batch_dims > 0`` and Reshape with ``allowzero=1`` are reported as the
+    variants ``GatherND:batch_dims`` and ``Reshape:allowzero`` too: backends differ on
+    them.
+    """
     op = NodeBuilder("probe")
     output = forms.emit(
         op, ir.Value(name="input"), ir.Value(name="sequence_lens"), sig, strategy
     )
-    return frozenset(node.op_type for node in op.finish(output))
+    used = set()
+    for node in op.finish(output):
+        used.add(node.op_type)
+        if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
+            used.add("GatherND:batch_dims")
+        if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
+            used.add("Reshape:allowzero")
+    return frozenset(used)
 
 
-def _misfit(sig: forms.Signature, strategy: str) -> str | None:
+def is_dynamic(sig: forms.Signature) -> bool:
+    """Whether some data dim is not static (the form then computes shapes at run time)."""
+    return sig.dims is None or any(d is None for d in sig.dims)
+
+
+def _misfit(sig: forms.Signature, strategy: str, profile: Profile) -> str | None:
     """None if the form fits the node and the target, else why not."""
     try:
         used = emitted_op_types(sig, strategy)
     except StrategyError as e:
         return str(e)
-    if sig.allowed is None:
-        return None
-    missing = sorted(used - sig.allowed - _ALWAYS_ALLOWED)
-    if missing:
-        return f"strategy {strategy!r} needs {', '.join(missing)}, which the target lacks"
+    dynamic = is_dynamic(sig)
+    shapes = "dynamic" if dynamic else "static"
+    if sig.allowed is not None:
+        missing = sorted(used - sig.allowed - _ALWAYS_ALLOWED)
+        if missing:
+            blamed = sorted(
+                {b for op in missing for b in profile.lacking(op, dynamic=dynamic)}
+            )
+            who = ", ".join(blamed) if profile.members and blamed else "the target"
+            return f"strategy {strategy!r} needs {', '.join(missing)}, which {who} lacks"
+    dtype = dtype_name(sig.dtype)
+    for gather in sorted(used & set(GATHERS)):
+        if not profile.moves(gather, dtype):
+            who = ", ".join(profile.not_moving(gather, dtype)) or "the target"
+            return (
+                f"strategy {strategy!r} gathers with {gather}, which moves no {dtype} on {who}"
+            )
+    if not profile.ran(strategy, dynamic=dynamic):
+        return f"strategy {strategy!r} did not run exactly there with {shapes} shapes"
     return None
 
 
-def resolve(strategy: str, sig: forms.Signature, scoped: ScopedNode) -> str:
+def resolve(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profile) -> str:
     """The concrete form for one node: ``strategy`` itself, or the best fit for "auto"."""
     candidates = _auto_order(sig) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
-        reason = _misfit(sig, name)
+        reason = _misfit(sig, name, profile)
         if reason is None:
             return name
         reasons.append(reason)
-    raise StrategyError(f"{node_label(scoped)}: no decomposition fits: {'; '.join(reasons)}")
+    shapes = "dynamic" if is_dynamic(sig) else "static"
+    where = f"target {profile.name!r} with {shapes} shapes"
+    if profile.backend_version:
+        where += f" (probed with {profile.backend_version})"
+    hint = ""
+    if profile.verified or profile.members:
+        hint = "; name the backend you run on (target=...)"
+        if shapes == "dynamic":
+            hint = "; declare static input shapes, or name the backend you run on (target=...)"
+    raise StrategyError(
+        f"{node_label(scoped)}: no decomposition fits {where}: {'; '.join(reasons)}{hint}"
+    )

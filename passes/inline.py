@@ -4,9 +4,9 @@ from __future__ import annotations
 
 __all__ = ["InlineReverseSequencePass"]
 
+import dataclasses
 import functools
 import logging
-from collections.abc import Iterable
 
 import onnx
 import onnx.version_converter
@@ -14,6 +14,7 @@ import onnx_ir as ir
 
 from revseq.ops import forms
 from revseq.ops.errors import UnsupportedOpsetError
+from revseq.ops.targets import Target, resolve_target
 from revseq.passes import _strategy
 from revseq.passes._builder import NodeBuilder, Template, gc_paused
 from revseq.passes._node import (
@@ -45,7 +46,9 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             (domain ``revseq.inline``) and replace nodes with calls to it.
         simplify: First replace trivial nodes (lengths all <= 1, or all the full
             length) by Identity or a step -1 Slice; see ``SimplifyReverseSequencePass``.
-        allowed_ops: Op types the target backend accepts, or None for any.
+        target: The profile of the backend the output is for (``revseq.ops.targets``):
+            a profile name, op types, or None: ``portable`` (runs on every probed
+            backend) for strategy "auto", ``any`` for a strategy named explicitly.
     """
 
     def __init__(
@@ -53,14 +56,18 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         *,
         strategy: str = "auto",
         as_function: bool = False,
-        allowed_ops: Iterable[str] | None = None,
+        target: Target = None,
         simplify: bool = True,
     ) -> None:
         super().__init__()
         _strategy.check_name(strategy)
         self.strategy = strategy
         self.as_function = as_function
-        self.allowed_ops = frozenset(allowed_ops) if allowed_ops is not None else None
+        # No target: "auto" emits the portable output; a form the caller names is
+        # emitted for any standard runtime unless a target constrains it too.
+        self.target = resolve_target(
+            target if target is not None or strategy == "auto" else "any"
+        )
         self.simplify = simplify
 
     def requires(self, model: ir.Model) -> None:
@@ -84,8 +91,10 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
                 f">= {DECOMPOSITION_MIN_OPSET} and only the main graph is converted"
             )
-        sig = signature_of(scoped, opset=opset, allowed=self.allowed_ops)
-        return sig, _strategy.resolve(self.strategy, sig, scoped)
+        sig = signature_of(scoped, opset=opset)
+        allowed = self.target.allowed(dynamic=_strategy.is_dynamic(sig))
+        sig = dataclasses.replace(sig, allowed=allowed)
+        return sig, _strategy.resolve(self.strategy, sig, scoped, self.target)
 
     def _inline_all(self, model: ir.Model) -> ir.passes.PassResult:
         survey = _Survey(model)

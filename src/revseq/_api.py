@@ -10,6 +10,7 @@ import os
 import onnx
 import onnx_ir as ir
 
+from revseq.ops.targets import Target
 from revseq.passes import InlineReverseSequencePass, RestoreReverseSequencePass
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def inline(
     *,
     strategy: str = "auto",
     as_function: bool = False,
-    target: str | list[str] | tuple[str, ...] | frozenset[str] | set[str] | None = None,
+    target: Target = None,
 ) -> onnx.ModelProto | ir.Model:
     """Replace every ReverseSequence node with a decomposition into standard ops.
 
@@ -54,16 +55,17 @@ def inline(
         strategy: A name in ``revseq.STRATEGIES``; "auto" picks the fastest valid form
             for each node.
         as_function: Emit the decomposition as model-local functions plus call nodes.
-        target: A backend profile name from ``revseq.TARGETS``, or a collection of op
-            types (profile names may be mixed in) the output may use.
+        target: A profile name from ``revseq.TARGETS`` (a probed backend such as
+            "tvm" or "onnxruntime", a documented one such as "webnn", or "any"), or a
+            collection of op types (profile names may be mixed in) the output may use.
+            None means "portable" (output that runs exactly on every probed backend)
+            with strategy "auto", and "any" with a strategy named explicitly.
 
     Returns:
         The rewritten model, of the kind given (a path gives an ``onnx.ModelProto``).
     """
-    from revseq.ops.targets import allowed_op_types
-
     pass_ = InlineReverseSequencePass(
-        strategy=strategy, as_function=as_function, allowed_ops=allowed_op_types(target)
+        strategy=strategy, as_function=as_function, target=target
     )
     return _apply(model, pass_)
 

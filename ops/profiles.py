@@ -1,0 +1,234 @@
+"""Backend profiles: what a backend runs exactly, as data the planner reads.
+
+A profile is the only place a backend's needs live (no form has a backend branch). It
+records the op types (and op variants such as ``GatherND:batch_dims``) a backend runs
+exactly with static shapes and with symbolic dims, the element types each gather moves
+exactly, and which forms ran exactly end to end.
+
+Two kinds exist. *Probed* profiles (``source == "probe"``) were written by ``revseq
+probe BACKEND --write``, which runs small probe models on the installed backend and
+compares every output bit for bit with onnx's reference; they are stamped with the
+backend's version. *Documented* profiles (``source == "documents"``) were copied from
+the backends' operator tables (BACKENDS.md) and have never run anywhere.
+
+The default profile, ``portable``, is computed: the op types every probed profile runs,
+and for each element type the gathers that move it exactly on every probed backend that
+has that type at all. What inline emits with no target therefore runs on all of them.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PORTABLE", "Profile", "load_profiles", "portable", "profile_path"]
+
+import dataclasses
+import functools
+import importlib.resources
+import json
+import pathlib
+from collections.abc import Iterable, Mapping
+
+GATHERS = ("Gather", "GatherElements", "GatherND")
+"""The ops that move data: the ones whose element types a profile records."""
+
+ELEMENT_TYPES = (
+    "float32",
+    "uint8",
+    "int8",
+    "uint16",
+    "int16",
+    "int32",
+    "int64",
+    "string",
+    "bool",
+    "float16",
+    "float64",
+    "uint32",
+    "uint64",
+    "complex64",
+    "complex128",
+    "bfloat16",
+)
+"""Every element type ReverseSequence allows (opset 10's fifteen, and bfloat16 from 28)."""
+
+PORTABLE = "portable"
+"""The name of the computed default profile."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """What one backend runs exactly.
+
+    Attributes:
+        name: The name ``target=`` takes.
+        source: "probe" (verified by execution) or "documents" (never run).
+        description: One line on what the backend is.
+        backend_version: The version probed (None for documented profiles).
+        native: Whether the backend has ReverseSequence itself (None if unknown).
+        static_ops: Op types and variants that run exactly with static shapes (None:
+            any standard op).
+        dynamic_ops: The same with symbolic dims; empty when the backend cannot run
+            the forms' shape arithmetic at all (then only static shapes inline).
+        dtypes: For each gather op type, the element types it moves exactly; None when
+            unknown (documented profiles), which allows every type.
+        forms: For "static" and "dynamic", the forms that ran exactly end to end (None
+            when not probed).
+        failures: What the probes saw fail, one line each (for ``revseq targets``).
+        members: For ``portable``, the probed profiles it was computed from.
+    """
+
+    name: str
+    source: str
+    description: str
+    backend_version: str | None
+    native: bool | None
+    static_ops: frozenset[str] | None
+    dynamic_ops: frozenset[str] | None
+    dtypes: Mapping[str, frozenset[str]] | None = None
+    forms: Mapping[str, frozenset[str]] | None = None
+    failures: tuple[str, ...] = ()
+    members: tuple[Profile, ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        """Whether the profile comes from running probes on the backend."""
+        return self.source == "probe"
+
+    def allowed(self, *, dynamic: bool) -> frozenset[str] | None:
+        """The op types and variants a form may use for static or dynamic shapes."""
+        return self.dynamic_ops if dynamic else self.static_ops
+
+    def moves(self, gather: str, dtype: str | None) -> bool:
+        """Whether ``gather`` moves elements of ``dtype`` exactly (unknown: yes)."""
+        if self.dtypes is None or dtype is None:
+            return True
+        return dtype in self.dtypes.get(gather, frozenset())
+
+    def ran(self, form: str, *, dynamic: bool) -> bool:
+        """Whether ``form`` ran exactly end to end (or was not probed)."""
+        if self.forms is None:
+            return True
+        return form in self.forms.get("dynamic" if dynamic else "static", frozenset())
+
+    def lacking(self, op_type: str, *, dynamic: bool) -> list[str]:
+        """The members (or this profile) that lack ``op_type``, as "name version"."""
+        profiles = self.members or (self,)
+        return [
+            p.backend_version or p.name
+            for p in profiles
+            if (allowed := p.allowed(dynamic=dynamic)) is not None and op_type not in allowed
+        ]
+
+    def not_moving(self, gather: str, dtype: str | None) -> list[str]:
+        """The members (or this profile) whose ``gather`` does not move ``dtype``."""
+        profiles = self.members or (self,)
+        having = [p for p in profiles if any(p.moves(g, dtype) for g in GATHERS)]
+        return [p.backend_version or p.name for p in having if not p.moves(gather, dtype)]
+
+    def to_json(self) -> dict:
+        """The profile as JSON data (sorted, so regenerated files diff cleanly)."""
+        data: dict = {
+            "name": self.name,
+            "source": self.source,
+            "description": self.description,
+            "backend_version": self.backend_version,
+            "native": self.native,
+            "static_ops": sorted(self.static_ops or ()),
+            "dynamic_ops": sorted(self.dynamic_ops or ()),
+        }
+        if self.dtypes is not None:
+            data["dtypes"] = {k: _ordered(v) for k, v in sorted(self.dtypes.items())}
+        if self.forms is not None:
+            data["forms"] = {k: sorted(v) for k, v in sorted(self.forms.items())}
+        data["failures"] = list(self.failures)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Profile:
+        """The inverse of :meth:`to_json`."""
+        dtypes = data.get("dtypes")
+        forms = data.get("forms")
+        return cls(
+            name=data["name"],
+            source=data["source"],
+            description=data.get("description", ""),
+            backend_version=data.get("backend_version"),
+            native=data.get("native"),
+            static_ops=frozenset(data["static_ops"]),
+            dynamic_ops=frozenset(data["dynamic_ops"]),
+            dtypes=None if dtypes is None else {k: frozenset(v) for k, v in dtypes.items()},
+            forms=None if forms is None else {k: frozenset(v) for k, v in forms.items()},
+            failures=tuple(data.get("failures", ())),
+        )
+
+
+def _ordered(types: Iterable[str]) -> list[str]:
+    order = {t: i for i, t in enumerate(ELEMENT_TYPES)}
+    return sorted(types, key=lambda t: order.get(t, len(order)))
+
+
+def profile_path(name: str) -> pathlib.Path:
+    """Where the profile file of ``name`` lives in the source tree (for ``--write``)."""
+    return pathlib.Path(__file__).parent / "profiles" / f"{name}.json"
+
+
+@functools.cache
+def load_profiles() -> dict[str, Profile]:
+    """Every profile file shipped with revseq, by name, and the computed portable one."""
+    folder = importlib.resources.files("revseq.ops") / "profiles"
+    profiles = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".json"):
+            profile = Profile.from_json(json.loads(entry.read_text(encoding="utf-8")))
+            profiles[profile.name] = profile
+    profiles[PORTABLE] = portable(p for p in profiles.values() if p.verified)
+    return profiles
+
+
+def portable(probed: Iterable[Profile]) -> Profile:
+    """The profile whose output runs on every one of ``probed``.
+
+    Ops: those every profile runs (dynamic: every profile that runs dynamic shapes at
+    all). Element types: a gather may move a type when every profile that moves that
+    type with some gather moves it with this one (a type no probed backend has at all
+    is left to every gather). Forms: those that ran everywhere.
+    """
+    probed = list(probed)
+    if not probed:
+        return Profile(
+            PORTABLE, "computed", "no probed profile", None, None, frozenset(), frozenset()
+        )
+    static_ops = frozenset.intersection(*(p.static_ops or frozenset() for p in probed))
+    dynamic = [p for p in probed if p.dynamic_ops]
+    dynamic_ops = (
+        frozenset.intersection(*(p.dynamic_ops or frozenset() for p in dynamic))
+        if dynamic
+        else frozenset()
+    )
+    dtypes: dict[str, frozenset[str]] = {}
+    for gather in GATHERS:
+        keep = set()
+        for dtype in ELEMENT_TYPES:
+            having = [p for p in probed if any(p.moves(g, dtype) for g in GATHERS)]
+            if all(p.moves(gather, dtype) for p in having):
+                keep.add(dtype)
+        dtypes[gather] = frozenset(keep)
+    forms = {
+        kind: frozenset.intersection(
+            *(p.forms[kind] for p in (probed if kind == "static" else dynamic) if p.forms)
+        )
+        for kind in ("static", "dynamic")
+        if any(p.forms for p in probed)
+    }
+    names = ", ".join(f"{p.name} {p.backend_version}" for p in probed)
+    return Profile(
+        name=PORTABLE,
+        source="computed",
+        description=f"runs on every probed backend: {names}",
+        backend_version=None,
+        native=None,
+        static_ops=static_ops,
+        dynamic_ops=dynamic_ops,
+        dtypes=dtypes,
+        forms=forms or None,
+        members=tuple(probed),
+    )
