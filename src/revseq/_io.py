@@ -281,3 +281,18 @@ def save_model(
     except (OSError, ValueError) as e:
         raise ModelSaveError(f"{path}: cannot write: {_first_line(e)}") from e
     logger.info("wrote %s", path)
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename.
+
+    Raises:
+        ModelSaveError: The file cannot be written.
+    """
+    path = pathlib.Path(path)
+    try:
+        with _temporary_next_to(path) as temporary:
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, path)
+    except OSError as e:
+        raise ModelSaveError(f"{path}: cannot write: {_first_line(e)}") from e

@@ -23,6 +23,7 @@ import onnx_ir as ir
 
 import revseq
 from revseq import _io
+from revseq.backends import ADAPTERS
 from revseq.demo import run_demo
 from revseq.equivalence import CheckReport, check, check_nodes
 from revseq.info import describe
@@ -126,6 +127,7 @@ def _check_models(
         seed=args.seed,
         labels=labels,
         progress=console.progress,
+        backend=getattr(args, "backend", None),
     )
     verdict = "OK" if report.ok else "DIFFERENT"
     console.progress(f"check: {verdict} in {time.perf_counter() - started:.2f} s")
@@ -186,6 +188,63 @@ def _cmd_info(args: argparse.Namespace, console: _Console) -> int:
         console.result(json.dumps(info.to_json(), indent=2))
     else:
         console.result(f"{args.input}\n{info}")
+    return EXIT_OK
+
+
+def _cmd_targets(args: argparse.Namespace, console: _Console) -> int:
+    profiles = revseq.TARGETS
+    if args.json:
+        console.result(
+            json.dumps(
+                {n: p.to_json() for n, p in profiles.items() if p.static_ops is not None},
+                indent=2,
+            )
+        )
+        return EXIT_OK
+    console.result(
+        "| target | source | backend | native op | dynamic shapes | forms (static / dynamic) |"
+    )
+    console.result("|---|---|---|---|---|---|")
+    for name, p in profiles.items():
+        source = {"probe": "verified by execution", "documents": "from documents only"}.get(
+            p.source, p.source
+        )
+        native = {True: "yes", False: "no", None: "?"}[p.native]
+        dynamic = "any op" if p.dynamic_ops is None else ("yes" if p.dynamic_ops else "no")
+        forms = "-"
+        if p.forms is not None:
+            forms = " / ".join(
+                ", ".join(sorted(p.forms.get(k, ()))) or "none" for k in ("static", "dynamic")
+            )
+        version = p.backend_version or "-"
+        console.result(f"| {name} | {source} | {version} | {native} | {dynamic} | {forms} |")
+    return EXIT_OK
+
+
+def _cmd_probe(args: argparse.Namespace, console: _Console) -> int:
+    from revseq.backends.probe import probe_backend
+    from revseq.ops.profiles import profile_path
+
+    profile, results = probe_backend(args.backend, progress=console.progress)
+    if args.json:
+        console.result(json.dumps(profile.to_json(), indent=2))
+    else:
+        for r in results:
+            mark = "ok  " if r.failure is None else "FAIL"
+            console.result(
+                f"{mark} {r.name} ({r.kind})" + (f": {r.failure}" if r.failure else "")
+            )
+        native = "yes" if profile.native else "no"
+        console.result(
+            f"{profile.backend_version}: native ReverseSequence: {native}; "
+            f"static forms: {', '.join(sorted(profile.forms['static'])) or 'none'}; "
+            f"dynamic forms: {', '.join(sorted(profile.forms['dynamic'])) or 'none'}"
+        )
+    if args.write:
+        path = profile_path(profile.name)
+        text = json.dumps(profile.to_json(), indent=2) + "\n"
+        _io.write_text_atomically(path, text)
+        console.progress(f"probe: wrote {path}")
     return EXIT_OK
 
 
@@ -269,12 +328,42 @@ def _build_parser() -> argparse.ArgumentParser:
         "--strategy", choices=revseq.STRATEGIES, default="auto", help=_STRATEGY_HELP
     )
     _add_check_options(check)
+    check.add_argument(
+        "--backend",
+        choices=sorted(ADAPTERS),
+        metavar="BACKEND",
+        help="run CAND on this installed backend (REF runs in onnxruntime): "
+        + ", ".join(sorted(ADAPTERS)),
+    )
     check.set_defaults(handler=_cmd_check)
 
     info = commands.add_parser("info", parents=[common], help="what a model holds")
     info.add_argument("input")
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(handler=_cmd_info)
+
+    targets = commands.add_parser(
+        "targets", parents=[common], help="list the target profiles and where they come from"
+    )
+    targets.add_argument("--json", action="store_true", help="machine-readable output")
+    targets.set_defaults(handler=_cmd_targets)
+
+    probe = commands.add_parser(
+        "probe",
+        parents=[common],
+        help="run probe models on an installed backend and print its profile",
+    )
+    probe.add_argument(
+        "backend",
+        choices=sorted(ADAPTERS),
+        metavar="BACKEND",
+        help=", ".join(sorted(ADAPTERS)),
+    )
+    probe.add_argument(
+        "--write", action="store_true", help="save the profile where inline reads it"
+    )
+    probe.add_argument("--json", action="store_true", help="print the profile as JSON")
+    probe.set_defaults(handler=_cmd_probe)
 
     demo = commands.add_parser(
         "demo", parents=[common], help="inline and check the bundled sample models"

@@ -1,0 +1,565 @@
+"""Probe a backend: run small models on it and record what it runs exactly, as a profile.
+
+Three kinds of probe, each a small ONNX model compared bit for bit with the truth
+(onnx's ReferenceEvaluator for op probes, revseq's numpy reference for forms):
+
+- op probes: each op (or variant) the forms emit, used the way the forms use it, with
+  static shapes and with symbolic dims (run at several sizes);
+- element-type probes: each gather (Gather, GatherElements, GatherND) on every type;
+- form probes: every form end to end, static and dynamic, time- and batch-major.
+
+``revseq probe NAME`` prints the resulting profile; ``--write`` saves it where the
+planner reads it (``ops/profiles/NAME.json``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Probe", "ProbeResult", "op_probes", "probe_backend"]
+
+import dataclasses
+import logging
+import warnings
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnx.reference
+
+from revseq.backends._adapter import Backend, BackendError, get
+from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Profile
+
+logger = logging.getLogger(__name__)
+
+_OPSET = 18
+# (T, B) sizes each probe runs at: static shapes at the first, symbolic dims at all.
+_SIZES = ((5, 4), (7, 2), (1, 3))
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """One probe model, and the op types or variants it tests.
+
+    A probe may use other ops on the way (each has a probe of its own); an op or variant
+    enters a profile only when every probe that tests it ran exactly.
+    """
+
+    name: str
+    certifies: tuple[str, ...]
+    body: Callable[[bool], str]
+
+
+def _source(dynamic: bool, *, batch_major: bool = False) -> str:
+    """Statements computing ``src``, the forms' source index, from ``lens`` at run time.
+
+    As in the forms: T (a constant, or sliced from Shape and cast) clamps the lengths by
+    Less+Where, and ``src = where(L < t+1, t, L - (t+1))`` over [T, B] ([B, T] when
+    batch-major). Also ``bgrid``: 0 .. B-1 broadcast over the same shape.
+    """
+    t_axis, b_axis = (1, 0) if batch_major else (0, 1)
+    if dynamic:
+        dims = (
+            f"tshape = Shape <start = {t_axis}, end = {t_axis + 1}> (x)\n"
+            "t1 = Cast <to = 7> (tshape)\nts = Squeeze (t1, zero1)\n"
+            "steps = Range (zero, ts, one)\n"
+            f"bshape = Shape <start = {b_axis}, end = {b_axis + 1}> (x)\n"
+            "b1 = Cast <to = 7> (bshape)\nbs = Squeeze (b1, zero1)\n"
+            "biota = Range (zero, bs, one)\n"
+        )
+    else:
+        time_len, batch = (4, 4) if batch_major else (5, 4)
+        steps = ", ".join(str(i) for i in range(time_len))
+        dims = (
+            f"t1 = Constant <value = int64[1] {{{time_len}}}> ()\n"
+            f"steps = Constant <value = int64[{time_len}] {{{steps}}}> ()\n"
+            f"b1 = Constant <value = int64[1] {{{batch}}}> ()\n"
+            "biota = Constant <value = int64[4] {0, 1, 2, 3}> ()\n"
+        )
+    t_dim, b_dim = ("zero1", "one1") if batch_major else ("one1", "zero1")
+    return dims + (
+        "k0 = Less (t1, lens)\nL = Where (k0, t1, lens)\n"
+        f"t = Unsqueeze (steps, {t_dim})\nlb = Unsqueeze (L, {b_dim})\n"
+        "n = Add (t, one1)\nk = Less (lb, n)\nback = Sub (lb, n)\n"
+        "src = Where (k, t, back)\n"
+        "lead = Shape <start = 0, end = 2> (x)\n"
+        f"bu = Unsqueeze (biota, {b_dim})\nbgrid = Expand (bu, lead)"
+    )
+
+
+_T1 = "t1shape = Shape <start = 0, end = 1> (x)\nt1 = Cast <to = 7> (t1shape)"
+
+OP_PROBES: tuple[Probe, ...] = (
+    Probe("Shape", ("Shape",), lambda d: f"{_T1}\ny = Identity (t1)"),
+    Probe(
+        "Slice",
+        ("Slice",),
+        lambda d: "s = Shape (x)\nt = Slice (s, zero1, one1)\ny = Cast <to = 7> (t)",
+    ),
+    Probe(
+        "Slice:reverse",
+        ("Slice:reverse",),
+        lambda d: "y = Slice (x, minus1, lowest1, zero1, minus1)",
+    ),
+    Probe("Cast", ("Cast",), lambda d: "l32 = Cast <to = 6> (lens)\ny = Cast <to = 7> (l32)"),
+    Probe("Squeeze", ("Squeeze",), lambda d: f"{_T1}\ny = Squeeze (t1, zero1)"),
+    Probe(
+        "Range",
+        ("Range",),
+        lambda d: f"{_T1}\nts = Squeeze (t1, zero1)\ny = Range (zero, ts, one)",
+    ),
+    Probe(
+        "ConstantOfShape",
+        ("ConstantOfShape",),
+        lambda d: f"{_T1}\ny = ConstantOfShape <value = int64[1] {{1}}> (t1)",
+    ),
+    Probe(
+        "CumSum",
+        ("CumSum",),
+        lambda d: (
+            f"{_T1}\nones = ConstantOfShape <value = int64[1] {{1}}> (t1)\n"
+            "c = CumSum (ones, zero)\ny = Sub (c, one1)"
+        ),
+    ),
+    Probe(
+        "Less",
+        ("Less",),
+        lambda d: f"{_T1}\nk = Less (t1, lens)\ny = Where (k, t1, lens)",
+    ),
+    Probe(
+        "Where",
+        ("Where",),
+        lambda d: (
+            f"{_T1}\nts = Squeeze (t1, zero1)\nr = Range (zero, ts, one)\n"
+            "t = Unsqueeze (r, one1)\nlb = Unsqueeze (lens, zero1)\nn = Add (t, one1)\n"
+            "k = Less (lb, n)\nback = Sub (lb, n)\ny = Where (k, t, back)"
+            if d
+            else "t = Constant <value = int64[5, 1] {0, 1, 2, 3, 4}> ()\n"
+            "lb = Unsqueeze (lens, zero1)\nn = Add (t, one1)\nk = Less (lb, n)\n"
+            "back = Sub (lb, n)\ny = Where (k, t, back)"
+        ),
+    ),
+    Probe("Min", ("Min",), lambda d: f"{_T1}\ny = Min (lens, t1)"),
+    Probe("Max", ("Max",), lambda d: f"{_T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
+    Probe("Add", ("Add",), lambda d: f"{_T1}\ny = Add (lens, t1)"),
+    Probe("Sub", ("Sub",), lambda d: f"{_T1}\ny = Sub (lens, t1)"),
+    Probe("Mul", ("Mul",), lambda d: f"{_T1}\ny = Mul (lens, t1)"),
+    Probe("Unsqueeze", ("Unsqueeze",), lambda d: "y = Unsqueeze (lens, zero1)"),
+    Probe("Concat", ("Concat",), lambda d: f"{_T1}\ny = Concat <axis = 0> (lens, t1)"),
+    Probe(
+        "Expand",
+        ("Expand",),
+        lambda d: (
+            "axes = Constant <value = int64[2] {0, 2}> ()\n"
+            "u = Unsqueeze (lens, axes)\ns = Shape (x)\ny = Expand (u, s)"
+        ),
+    ),
+    Probe(
+        "GatherElements",
+        ("GatherElements",),
+        lambda d: (
+            f"{_source(d)}\nu = Unsqueeze (src, two1)\ns = Shape (x)\n"
+            "idx = Expand (u, s)\ny = GatherElements <axis = 0> (x, idx)"
+        ),
+    ),
+    Probe(
+        "GatherND",
+        ("GatherND",),
+        lambda d: (
+            f"{_source(d)}\nt3 = Unsqueeze (src, two1)\nb3 = Unsqueeze (bgrid, two1)\n"
+            "idx = Concat <axis = 2> (t3, b3)\ny = GatherND (x, idx)"
+        ),
+    ),
+    Probe(
+        "GatherND:batch_dims",
+        ("GatherND:batch_dims",),
+        lambda d: (
+            f"{_source(d, batch_major=True)}\nidx = Unsqueeze (src, two1)\n"
+            "y = GatherND <batch_dims = 1> (x, idx)"
+        ),
+    ),
+    Probe(
+        "Gather",
+        ("Gather",),
+        lambda d: (
+            f"{_source(d)}\nscaled = Mul (src, b1)\nflat = Add (scaled, bgrid)\n"
+            "rows = Flatten <axis = 2> (x)\ng = Gather <axis = 0> (rows, flat)\n"
+            "s = Shape (x)\ny = Reshape (g, s)"
+        ),
+    ),
+    Probe("Flatten", ("Flatten",), lambda d: "y = Flatten <axis = 2> (x)"),
+    Probe(
+        "Reshape",
+        ("Reshape",),
+        lambda d: "s = Shape (x)\nshape = Concat <axis = 0> (s, one1)\ny = Reshape (x, shape)",
+    ),
+    Probe(
+        "Reshape:allowzero",
+        ("Reshape:allowzero",),
+        lambda d: (
+            "f = Flatten <axis = 2> (x)\ns = Shape (x)\ny = Reshape <allowzero = 1> (f, s)"
+        ),
+    ),
+    Probe(
+        "ReduceProd",
+        ("ReduceProd",),
+        lambda d: (
+            "s = Shape (x)\ntail = Slice (s, one1, three1)\nc = Cast <to = 7> (tail)\n"
+            "y = ReduceProd <keepdims = 1> (c)"
+        ),
+    ),
+    Probe("Transpose", ("Transpose",), lambda d: "y = Transpose <perm = [1, 0, 2]> (x)"),
+    Probe("Identity", ("Identity",), lambda d: "y = Identity (x)"),
+)
+"""Every op probe."""
+
+_CONSTANTS = """
+    zero = Constant <value = int64 {0}> ()
+    one = Constant <value = int64 {1}> ()
+    zero1 = Constant <value = int64[1] {0}> ()
+    one1 = Constant <value = int64[1] {1}> ()
+    two1 = Constant <value = int64[1] {2}> ()
+    three1 = Constant <value = int64[1] {3}> ()
+    minus1 = Constant <value = int64[1] {-1}> ()
+    lowest1 = Constant <value = int64[1] {-9223372036854775808}> ()
+"""
+
+
+def op_probes() -> tuple[Probe, ...]:
+    """The op probes, in the order they run."""
+    return OP_PROBES
+
+
+def _probe_model(probe: Probe, dynamic: bool) -> onnx.ModelProto:
+    batch_major = probe.name == "GatherND:batch_dims"
+    t, b = ("T", "B") if dynamic else ((4, 5) if batch_major else (5, 4))
+    dims = f"[{b}, {t}, 3]" if batch_major else f"[{t}, {b}, 3]"
+    if batch_major and not dynamic:
+        dims = "[4, 4, 3]"
+    lens_dim = "B" if dynamic else (4 if batch_major else b)
+    text = f"""
+    <ir_version: 9, opset_import: ["" : {_OPSET}]>
+    probe (float{dims} x, int64[{lens_dim}] lens) => (y) {{
+    {_CONSTANTS}
+    {probe.body(dynamic)}
+    }}
+    """
+    model = onnx.parser.parse_model(text)
+    # The output's type is whatever the probe computes: infer it for the runtimes.
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.output)}
+    result = types.get("y")
+    if result is None or not result.tensor_type.elem_type:
+        raise ValueError(f"probe {probe.name}: no output type")
+    output = model.graph.output[0]
+    output.type.CopyFrom(result)
+    if result.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+        # Integer results leave as float32 (exact for these small values): tract keeps
+        # shape arithmetic as symbolic dims, which its Python API cannot hand back.
+        model.graph.node.append(onnx.helper.make_node("Cast", ["y"], ["y_float"], to=1))
+        output.name = "y_float"
+        output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    return model
+
+
+def _probe_inputs(probe: Probe, dynamic: bool, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    batch_major = probe.name == "GatherND:batch_dims"
+    sizes = _SIZES if dynamic else (((4, 4) if batch_major else (5, 4)),)
+    feeds = []
+    for time_len, batch in sizes:
+        shape = (batch, time_len, 3) if batch_major else (time_len, batch, 3)
+        x = rng.standard_normal(shape).astype(np.float32)
+        lens = np.array(([0, 1, time_len, 3] * batch)[:batch], dtype=np.int64)
+        feeds.append({"x": x, "lens": np.minimum(lens, time_len)})
+    return feeds
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeResult:
+    """The outcome of one probe model: None when exact, else what went wrong."""
+
+    name: str
+    kind: str
+    certifies: tuple[str, ...]
+    failure: str | None
+
+
+def _same(expected: np.ndarray, got: np.ndarray) -> bool:
+    from revseq.equivalence import _first_difference
+
+    return _first_difference(expected, got) is None
+
+
+def _run_exact(
+    backend: Backend,
+    model: onnx.ModelProto,
+    feeds: Iterable[dict[str, np.ndarray]],
+    truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
+) -> str | None:
+    """None when every output on every input set is bit-identical, else why not."""
+    try:
+        runner = backend.prepare(model)
+        for inputs in feeds:
+            got = runner(inputs)
+            expected = truth(inputs)
+            for e, g in zip(expected, got, strict=True):
+                if not _same(e, g):
+                    shapes = {k: list(v.shape) for k, v in inputs.items()}
+                    return f"wrong values (got {g.dtype} {list(np.shape(g))}) at {shapes}"
+    except BackendError as e:
+        return f"{e.stage} failed: {e.detail}"
+    return None
+
+
+def _reference(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    evaluator = onnx.reference.ReferenceEvaluator(model)
+    return lambda feeds: evaluator.run(None, feeds)
+
+
+def run_op_probes(backend: Backend) -> list[ProbeResult]:
+    """Every op probe, static and dynamic."""
+    results = []
+    for probe in OP_PROBES:
+        for dynamic in (False, True):
+            model = _probe_model(probe, dynamic)
+            failure = _run_exact(
+                backend, model, _probe_inputs(probe, dynamic), _reference(model)
+            )
+            kind = "dynamic" if dynamic else "static"
+            results.append(ProbeResult(probe.name, kind, probe.certifies, failure))
+    return results
+
+
+def _gather_model(gather: str, elem: int) -> onnx.ModelProto:
+    """``gather`` reversing the time axis of a static [4, 3, 2] tensor of type ``elem``."""
+    from onnx import helper
+
+    rev = np.arange(3, -1, -1, dtype=np.int64)
+    if gather == "Gather":
+        index, attrs = rev, {"axis": 0}
+    elif gather == "GatherElements":
+        index, attrs = np.broadcast_to(rev[:, None, None], (4, 3, 2)).copy(), {"axis": 0}
+    else:
+        t, b = np.meshgrid(rev, np.arange(3), indexing="ij")
+        index, attrs = np.stack([t, b], axis=-1), {}
+    node = helper.make_node(gather, ["x", "index"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node],
+        "probe",
+        [helper.make_tensor_value_info("x", elem, [4, 3, 2])],
+        [helper.make_tensor_value_info("y", elem, [4, 3, 2])],
+        initializer=[onnx.numpy_helper.from_array(index, "index")],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=9
+    )
+
+
+_ELEM = {
+    "float32": onnx.TensorProto.FLOAT,
+    "uint8": onnx.TensorProto.UINT8,
+    "int8": onnx.TensorProto.INT8,
+    "uint16": onnx.TensorProto.UINT16,
+    "int16": onnx.TensorProto.INT16,
+    "int32": onnx.TensorProto.INT32,
+    "int64": onnx.TensorProto.INT64,
+    "string": onnx.TensorProto.STRING,
+    "bool": onnx.TensorProto.BOOL,
+    "float16": onnx.TensorProto.FLOAT16,
+    "float64": onnx.TensorProto.DOUBLE,
+    "uint32": onnx.TensorProto.UINT32,
+    "uint64": onnx.TensorProto.UINT64,
+    "complex64": onnx.TensorProto.COMPLEX64,
+    "complex128": onnx.TensorProto.COMPLEX128,
+    "bfloat16": onnx.TensorProto.BFLOAT16,
+}
+
+
+def run_dtype_probes(backend: Backend) -> list[ProbeResult]:
+    """Every gather on every element type, static shapes."""
+    from revseq.equivalence import _random_array
+
+    results = []
+    for gather in GATHERS:
+        for name in ELEMENT_TYPES:
+            elem = _ELEM[name]
+            model = _gather_model(gather, elem)
+            x = _random_array(np.random.default_rng(1), elem, (4, 3, 2))
+            expected = np.flip(x, axis=0).copy()
+            failure = _run_exact(backend, model, [{"x": x}], lambda _, e=expected: [e])
+            results.append(ProbeResult(f"{gather}[{name}]", "static", (gather, name), failure))
+    return results
+
+
+# Layouts the form probes run: (dims with T and B placeholders, batch_axis, time_axis).
+_FORM_LAYOUTS = ((("T", "B", 3), 1, 0), (("B", "T", 2, 3), 0, 1))
+
+
+def _one_node_model(dims: tuple, batch_axis: int, time_axis: int) -> onnx.ModelProto:
+    from onnx import helper
+
+    node = helper.make_node(
+        "ReverseSequence", ["x", "lens"], ["y"], batch_axis=batch_axis, time_axis=time_axis
+    )
+    graph = helper.make_graph(
+        [node],
+        "probe",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(dims)),
+            helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [dims[batch_axis]]),
+        ],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(dims))],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=9
+    )
+
+
+def _form_inputs(
+    layout: tuple, dynamic: bool, *, invalid: bool
+) -> list[dict[str, np.ndarray]]:
+    """Lengths 0, 1, T and one between; with ``invalid``, also -1 and T+2."""
+    dims = layout[0]
+    rng = np.random.default_rng(2)
+    feeds = []
+    for time_len, batch in _SIZES if dynamic else _SIZES[:1]:
+        shape = tuple(time_len if d == "T" else batch if d == "B" else d for d in dims)
+        pattern = [time_len + 2, -1, 0, 1] if invalid else [time_len, 0, 1, min(2, time_len)]
+        lens = np.array((pattern * batch)[:batch], np.int64)
+        feeds.append({"x": rng.standard_normal(shape).astype(np.float32), "lens": lens})
+    return feeds
+
+
+def run_form_probes(
+    backend: Backend, ops: Profile, *, invalid: bool = False
+) -> list[ProbeResult]:
+    """Every form end to end, float32: valid lengths, or with ``invalid`` also -1, T+2.
+
+    Each form is emitted as the planner emits it for ``ops`` (the backend's probed op
+    types and variants): GatherND without ``batch_dims`` where the backend lacks it.
+    ONNX requires lengths in [0, T]; revseq's forms also clamp invalid ones. A form
+    certified for a profile must be exact on valid lengths; the clamping run is
+    reported, not required.
+    """
+    import revseq
+    from revseq.ops.forms import FORMS
+    from revseq.ops.reference import reverse_sequence
+
+    results = []
+    for form in FORMS:
+        for dynamic in (False, True):
+            failure = None
+            for layout in _FORM_LAYOUTS:
+                dims, batch_axis, time_axis = layout
+                static = tuple(5 if d == "T" else 4 if d == "B" else d for d in dims)
+                model = _one_node_model(dims if dynamic else static, batch_axis, time_axis)
+                try:
+                    inlined = revseq.inline(model, strategy=form, target=ops)
+                except revseq.RevseqError as e:
+                    failure = f"not emitted: {e}"
+                    break
+
+                def truth(feeds, b=batch_axis, t=time_axis):
+                    return [
+                        reverse_sequence(feeds["x"], feeds["lens"], batch_axis=b, time_axis=t)
+                    ]
+
+                feeds = _form_inputs(layout, dynamic, invalid=invalid)
+                failure = _run_exact(backend, inlined, feeds, truth)
+                if failure is not None:
+                    failure = f"rank {len(dims)}: {failure}"
+                    break
+            kind = "dynamic" if dynamic else "static"
+            name = f"{form} (invalid lengths)" if invalid else form
+            results.append(ProbeResult(name, kind, (form,), failure))
+    return results
+
+
+def run_native_probe(backend: Backend) -> ProbeResult:
+    """Whether the backend runs ReverseSequence itself (valid lengths, float32)."""
+    from revseq.ops.reference import reverse_sequence
+
+    model = _one_node_model((5, 4, 3), 1, 0)
+    rng = np.random.default_rng(3)
+    feeds = [
+        {
+            "x": rng.standard_normal((5, 4, 3)).astype(np.float32),
+            "lens": np.array([5, 1, 3, 2]),
+        }
+    ]
+
+    def truth(inputs):
+        return [reverse_sequence(inputs["x"], inputs["lens"])]
+
+    return ProbeResult(
+        "ReverseSequence", "static", (), _run_exact(backend, model, feeds, truth)
+    )
+
+
+def probe_backend(
+    name: str, *, progress: Callable[[str], None] | None = None
+) -> tuple[Profile, list[ProbeResult]]:
+    """Run every probe on the installed backend ``name``; return its profile and results."""
+    backend = get(name)
+    say = progress or (lambda _: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        say(f"probe: {backend.label}: op probes")
+        ops = run_op_probes(backend)
+        say(f"probe: {backend.label}: element-type probes")
+        types = run_dtype_probes(backend)
+        ops_profile = _profile(name, backend, ops, types, native=None, forms=None, results=[])
+        say(f"probe: {backend.label}: form probes")
+        form_results = run_form_probes(backend, ops_profile)
+        clamping = run_form_probes(backend, ops_profile, invalid=True)
+        native = run_native_probe(backend)
+    results = [*ops, *types, *form_results, *clamping, native]
+    forms = {
+        kind: frozenset(r.name for r in form_results if r.kind == kind and r.failure is None)
+        for kind in ("static", "dynamic")
+    }
+    profile = _profile(
+        name, backend, ops, types, native=native.failure is None, forms=forms, results=results
+    )
+    return profile, results
+
+
+def _profile(
+    name: str,
+    backend: Backend,
+    ops: list[ProbeResult],
+    types: list[ProbeResult],
+    *,
+    native: bool | None,
+    forms: dict[str, frozenset[str]] | None,
+    results: list[ProbeResult],
+) -> Profile:
+    from revseq.backends._adapter import ADAPTERS
+
+    def certified(kind: str) -> frozenset[str]:
+        passed: dict[str, bool] = {}
+        for r in ops:
+            if r.kind == kind:
+                for feature in r.certifies:
+                    passed[feature] = passed.get(feature, True) and r.failure is None
+        return frozenset(f for f, ok in passed.items() if ok)
+
+    dtypes = {
+        gather: frozenset(
+            r.certifies[1] for r in types if r.certifies[0] == gather and not r.failure
+        )
+        for gather in GATHERS
+    }
+    failures = tuple(f"{r.name} ({r.kind}): {r.failure}" for r in results if r.failure)
+    return Profile(
+        name=name,
+        source="probe",
+        description=ADAPTERS[name],
+        backend_version=backend.label,
+        native=native,
+        static_ops=certified("static"),
+        dynamic_ops=certified("dynamic"),
+        dtypes=dtypes,
+        forms=forms,
+        failures=failures,
+    )
