@@ -218,6 +218,20 @@ def _runners(proto: onnx.ModelProto, levels: Sequence[str]) -> tuple[dict[str, R
     )
 
 
+def _backend_runners(
+    proto: onnx.ModelProto, name: str, levels: Sequence[str]
+) -> tuple[dict[str, Runner], str]:
+    """The candidate on a backend adapter: one runner, whatever the level."""
+    from revseq import backends
+
+    try:
+        backend = backends.get(name)
+        runner = backend.prepare(proto)
+    except RevseqError as e:
+        raise CheckError(str(e)) from e
+    return {level: runner for level in levels}, backend.label
+
+
 def _guard(proto: onnx.ModelProto, label: str) -> None:
     """Refuse invalid ReverseSequence nodes before a runtime sees them.
 
@@ -415,7 +429,7 @@ def _first_difference(
     if not differs.any():
         return None
     index = tuple(int(i) for i in np.argwhere(differs)[0])
-    return index, expected[index].item(), got[index].item()
+    return index, expected.item(index), got.item(index)
 
 
 def check(
@@ -428,6 +442,7 @@ def check(
     optimize: bool | None = None,
     labels: tuple[str, str] = ("reference", "candidate"),
     progress: Callable[[str], None] | None = None,
+    backend: str | None = None,
 ) -> CheckReport:
     """Run both models on the same inputs and compare every output bit for bit.
 
@@ -441,13 +456,18 @@ def check(
             (True); by default both.
         labels: How errors name the two models (the CLI passes their paths).
         progress: Called with a line after each trial (the CLI prints it to stderr).
+        backend: Run the candidate on this backend (a name in
+            ``revseq.backends.ADAPTERS``: "tvm", "onnx2torch", ...) instead of
+            onnxruntime; the reference still runs in onnxruntime (graph optimisations
+            on, unless ``optimize`` says otherwise).
 
     Returns:
         A report; a difference is ``ok=False``, not an exception.
 
     Raises:
         CheckError: The models cannot be compared (different inputs or outputs, a model
-            no runtime can run, an invalid ReverseSequence node).
+            no runtime can run, an invalid ReverseSequence node, a backend that is not
+            installed or refuses the candidate).
     """
     ref = _with_definition(_to_proto(reference))
     cand = _with_definition(_to_proto(candidate))
@@ -470,9 +490,15 @@ def check(
         )
     _guard(ref, labels[0])
     _guard(cand, labels[1])
-    levels = ("off", "on") if optimize is None else (("on",) if optimize else ("off",))
+    if optimize is None:
+        levels: tuple[str, ...] = ("on",) if backend is not None else ("off", "on")
+    else:
+        levels = ("on",) if optimize else ("off",)
     ref_runners, ref_engine = _runners(ref, levels)
-    cand_runners, cand_engine = _runners(cand, levels)
+    if backend is None:
+        cand_runners, cand_engine = _runners(cand, levels)
+    else:
+        cand_runners, cand_engine = _backend_runners(cand, backend, levels)
     engines = {"reference": ref_engine, "candidate": cand_engine}
     input_sets = (
         list(inputs)
