@@ -190,13 +190,13 @@ def _pad_trailing(
     """Append size-1 axes so a ``lead``-rank value broadcasts against the whole data.
 
     With an unknown rank, the ones are appended by a Reshape to
-    ``Concat(Shape(value), ones(rank - lead))``: its leading entries equal the input's own
+    ``Concat(Shape(value), Expand([1], [rank - lead]))``: its leading entries equal the input's own
     dims, so Reshape's copy-a-zero rule keeps zero-sized dims right.
     """
     if sig.rank is not None:
         return _unsqueeze(op, value, list(range(lead, sig.rank)), sig)
     extra = op.Sub(op.Shape(op.Shape(data)), _const(op, [lead]))
-    ones = op.ConstantOfShape(extra, value=ir.Tensor(np.array([1], dtype=np.int64)))
+    ones = op.Expand(_const(op, [1]), extra)  # not ConstantOfShape: TVM cannot convert it
     return op.Reshape(value, op.Concat(op.Shape(value), ones, axis=0))
 
 
@@ -218,8 +218,8 @@ def _lengths(op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature) 
 def _iota(op: OpBuilder, size: ir.Value, static: int | None, sig: Signature) -> ir.Value:
     """0 .. size-1 as int64 (``size`` a 1-element tensor): a constant when static.
 
-    Without Range, an inclusive CumSum of ones minus one: onnx2torch ignores CumSum's
-    ``exclusive`` attribute (measured by ``revseq probe``), so it is never emitted.
+    Without Range, an inclusive CumSum of ones minus one (no ``exclusive`` attribute:
+    one variant fewer for a converter to get wrong).
     """
     if static is not None and static <= _MAX_FOLDED_ELEMENTS:
         return _const(op, np.arange(static, dtype=np.int64))
@@ -379,19 +379,23 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     flat = _source_index(op, data, lens, sig, scale=strides[t], offset=offset)
     if sig.dims is not None and static is not None and all(d is not None for d in sig.dims):
         rest = int(np.prod(sig.dims[lead:], dtype=np.int64))
+        # allowzero only where a static dim is 0: without zeros Reshape's default reading
+        # is the same, and some converters (onnx2torch) lack the attribute.
+        zeros = {"allowzero": 1} if 0 in sig.dims else {}
         rows = op.Reshape(
-            data, _const(op, [int(np.prod(static, dtype=np.int64)), rest]), allowzero=1
+            data, _const(op, [int(np.prod(static, dtype=np.int64)), rest]), **zeros
         )
         shape = _const(op, list(sig.dims))
     else:
         rows = op.Flatten(data, axis=lead)
         shape = _shape(op, data)
+        zeros = {"allowzero": 1}  # a run-time zero-sized dim must survive
     if sig.dtype in (ir.DataType.STRING, None):
         # A string, or an unknown type (inside a function), may hit that Gather bug.
         gathered = op.GatherND(rows, _unsqueeze(op, flat, [lead], sig))
     else:
         gathered = op.Gather(rows, flat, axis=0)
-    return op.Reshape(gathered, shape, allowzero=1)
+    return op.Reshape(gathered, shape, **zeros)
 
 
 @dataclasses.dataclass(frozen=True)

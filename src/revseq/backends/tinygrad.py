@@ -20,15 +20,18 @@ def prepare(model: onnx.ModelProto):
     os.environ.setdefault("DEV", "CPU")
     from tinygrad.nn.onnx import OnnxRunner
 
-    with tempfile.TemporaryDirectory() as folder:
-        runner = OnnxRunner(write_model(model, folder))
+    folder = tempfile.TemporaryDirectory()
+    path = write_model(model, folder.name)
+    OnnxRunner(path)  # parse once now, so that a model it refuses fails at "convert"
     outputs = [o.name for o in model.graph.output]
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        # OnnxRunner binds each symbolic dim at the first call and refuses other sizes
-        # later; a dynamic-shape model must run at every size, so the binding is reset.
-        runner.variable_dims.clear()
+        # An OnnxRunner binds symbolic dims and shape-derived values at its first call
+        # and reuses them; a dynamic-shape model must run at every size, so each call
+        # gets a fresh one (tinygrad caches compiled kernels itself).
+        runner = OnnxRunner(path)
         results = runner(dict(feeds))
         return [results[name].numpy() for name in outputs]
 
+    run.folder = folder  # type: ignore[attr-defined]  # the model file lives as long as run
     return run
