@@ -190,8 +190,8 @@ def _pad_trailing(
     """Append size-1 axes so a ``lead``-rank value broadcasts against the whole data.
 
     With an unknown rank, the ones are appended by a Reshape to
-    ``Concat(Shape(value), Expand([1], [rank - lead]))``: its leading entries equal the input's own
-    dims, so Reshape's copy-a-zero rule keeps zero-sized dims right.
+    ``Concat(Shape(value), Expand([1], [rank - lead]))``: its leading entries equal the
+    input's own dims, so Reshape's copy-a-zero rule keeps zero-sized dims right.
     """
     if sig.rank is not None:
         return _unsqueeze(op, value, list(range(lead, sig.rank)), sig)
