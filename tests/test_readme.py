@@ -46,6 +46,9 @@ def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
     text = README.read_text()
     block = re.search(r"## Quick start\n\n```bash\n(.*?)```", text, flags=re.S).group(1)
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
-    assert commands == ["pip install . && revseq demo", 'pip install ".[test]" && pytest -q']
+    assert commands == [
+        "pip install . && revseq demo",
+        'pip install ".[test,backends]" && pytest -q',
+    ]
     ci = (README.parent / ".ci" / "run").read_text()
     assert commands[1] in ci

@@ -1,0 +1,220 @@
+"""revseq's output on real backends: bit for bit against the truth, on the backend itself.
+
+Each backend's tests are skipped with a reason when it is not installed (``pip install
+"revseq[backends]"`` installs the light ones). The truth is revseq's numpy reference,
+whose clamping of invalid lengths every form shares.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from helpers import assert_identical
+from onnx import helper
+
+import revseq
+from revseq import backends
+from revseq.equivalence import _random_array
+from revseq.ops.errors import StrategyError
+from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
+from revseq.ops.reference import reverse_sequence
+from revseq.ops.targets import TARGETS
+
+BACKENDS = sorted(backends.ADAPTERS)
+ELEM = {
+    name: helper.np_dtype_to_tensor_dtype(np.dtype(name))
+    for name in ELEMENT_TYPES
+    if name not in ("string", "bfloat16")
+}
+ELEM["string"] = onnx.TensorProto.STRING
+ELEM["bfloat16"] = onnx.TensorProto.BFLOAT16
+
+# (T, B) sizes a model runs at: static shapes at the first, symbolic dims at both.
+SIZES = ((5, 4), (3, 2))
+LAYOUTS = {"time_major": (1, 0), "batch_major": (0, 1)}
+
+
+def backend_or_skip(name: str) -> backends.Backend:
+    if not backends.installed(name):
+        pytest.skip(f'{name} is not installed (pip install "revseq[{name}]")')
+    return backends.get(name)
+
+
+def types_of(name: str) -> list[str]:
+    """The element types the backend's profile says it moves with some gather."""
+    profile = TARGETS.get(name)
+    if profile is None or profile.dtypes is None:
+        return list(ELEMENT_TYPES)
+    return [t for t in ELEMENT_TYPES if any(profile.moves(g, t) for g in GATHERS)]
+
+
+def model_of(
+    dims,
+    dtype: str,
+    batch_axis: int,
+    time_axis: int,
+    *,
+    domain: str = "",
+    lens_type: int = onnx.TensorProto.INT64,
+) -> onnx.ModelProto:
+    node = helper.make_node(
+        "ReverseSequence",
+        ["x", "lens"],
+        ["y"],
+        domain=domain,
+        batch_axis=batch_axis,
+        time_axis=time_axis,
+    )
+    elem = ELEM[dtype]
+    graph = helper.make_graph(
+        [node],
+        "rs",
+        [
+            helper.make_tensor_value_info("x", elem, list(dims)),
+            helper.make_tensor_value_info("lens", lens_type, [dims[batch_axis]]),
+        ],
+        [helper.make_tensor_value_info("y", elem, list(dims))],
+    )
+    imports = [helper.make_opsetid("", 18)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, 1))
+    return helper.make_model(graph, opset_imports=imports, ir_version=9)
+
+
+def dims_for(rank: int, batch_axis: int, time_axis: int, dynamic: bool, size) -> tuple:
+    time_len, batch = size
+    dims = [2 + (i % 2) for i in range(rank)]
+    dims[time_axis % rank], dims[batch_axis % rank] = time_len, batch
+    if dynamic:
+        dims[time_axis % rank], dims[batch_axis % rank] = "T", "B"
+        if rank > 3:
+            dims[-1] = "D"
+    return tuple(dims)
+
+
+def run_and_compare(
+    backend: backends.Backend,
+    model: onnx.ModelProto,
+    *,
+    rank: int,
+    dtype: str,
+    batch_axis: int,
+    time_axis: int,
+    dynamic: bool,
+    lens_dtype=np.int64,
+) -> None:
+    """Run ``model`` at every size; lengths hold 0, 1, T and invalid ones (-1, T+3)."""
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        runner = backend.prepare(model)
+        for size in SIZES if dynamic else SIZES[:1]:
+            dims = dims_for(rank, batch_axis, time_axis, False, size)
+            time_len, batch = size
+            x = _random_array(rng, ELEM[dtype], dims)
+            lens = np.array(([0, 1, time_len, -1, time_len + 3] * batch)[:batch], lens_dtype)
+            got = runner({"x": x, "lens": lens})[0]
+            expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+            assert_identical(got, expected)
+
+
+# Where no form runs on every probed backend, the default refuses (never a silent
+# fallback): unsigned types of 16 bits and more with symbolic dims, since onnx2torch's
+# GatherElements moves none of them and TVM's GatherND fails on symbolic dims. The
+# backend's own target serves them.
+PORTABLE_REFUSALS = {("uint16", True), ("uint32", True), ("uint64", True)}
+
+
+def check_default(
+    name: str, rank: int, dtype: str, layout: str, dynamic: bool, **inline_options
+) -> None:
+    backend = backend_or_skip(name)
+    if dtype not in types_of(name):
+        pytest.skip(f"{name} moves no {dtype} with any gather (its profile)")
+    batch_axis, time_axis = LAYOUTS[layout]
+    dims = dims_for(rank, batch_axis, time_axis, dynamic, SIZES[0])
+    model = model_of(dims, dtype, batch_axis, time_axis)
+    if not inline_options and (dtype, dynamic) in PORTABLE_REFUSALS:
+        with pytest.raises(StrategyError, match="no decomposition fits target 'portable'"):
+            revseq.inline(model)
+        inline_options = {"target": name}
+    inlined = revseq.inline(model, **inline_options)
+    run_and_compare(
+        backend,
+        inlined,
+        rank=rank,
+        dtype=dtype,
+        batch_axis=batch_axis,
+        time_axis=time_axis,
+        dynamic=dynamic,
+    )
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("dtype", ELEMENT_TYPES)
+@pytest.mark.parametrize("name", BACKENDS)
+def test_default_output_every_type(name, dtype, layout, dynamic):
+    check_default(name, 3, dtype, layout, dynamic)
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("rank", [2, 4, 5])
+@pytest.mark.parametrize("name", BACKENDS)
+def test_default_output_every_rank(name, rank, layout, dynamic):
+    check_default(name, rank, "float32", layout, dynamic)
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize(
+    ("rank", "batch_axis", "time_axis"), [(3, 2, 0), (4, -1, 1), (4, 1, 3)]
+)
+@pytest.mark.parametrize("name", BACKENDS)
+def test_default_output_general_axes(name, rank, batch_axis, time_axis, dynamic):
+    """The revseq domain op (any axes, int32 lengths), inlined with no target."""
+    backend = backend_or_skip(name)
+    dims = dims_for(rank, batch_axis, time_axis, dynamic, SIZES[0])
+    model = model_of(
+        dims,
+        "float32",
+        batch_axis,
+        time_axis,
+        domain="revseq",
+        lens_type=onnx.TensorProto.INT32,
+    )
+    run_and_compare(
+        backend,
+        revseq.inline(model),
+        rank=rank,
+        dtype="float32",
+        batch_axis=batch_axis % rank,
+        time_axis=time_axis % rank,
+        dynamic=dynamic,
+        lens_dtype=np.int32,
+    )
+
+
+def profile_forms() -> list[tuple[str, str, bool]]:
+    cases = []
+    for name in BACKENDS:
+        profile = TARGETS.get(name)
+        for dynamic in (False, True):
+            kind = "dynamic" if dynamic else "static"
+            forms = profile.forms.get(kind, ()) if profile and profile.forms else ()
+            cases += [(name, form, dynamic) for form in sorted(forms)]
+    return cases
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize(("name", "form", "dynamic"), profile_forms())
+def test_every_form_the_profile_allows(name, form, dynamic, layout):
+    for rank in (3, 4):
+        check_default(name, rank, "float32", layout, dynamic, strategy=form, target=name)

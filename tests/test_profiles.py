@@ -1,0 +1,128 @@
+"""Profiles as data: the planner steers around what the probes found, without a backend.
+
+Every profile file was written by ``revseq probe NAME --write`` on the backend itself;
+these tests read only the files, so they run everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import all_op_types
+from onnx import TensorProto, helper
+
+import revseq
+from revseq.cli import main
+from revseq.ops.profiles import PORTABLE, Profile, load_profiles, portable
+from revseq.ops.targets import TARGETS
+
+PROBED = ("iree", "onnx2torch", "onnxruntime", "openvino", "tinygrad", "tract", "tvm")
+DOCUMENTED = ("coreml", "nnapi", "qnn", "webgpu", "webnn")
+
+
+def one_node(dims, elem=TensorProto.FLOAT, batch_axis=1, time_axis=0):
+    node = helper.make_node(
+        "ReverseSequence", ["x", "lens"], ["y"], batch_axis=batch_axis, time_axis=time_axis
+    )
+    graph = helper.make_graph(
+        [node],
+        "rs",
+        [
+            helper.make_tensor_value_info("x", elem, dims),
+            helper.make_tensor_value_info("lens", TensorProto.INT64, [dims[batch_axis]]),
+        ],
+        [helper.make_tensor_value_info("y", elem, dims)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+def gathers(model):
+    return [n for n in model.graph.node if n.op_type.startswith("Gather")]
+
+
+def test_every_backend_has_a_probed_profile_and_documents_stay_marked():
+    for name in PROBED:
+        profile = TARGETS[name]
+        assert profile.verified and profile.backend_version.startswith(name)
+        assert profile.forms is not None and profile.dtypes is not None
+    for name in DOCUMENTED:
+        assert TARGETS[name].source == "documents" and not TARGETS[name].verified
+
+
+def test_profiles_round_trip_through_json():
+    for profile in load_profiles().values():
+        if profile.name == PORTABLE:
+            continue
+        again = Profile.from_json(json.loads(json.dumps(profile.to_json())))
+        assert again.to_json() == profile.to_json()
+
+
+def test_portable_is_what_every_probed_profile_runs():
+    probed = [TARGETS[n] for n in PROBED]
+    computed = portable(probed)
+    for profile in probed:
+        assert computed.static_ops <= profile.static_ops
+        assert computed.dynamic_ops <= profile.dynamic_ops
+    assert TARGETS[PORTABLE].static_ops == computed.static_ops
+
+
+def test_onnx2torch_gets_gather_nd_without_batch_dims():
+    """Probed: onnx2torch 1.5.15 raises on GatherND with batch_dims != 0."""
+    model = one_node([4, 5, 2, 3], batch_axis=0, time_axis=1)
+    steered = revseq.inline(model, strategy="gather_nd", target="onnx2torch")
+    assert all(
+        a.i == 0 for n in gathers(steered) for a in n.attribute if a.name == "batch_dims"
+    )
+    free = revseq.inline(model, strategy="gather_nd", target="onnxruntime")
+    assert any(a.i for n in gathers(free) for a in n.attribute if a.name == "batch_dims")
+
+
+def test_onnx2torch_unsigned_types_avoid_gather_elements():
+    """Probed: torch's gather has no kernel for uint16/32/64."""
+    model = one_node([5, 4, 1], elem=TensorProto.UINT16)
+    assert {n.op_type for n in gathers(revseq.inline(model, target="onnx2torch"))} == {
+        "GatherND"
+    }
+
+
+def test_tinygrad_bool_avoids_gather_nd():
+    """Probed: tinygrad 0.14's GatherND returns int32 for bool data."""
+    model = one_node([5, 4, 3], elem=TensorProto.BOOL)
+    used = {n.op_type for n in gathers(revseq.inline(model, target="tinygrad"))}
+    assert "GatherND" not in used
+
+
+@pytest.mark.parametrize(
+    ("target", "forbidden"),
+    [
+        # TVM's Relax frontend: GatherND, CumSum and ReduceProd fail on symbolic dims.
+        ("tvm", {"GatherND", "CumSum", "ReduceProd", "Flatten"}),
+        # tract cannot infer Flatten's output from symbolic dims.
+        ("tract", {"Flatten", "ReduceProd"}),
+        (PORTABLE, {"GatherND", "CumSum", "ReduceProd", "Flatten"}),
+    ],
+)
+def test_dynamic_shapes_use_what_the_frontends_convert(target, forbidden):
+    used = set(all_op_types(revseq.inline(one_node(["T", "B", 3]), target=target)))
+    assert used & {"GatherElements", "GatherND"}
+    assert not used & forbidden
+
+
+def test_a_backend_that_cannot_run_a_case_is_named():
+    model = one_node(["T", "B", 3], elem=TensorProto.UINT16)
+    with pytest.raises(revseq.StrategyError) as error:
+        revseq.inline(model)
+    message = str(error.value)
+    assert "onnx2torch 1.5.15" in message and "tvm 0.27" in message
+    assert "declare static input shapes" in message
+    assert gathers(revseq.inline(model, target="tvm"))  # its own target serves it
+
+
+def test_targets_command_marks_each_source(capsys):
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out
+    for name in PROBED:
+        assert f"| {name} | verified by execution |" in out
+    for name in DOCUMENTED:
+        assert f"| {name} | from documents only |" in out
