@@ -86,7 +86,7 @@ def _misfit(sig: forms.Signature, strategy: str, profile: Profile) -> str | None
             blamed = sorted(
                 {b for op in missing for b in profile.lacking(op, dynamic=dynamic)}
             )
-            who = ", ".join(blamed) if profile.members and blamed else "the target"
+            who = ", ".join(blamed) or "the target"
             return f"strategy {strategy!r} needs {', '.join(missing)}, which {who} lacks"
     dtype = dtype_name(sig.dtype)
     for gather in sorted(used & set(GATHERS)):
@@ -113,11 +113,12 @@ def resolve(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Pr
     where = f"target {profile.name!r} with {shapes} shapes"
     if profile.backend_version:
         where += f" (probed with {profile.backend_version})"
-    hint = ""
-    if profile.verified or profile.members:
-        hint = "; name the backend you run on (target=...)"
-        if shapes == "dynamic":
-            hint = "; declare static input shapes, or name the backend you run on (target=...)"
+    options = []
+    if shapes == "dynamic" and (profile.verified or profile.members):
+        options.append("declare static input shapes")
+    if profile.members:
+        options.append("name the backend you run on (target=...)")
+    hint = f"; {', or '.join(options)}" if options else ""
     raise StrategyError(
         f"{node_label(scoped)}: no decomposition fits {where}: {'; '.join(reasons)}{hint}"
     )
