@@ -259,3 +259,21 @@ def test_check_command_takes_a_backend(tmp_path, capsys):
         main(["check", *paths, "--backend", "nosuch", "--quiet"])
     assert exit_.value.code == 2
     assert "invalid choice: 'nosuch'" in capsys.readouterr().err
+
+
+def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
+    """MNN 3.6 reads Where's else operand broadcast from [T, 1] wrongly (probed).
+
+    The forms put the broadcast operand on the "then" side; the old select is wrong there.
+    """
+    backend = backend_or_skip("mnn")
+    from revseq.backends.probe import OP_PROBES, _probe_inputs, _probe_model, _reference
+
+    probe = next(p for p in OP_PROBES if p.name == "Where:broadcast_else")
+    model = _probe_model(probe, False)
+    feeds = _probe_inputs(probe, False)[0]
+    got = backend.run(model, feeds)[0]
+    assert got.tobytes() != _reference(model)(feeds)[0].tobytes()
+    assert "Where:broadcast_else" not in TARGETS["mnn"].static_ops
+    assert "Where" in TARGETS["mnn"].static_ops
+    check_default("mnn", 3, "float32", "time_major", True)

@@ -38,6 +38,7 @@ ADAPTERS: dict[str, str] = {
     "iree": "IREE: iree-import-onnx, compiled for llvm-cpu, local-task runtime",
     "tinygrad": "tinygrad's OnnxRunner on its CPU device",
     "tract": "Sonos tract, through its Python bindings",
+    "mnn": "Alibaba MNN: its converter, then its nn Module API on the CPU",
 }
 """Every adapter, by the name ``--backend`` and ``target=`` take, with what it runs."""
 
@@ -116,6 +117,12 @@ class Backend:
                 raise
             except Exception as e:
                 raise BackendError(self.name, "run", _one_line(e)) from e
+            if len(outputs) != len(declared):  # MNN returns nothing on a failed forward
+                raise BackendError(
+                    self.name,
+                    "run",
+                    f"returned {len(outputs)} output(s), the model declares {len(declared)}",
+                )
             return [
                 _as_declared(np.asarray(o), d) for o, d in zip(outputs, declared, strict=True)
             ]

@@ -138,6 +138,17 @@ OP_PROBES: tuple[Probe, ...] = (
             "back = Sub (lb, n)\ny = Where (k, t, back)"
         ),
     ),
+    # The select as it used to be written, its broadcast operand on the "else" side: no
+    # form emits this variant any more (MNN 3.6 misread it); probed to keep it known.
+    Probe(
+        "Where:broadcast_else",
+        ("Where:broadcast_else",),
+        lambda d: (
+            f"{_T1}\nts = Squeeze (t1, zero1)\nr = Range (zero, ts, one)\n"
+            "t = Unsqueeze (r, one1)\nlb = Unsqueeze (lens, zero1)\nn = Add (t, one1)\n"
+            "k = Less (t, lb)\nback = Sub (lb, n)\ny = Where (k, back, t)"
+        ),
+    ),
     Probe("Min", ("Min",), lambda d: f"{_T1}\ny = Min (lens, t1)"),
     Probe("Max", ("Max",), lambda d: f"{_T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
     Probe("Add", ("Add",), lambda d: f"{_T1}\ny = Add (lens, t1)"),
