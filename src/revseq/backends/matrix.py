@@ -1,0 +1,170 @@
+"""The backend matrix: which forms run exactly where, and what the default costs there.
+
+``python -m revseq.backends.matrix`` runs, on every installed backend, each form (the
+default ``portable`` output and every named form) with static and symbolic dims over
+every element type, and prints a markdown table (a cell: ``ok``, ``FAIL`` or ``-`` where
+the backend has no such type). A second table times the default output against the
+backend's own copy floor, an Identity and a full flip (``Slice`` step -1) of the same
+tensor, on a 2 MiB float32 tensor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+import onnx
+from onnx import helper
+
+import revseq
+from revseq import backends
+from revseq.equivalence import _first_difference, _random_array
+from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
+from revseq.ops.reference import reverse_sequence
+from revseq.ops.targets import TARGETS
+
+_FORMS = ("default", "gather_elements", "gather_nd", "gather_rows")
+_ELEM = {
+    name: onnx.helper.np_dtype_to_tensor_dtype(np.dtype(name))
+    for name in ELEMENT_TYPES
+    if name not in ("string", "bfloat16")
+}
+_ELEM["string"] = onnx.TensorProto.STRING
+_ELEM["bfloat16"] = onnx.TensorProto.BFLOAT16
+
+
+def _model(dims, elem: int, *, op: str = "ReverseSequence") -> onnx.ModelProto:
+    inputs = [helper.make_tensor_value_info("x", elem, list(dims))]
+    initializers = []
+    if op == "ReverseSequence":
+        node = helper.make_node(op, ["x", "lens"], ["y"], batch_axis=1, time_axis=0)
+        inputs.append(helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [dims[1]]))
+    elif op == "Identity":
+        node = helper.make_node("Identity", ["x"], ["y"])
+    else:  # the full flip
+        node = helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"])
+        initializers = [
+            onnx.numpy_helper.from_array(np.array([v], np.int64), n)
+            for n, v in (("s", -1), ("e", np.iinfo(np.int64).min), ("a", 0), ("st", -1))
+        ]
+    graph = helper.make_graph(
+        [node],
+        "matrix",
+        inputs,
+        [helper.make_tensor_value_info("y", elem, list(dims))],
+        initializer=initializers,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+
+
+def _cell(backend: backends.Backend, form: str, dtype: str, dynamic: bool) -> str:
+    dims = ("T", "B", 3) if dynamic else (5, 4, 3)
+    options = {} if form == "default" else {"strategy": form, "target": "any"}
+    try:
+        inlined = revseq.inline(_model(dims, _ELEM[dtype]), **options)
+    except revseq.RevseqError:
+        return "refused"
+    rng = np.random.default_rng(0)
+    try:
+        runner = backend.prepare(inlined)
+        for time_len, batch in ((5, 4), (3, 2)) if dynamic else ((5, 4),):
+            x = _random_array(rng, _ELEM[dtype], (time_len, batch, 3))
+            lens = np.array(([0, 1, time_len, 2] * batch)[:batch], np.int64)
+            got = runner({"x": x, "lens": lens})[0]
+            if _first_difference(reverse_sequence(x, lens), got) is not None:
+                return "WRONG"
+    except backends.BackendError:
+        return "FAIL"
+    return "ok"
+
+
+def _has(name: str, dtype: str) -> bool:
+    profile = TARGETS.get(name)
+    if profile is None or profile.dtypes is None:
+        return True
+    return any(profile.moves(g, dtype) for g in GATHERS)
+
+
+def exactness_table(names: list[str], dtypes: list[str]) -> str:
+    """Backend x form x static/dynamic rows, element-type columns."""
+    lines = [
+        "| backend | form | shapes | " + " | ".join(dtypes) + " |",
+        "|---|---|---|" + "---|" * len(dtypes),
+    ]
+    for name in names:
+        backend = backends.get(name)
+        for form in _FORMS:
+            for dynamic in (False, True):
+                cells = [
+                    _cell(backend, form, d, dynamic) if _has(name, d) else "-" for d in dtypes
+                ]
+                shapes = "dynamic" if dynamic else "static"
+                lines.append(
+                    f"| {backend.label} | {form} | {shapes} | " + " | ".join(cells) + " |"
+                )
+                print(f"matrix: {name} {form} {shapes}", file=sys.stderr, flush=True)
+    return "\n".join(lines)
+
+
+def _time(runner, feeds, repeats: int) -> float:
+    runner(feeds)  # warm up (compilation, caches)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        runner(feeds)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def timing_table(names: list[str], repeats: int) -> str:
+    """The default output against the backend's Identity and full flip, [64, 32, 256]."""
+    dims = (64, 32, 256)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(dims).astype(np.float32)
+    lens = rng.integers(0, dims[0], dims[1], endpoint=True)
+    lines = [
+        "| backend | default ms | Identity ms | flip ms | default / Identity "
+        "| default / flip |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        backend = backends.get(name)
+        try:
+            default = backend.prepare(revseq.inline(_model(dims, onnx.TensorProto.FLOAT)))
+            identity = backend.prepare(_model(dims, onnx.TensorProto.FLOAT, op="Identity"))
+            flip = backend.prepare(_model(dims, onnx.TensorProto.FLOAT, op="Slice"))
+            t_default = _time(default, {"x": x, "lens": lens}, repeats)
+            t_identity = _time(identity, {"x": x}, repeats)
+            t_flip = _time(flip, {"x": x}, repeats)
+        except backends.BackendError as e:
+            lines.append(f"| {backend.label} | {e} | | | | |")
+            continue
+        lines.append(
+            f"| {backend.label} | {t_default * 1e3:.3f} | {t_identity * 1e3:.3f} | "
+            f"{t_flip * 1e3:.3f} | {t_default / t_identity:.2f} | {t_default / t_flip:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print both tables for the installed backends (or those named)."""
+    parser = argparse.ArgumentParser(prog="python -m revseq.backends.matrix")
+    parser.add_argument("--backends", nargs="*", help="default: every installed backend")
+    parser.add_argument("--types", nargs="*", default=list(ELEMENT_TYPES))
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args(argv)
+    names = args.backends or [n for n in backends.ADAPTERS if backends.installed(n)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        print(exactness_table(names, args.types))
+        print()
+        print(timing_table(names, args.repeats))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
