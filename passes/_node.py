@@ -9,6 +9,7 @@ __all__ = [
     "is_reverse_sequence",
     "node_label",
     "signature_of",
+    "validate_all",
 ]
 
 import numpy as np
@@ -141,3 +142,17 @@ def signature_of(
         opset=opset,
         allowed=allowed,
     )
+
+
+def validate_all(model: ir.Model) -> None:
+    """Validate every ReverseSequence node of ``model``, in every scope.
+
+    Raises:
+        InvalidNodeError: A node breaks the operator's specification.
+        UnsupportedOpsetError: A node's op does not exist in its opset.
+    """
+    from revseq.passes._scopes import walk
+
+    for scoped in walk(model):
+        if is_reverse_sequence(scoped.node):
+            signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)

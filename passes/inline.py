@@ -22,6 +22,7 @@ from revseq.passes._node import (
     REVSEQ_DOMAIN,
     is_reverse_sequence,
     signature_of,
+    validate_all,
 )
 from revseq.passes._scopes import ScopedNode, opset_version, walk
 from revseq.passes.simplify import simplification, try_simplify
@@ -72,9 +73,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
 
     def requires(self, model: ir.Model) -> None:
         """Validate every ReverseSequence node before anything is rewritten."""
-        for scoped in walk(model):
-            if is_reverse_sequence(scoped.node):
-                signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
+        validate_all(model)
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Replace the nodes; ``modified`` is False when the model has none."""

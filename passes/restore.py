@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from revseq.passes._builder import gc_paused
 from revseq.passes._match import GATHER_OPS, Match, Matcher, NoMatch
-from revseq.passes._node import REVSEQ_DOMAIN
+from revseq.passes._node import REVSEQ_DOMAIN, validate_all
 from revseq.passes._scopes import walk
 from revseq.passes.inline import FUNCTION_DOMAIN
 
@@ -51,6 +51,14 @@ class RestorePassResult(ir.passes.PassResult):
 
 class RestoreReverseSequencePass(ir.passes.InPlacePass):
     """Fuse every proven ReverseSequence decomposition back into the op."""
+
+    def requires(self, model: ir.Model) -> None:
+        """Validate the ReverseSequence nodes already there, as inline does.
+
+        A model that holds an invalid node is refused whole: writing it back out would
+        pass the problem on (and onnxruntime aborts on a rank-1 node).
+        """
+        validate_all(model)
 
     def call(self, model: ir.Model) -> RestorePassResult:
         """Fuse in every scope; ``modified`` is False when nothing was fused."""

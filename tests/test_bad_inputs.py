@@ -47,9 +47,9 @@ def _digest(path: pathlib.Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-# The node-level entries load fine; info only describes them, and restore finds no
-# decomposition to fuse: both succeed. Every other command must refuse them.
-ACCEPTED = {("info", False), ("restore", False)}
+# Every command refuses every entry, node-level ones included: restore validates the
+# ReverseSequence nodes it finds as inline does, and info lists them (marking the
+# invalid ones) before it exits 2.
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -62,12 +62,8 @@ def test_every_command_on_every_bad_input(corpus, command, tmp_path, capsys):
         captured = capsys.readouterr()
         tried += 1
         assert _digest(bad.path) == before, name  # the input is never touched
-        if (command, bad.file_level) in ACCEPTED and command == "restore":
-            assert code == 0, (name, captured.err)
-            continue
-        if (command, bad.file_level) in ACCEPTED:
-            assert code == 0, (name, captured.err)
-            continue
+        if command == "info" and not bad.file_level:
+            assert "INVALID: " in captured.out and bad.keyword in captured.out, name
         errors = [line for line in captured.err.splitlines() if line.startswith("revseq:")]
         assert code == 2, (name, captured.err)
         assert "Traceback" not in captured.err, name
@@ -91,9 +87,6 @@ def test_subprocess_refuses_without_traceback(corpus, command, tmp_path):
             timeout=120,
             check=False,
         )
-        if command == "info" and not bad.file_level:
-            assert result.returncode == 0
-            continue
         assert result.returncode == 2, (name, result.stderr)
         assert "Traceback" not in result.stderr
         errors = [line for line in result.stderr.splitlines() if line.startswith("revseq:")]
@@ -117,6 +110,10 @@ def test_api_functions_raise_specific_errors(corpus):
                 revseq.inline(bad.path)
             with pytest.raises(revseq.CheckError):
                 revseq.check(bad.path, bad.path)
+            with pytest.raises(
+                (revseq.InvalidNodeError, revseq.UnsupportedOpsetError), match=bad.keyword
+            ):
+                revseq.restore(bad.path)
 
 
 def test_external_data_round_trip_and_carry_over(tmp_path):

@@ -188,6 +188,13 @@ def _cmd_info(args: argparse.Namespace, console: _Console) -> int:
         console.result(json.dumps(info.to_json(), indent=2))
     else:
         console.result(f"{args.input}\n{info}")
+    invalid = info.invalid_nodes
+    if invalid:  # after the summary, so that every invalid node is listed first
+        first = invalid[0]
+        raise RevseqError(
+            f"{args.input}: {len(invalid)} invalid ReverseSequence node(s); "
+            f"{first.name or '(unnamed)'} in {first.scope}: {first.invalid}"
+        )
     return EXIT_OK
 
 

@@ -10,7 +10,13 @@ import logging
 
 import onnx_ir as ir
 
-from revseq.passes._node import REVSEQ_DOMAIN, is_reverse_sequence
+from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
+from revseq.passes._node import (
+    DECOMPOSITION_MIN_OPSET,
+    REVSEQ_DOMAIN,
+    is_reverse_sequence,
+    signature_of,
+)
 from revseq.passes._scopes import walk
 
 logger = logging.getLogger(__name__)
@@ -28,6 +34,7 @@ class NodeInfo:
         time_axis: The time_axis attribute (0 when left at its default).
         constant_lengths: Whether ``sequence_lens`` is a constant or initializer.
         rank: The data input's rank, None when unknown.
+        invalid: Why the node breaks the operator's specification, None when it is valid.
     """
 
     name: str
@@ -37,6 +44,7 @@ class NodeInfo:
     time_axis: int
     constant_lengths: bool
     rank: int | None
+    invalid: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +64,11 @@ class ModelInfo:
     op_types: dict[str, int]
     node_count: int
     functions: tuple[str, ...]
+
+    @property
+    def invalid_nodes(self) -> tuple[NodeInfo, ...]:
+        """The nodes that break the operator's specification."""
+        return tuple(n for n in self.nodes if n.invalid is not None)
 
     def counts_by_domain_and_scope(self) -> dict[str, dict[str, int]]:
         """ReverseSequence node counts: domain -> scope -> count."""
@@ -94,10 +107,15 @@ class ModelInfo:
             lines.append(
                 f"  - {node.name or '(unnamed)'} [{node.domain}, {node.scope}]: "
                 f"batch_axis={node.batch_axis} time_axis={node.time_axis} rank={rank} "
-                f"lengths={lengths}"
+                f"lengths={lengths}" + (f" INVALID: {node.invalid}" if node.invalid else "")
             )
         lines.append("op types: " + ", ".join(f"{k} x{v}" for k, v in self.op_types.items()))
         return "\n".join(lines)
+
+
+def _reason(message: str) -> str:
+    """The problem alone: the message names the node, which the summary already does."""
+    return message.split("): ", 1)[1] if "): " in message else message
 
 
 def _is_constant(value: ir.Value | None) -> bool:
@@ -119,6 +137,13 @@ def describe(model: ir.Model) -> ModelInfo:
             continue
         data = node.inputs[0] if node.inputs else None
         lens = node.inputs[1] if len(node.inputs) > 1 else None
+        try:
+            signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
+            invalid = None
+        except InvalidNodeError as e:
+            invalid = _reason(str(e))
+        except UnsupportedOpsetError:  # valid, but revseq needs more (a known rank)
+            invalid = None
         nodes.append(
             NodeInfo(
                 name=node.name or "",
@@ -128,6 +153,7 @@ def describe(model: ir.Model) -> ModelInfo:
                 time_axis=node.attributes.get_int("time_axis", 0),
                 constant_lengths=_is_constant(lens),
                 rank=len(data.shape) if data is not None and data.shape is not None else None,
+                invalid=invalid,
             )
         )
     return ModelInfo(
