@@ -17,7 +17,7 @@ from revseq.cli import main
 from revseq.ops.profiles import PORTABLE, Profile, load_profiles, portable
 from revseq.ops.targets import TARGETS
 
-PROBED = ("iree", "onnx2torch", "onnxruntime", "openvino", "tinygrad", "tract", "tvm")
+PROBED = ("iree", "mnn", "onnx2torch", "onnxruntime", "openvino", "tinygrad", "tract", "tvm")
 DOCUMENTED = ("coreml", "nnapi", "qnn", "webgpu", "webnn")
 
 
