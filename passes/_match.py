@@ -66,15 +66,23 @@ class _Verdict:
     reason: str
 
 
-def _data_source(gather: ir.Node) -> ir.Value | None:
-    """The tensor a gather reads: for Gather of rows, the tensor behind the row view.
+def _gathers_rows(gather: ir.Node) -> bool:
+    """Whether a gather may read a ``[rows, rest]`` view: Gather, or GatherND with
+    ``batch_dims == 0`` (what revseq's row form uses for strings)."""
+    if gather.op_type == "Gather":
+        return True
+    return gather.op_type == "GatherND" and gather.attributes.get_int("batch_dims", 0) == 0
 
-    GatherElements and GatherND read the data itself. A plain Gather reads a
-    ``[rows, rest]`` view made by one Flatten or Reshape; views further up belong to
-    the user's graph and are left alone.
+
+def _data_source(gather: ir.Node) -> ir.Value | None:
+    """The tensor a gather reads: for a gather of rows, the tensor behind the row view.
+
+    GatherElements and GatherND read the data itself. A Gather (or a GatherND without
+    batch dims) may read a ``[rows, rest]`` view made by one Flatten or Reshape; views
+    further up belong to the user's graph and are left alone.
     """
     value = gather.inputs[0] if gather.inputs else None
-    if value is None or gather.op_type != "Gather":
+    if value is None or not _gathers_rows(gather):
         return value
     node = value.producer()
     if node is not None and node.op_type in ("Flatten", "Reshape") and node.domain == "":
@@ -341,13 +349,13 @@ class Matcher:
         self._tensor_keys: _TensorKeys = {}
 
     def candidates(self, gather: ir.Node) -> list[ir.Value]:
-        """Values to test for a gather: for Gather of rows, first the Reshape back.
+        """Values to test for a gather: for a gather of rows, first the Reshape back.
 
         Only that one Reshape is taken in: an Identity or Reshape a user put after a
         ReverseSequence is the user's node and stays.
         """
         value = gather.outputs[0]
-        if gather.op_type != "Gather" or value.is_graph_output() or len(value.uses()) != 1:
+        if not _gathers_rows(gather) or value.is_graph_output() or len(value.uses()) != 1:
             return [value]
         user = next(iter(value.uses())).node
         if user.op_type != "Reshape" or user.domain not in ("", "ai.onnx"):
