@@ -67,8 +67,10 @@ class _Verdict:
 
 
 def _gathers_rows(gather: ir.Node) -> bool:
-    """Whether a gather may read a ``[rows, rest]`` view: Gather, or GatherND with
-    ``batch_dims == 0`` (what revseq's row form uses for strings)."""
+    """Whether a gather may read a ``[rows, rest]`` view.
+
+    Gather may, and GatherND with ``batch_dims == 0``: the row form gathers strings so.
+    """
     if gather.op_type == "Gather":
         return True
     return gather.op_type == "GatherND" and gather.attributes.get_int("batch_dims", 0) == 0
