@@ -218,12 +218,28 @@ def _probe_shapes(dims: list[int | str]) -> list[tuple[int, ...]]:
     return shapes
 
 
+# Up to these sizes every length value is tried at every batch position.
+EXHAUSTIVE_TIME = 64
+EXHAUSTIVE_BATCH = 256
+
+
 def _probe_lengths(rng: np.random.Generator, batch: int, time: int) -> list[np.ndarray]:
+    """Length vectors to test a candidate on, valid ones only (ONNX defines no others).
+
+    Up to ``EXHAUSTIVE_TIME`` steps and ``EXHAUSTIVE_BATCH`` batch entries: one vector
+    per length value 0 .. T (every value at every batch position) and mixed vectors
+    (ramps both ways, two random); larger shapes get the mixed vectors and the
+    constant vectors 0, 1 and T only.
+    """
+    if time <= EXHAUSTIVE_TIME and batch <= EXHAUSTIVE_BATCH:
+        constant = [np.full(batch, value) for value in range(time + 1)]
+    else:
+        constant = [np.full(batch, time), np.zeros(batch), np.ones(batch)]
+    ramp = np.arange(batch) % (time + 1)
     vectors = [
-        np.full(batch, time),
-        np.zeros(batch, dtype=np.int64),
-        np.ones(batch, dtype=np.int64),
-        np.arange(batch) % (time + 1),
+        *constant,
+        ramp,
+        time - ramp,
         rng.integers(0, time, batch, endpoint=True),
         rng.integers(0, time, batch, endpoint=True),
     ]

@@ -112,3 +112,41 @@ def test_restored_models_compute_the_reversal(dtype):
     for layout in LAYOUTS:
         for dynamic in (False, True):
             run_original_and_restored(one_node(dtype, dynamic, layout), dtype)
+
+
+def test_small_static_shapes_try_every_length_value():
+    """A decomposition wrong for one length value only (5 of T=6) stays unfused.
+
+    Restore tries every length 0..T at every batch position when T and B are small.
+    """
+    import onnx_ir as ir
+
+    from revseq.passes import RestoreReverseSequencePass
+    from revseq.passes._match import _probe_lengths
+
+    vectors = _probe_lengths(np.random.default_rng(0), 3, 6)
+    for value in range(7):
+        assert any((v == value).all() for v in vectors)
+
+    rs = oh.make_node("ReverseSequence", ["x", "wrong"], ["y"], batch_axis=1, time_axis=0)
+    nodes = [
+        oh.make_node("Constant", [], ["five"], value=oh.make_tensor("", 7, [], [5])),
+        oh.make_node("Equal", ["lens", "five"], ["is_five"]),
+        oh.make_node("Cast", ["is_five"], ["bump"], to=onnx.TensorProto.INT64),
+        oh.make_node("Sub", ["lens", "bump"], ["wrong"]),  # 5 -> 4, every other length kept
+        rs,
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "near_miss",
+        [
+            oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [6, 3, 2]),
+            oh.make_tensor_value_info("lens", onnx.TensorProto.INT64, [3]),
+        ],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [6, 3, 2])],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
+    inlined = ir.from_proto(revseq.inline(model, target="any"))
+    result = RestoreReverseSequencePass()(inlined)
+    assert "ReverseSequence" not in [n.op_type for n in inlined.graph]
+    assert result.reasons and not result.modified
