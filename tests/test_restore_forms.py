@@ -150,3 +150,42 @@ def test_small_static_shapes_try_every_length_value():
     result = RestoreReverseSequencePass()(inlined)
     assert "ReverseSequence" not in [n.op_type for n in inlined.graph]
     assert result.reasons and not result.modified
+
+
+def _slim(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnxslim
+
+    return onnxslim.slim(model)
+
+
+def _optimize(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnxscript.optimizer
+
+    return onnxscript.optimizer.optimize(model)
+
+
+def _sim(model: onnx.ModelProto) -> onnx.ModelProto:
+    import onnxsim
+
+    simplified, ok = onnxsim.simplify(model)
+    assert ok
+    return simplified
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("dtype", ["float32", "string"])
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("tool", ["onnxslim", "onnxsim", "optimizer"])
+def test_forms_restore_after_graph_optimisers(tool, form, dtype, dynamic):
+    """onnxslim, onnxsim (optional test extras) and onnxscript's optimizer in between."""
+    if tool != "optimizer":
+        pytest.importorskip(tool, reason=f"{tool} is an optional extra (revseq[slim])")
+    optimise = {
+        "onnxslim": _slim,
+        "onnxsim": _sim,
+        "optimizer": _optimize,
+    }[tool]
+    for layout in LAYOUTS:
+        model = one_node(dtype, dynamic, layout)
+        optimised = optimise(revseq.inline(model, strategy=form, target="any"))
+        assert_restores(model, optimised)
