@@ -155,9 +155,22 @@ def _as_declared(array: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
 
 
 def installed(name: str) -> bool:
-    """Whether the backend's packages are importable (without importing them)."""
+    """Whether the backend's packages are importable (importing none of them).
+
+    ``find_spec`` of a dotted name imports its parent package, and raises when that is
+    missing: the top-level name is looked up first.
+    """
     module = _module(name)
-    return all(importlib.util.find_spec(m) is not None for m in module.IMPORTS)
+    for name_ in module.IMPORTS:
+        top = name_.split(".")[0]
+        if importlib.util.find_spec(top) is None:
+            return False
+        try:
+            if importlib.util.find_spec(name_) is None:
+                return False
+        except ImportError:
+            return False
+    return True
 
 
 def _module(name: str) -> types.ModuleType:
