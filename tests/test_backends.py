@@ -95,6 +95,26 @@ def dims_for(rank: int, batch_axis: int, time_axis: int, dynamic: bool, size) ->
     return tuple(dims)
 
 
+def form_of(model: onnx.ModelProto) -> str:
+    """Which form an inlined model holds, by its gather."""
+    ops = {n.op_type for n in model.graph.node}
+    if "GatherElements" in ops:
+        return "gather_elements"
+    return "gather_rows" if "Gather" in ops or "Flatten" in ops else "gather_nd"
+
+
+def clamps(name: str, form: str, dynamic: bool) -> bool:
+    """Whether the backend's probe saw ``form`` exact on invalid lengths (-1, T+2).
+
+    ONNX defines only lengths in [0, T]; revseq's forms clamp the others, and the
+    probes record where a backend cannot run that (tract with symbolic dims).
+    """
+    profile = TARGETS.get(name)
+    kind = "dynamic" if dynamic else "static"
+    failed = f"{form} (invalid lengths) ({kind})"
+    return profile is None or not any(f.startswith(failed) for f in profile.failures)
+
+
 def run_and_compare(
     backend: backends.Backend,
     model: onnx.ModelProto,
@@ -106,8 +126,10 @@ def run_and_compare(
     dynamic: bool,
     lens_dtype=np.int64,
 ) -> None:
-    """Run ``model`` at every size; lengths hold 0, 1, T and invalid ones (-1, T+3)."""
+    """Run ``model`` at every size on valid lengths (T, 0, 1, 2), then on invalid ones
+    (T+3, -1) where the probe saw the backend clamp them; else it must raise there."""
     rng = np.random.default_rng(0)
+    patterns = {"valid": [None, 0, 1, 2], "invalid": [3, -1, 0, 1]}  # None: T; 3: T+3
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         runner = backend.prepare(model)
@@ -115,10 +137,24 @@ def run_and_compare(
             dims = dims_for(rank, batch_axis, time_axis, False, size)
             time_len, batch = size
             x = _random_array(rng, ELEM[dtype], dims)
-            lens = np.array(([0, 1, time_len, -1, time_len + 3] * batch)[:batch], lens_dtype)
-            got = runner({"x": x, "lens": lens})[0]
-            expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
-            assert_identical(got, expected)
+            for kind, pattern in patterns.items():
+                values = [
+                    time_len
+                    if v is None
+                    else time_len + 3
+                    if v == 3 and kind == "invalid"
+                    else v
+                    for v in pattern
+                ]
+                lens = np.array((values * batch)[:batch], lens_dtype)
+                expected = reverse_sequence(
+                    x, lens, batch_axis=batch_axis, time_axis=time_axis
+                )
+                if kind == "invalid" and not clamps(backend.name, form_of(model), dynamic):
+                    with pytest.raises(backends.BackendError):
+                        runner({"x": x, "lens": lens})
+                    continue
+                assert_identical(runner({"x": x, "lens": lens})[0], expected)
 
 
 # Where no form runs on every probed backend, the default refuses (never a silent
