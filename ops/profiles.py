@@ -27,28 +27,31 @@ import json
 import pathlib
 from collections.abc import Iterable, Mapping
 
+import onnx
+
 GATHERS = ("Gather", "GatherElements", "GatherND")
 """The ops that move data: the ones whose element types a profile records."""
 
-ELEMENT_TYPES = (
-    "float32",
-    "uint8",
-    "int8",
-    "uint16",
-    "int16",
-    "int32",
-    "int64",
-    "string",
-    "bool",
-    "float16",
-    "float64",
-    "uint32",
-    "uint64",
-    "complex64",
-    "complex128",
-    "bfloat16",
-)
-"""Every element type ReverseSequence allows (opset 10's fifteen, and bfloat16 from 28)."""
+ELEMENT_TYPES: dict[str, int] = {
+    "float32": onnx.TensorProto.FLOAT,
+    "uint8": onnx.TensorProto.UINT8,
+    "int8": onnx.TensorProto.INT8,
+    "uint16": onnx.TensorProto.UINT16,
+    "int16": onnx.TensorProto.INT16,
+    "int32": onnx.TensorProto.INT32,
+    "int64": onnx.TensorProto.INT64,
+    "string": onnx.TensorProto.STRING,
+    "bool": onnx.TensorProto.BOOL,
+    "float16": onnx.TensorProto.FLOAT16,
+    "float64": onnx.TensorProto.DOUBLE,
+    "uint32": onnx.TensorProto.UINT32,
+    "uint64": onnx.TensorProto.UINT64,
+    "complex64": onnx.TensorProto.COMPLEX64,
+    "complex128": onnx.TensorProto.COMPLEX128,
+    "bfloat16": onnx.TensorProto.BFLOAT16,
+}
+"""Every element type ReverseSequence allows (opset 10's fifteen, and bfloat16 from 28):
+the name profiles use (numpy's; "string") and the ONNX element type."""
 
 PORTABLE = "portable"
 """The name of the computed default profile."""

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 import onnx_ir as ir
 
 from revseq.ops.errors import StrategyError
-from revseq.ops.profiles import PORTABLE, Profile, load_profiles
+from revseq.ops.profiles import ELEMENT_TYPES, PORTABLE, Profile, load_profiles
 
 ANY = Profile(
     name="any",
@@ -32,24 +32,7 @@ Target = str | Iterable[str] | Profile | None
 TARGETS: Mapping[str, Profile] = {**load_profiles(), ANY.name: ANY}
 """Every named profile: probed backends, documented ones, ``portable`` and ``any``."""
 
-_DTYPE_NAMES = {
-    ir.DataType.FLOAT: "float32",
-    ir.DataType.UINT8: "uint8",
-    ir.DataType.INT8: "int8",
-    ir.DataType.UINT16: "uint16",
-    ir.DataType.INT16: "int16",
-    ir.DataType.INT32: "int32",
-    ir.DataType.INT64: "int64",
-    ir.DataType.STRING: "string",
-    ir.DataType.BOOL: "bool",
-    ir.DataType.FLOAT16: "float16",
-    ir.DataType.DOUBLE: "float64",
-    ir.DataType.UINT32: "uint32",
-    ir.DataType.UINT64: "uint64",
-    ir.DataType.COMPLEX64: "complex64",
-    ir.DataType.COMPLEX128: "complex128",
-    ir.DataType.BFLOAT16: "bfloat16",
-}
+_DTYPE_NAMES = {ir.DataType(elem): name for name, elem in ELEMENT_TYPES.items()}
 
 
 def dtype_name(dtype: ir.DataType | None) -> str | None:

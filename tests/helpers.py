@@ -5,22 +5,13 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx.reference
-import onnxruntime as ort
+
+from revseq.backends import onnxruntime as ort_adapter
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict, *, optimize: bool) -> list[np.ndarray]:
     """Run in onnxruntime CPU, one thread, graph optimisations all on or all off."""
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if optimize
-        else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    )
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return session.run(None, feeds)
+    return ort_adapter.prepare(model, optimize=optimize)(feeds)
 
 
 def run_reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:

@@ -18,13 +18,6 @@ from revseq.ops.profiles import ELEMENT_TYPES
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 
-ELEM = {
-    name: oh.np_dtype_to_tensor_dtype(np.dtype(name))
-    for name in ELEMENT_TYPES
-    if name not in ("string", "bfloat16")
-}
-ELEM["string"] = onnx.TensorProto.STRING
-ELEM["bfloat16"] = onnx.TensorProto.BFLOAT16
 LAYOUTS = {"time_major": (1, 0), "batch_major": (0, 1)}
 
 
@@ -40,10 +33,10 @@ def one_node(dtype: str, dynamic: bool, layout: str) -> onnx.ModelProto:
         [node],
         "rs",
         [
-            oh.make_tensor_value_info("x", ELEM[dtype], dims),
+            oh.make_tensor_value_info("x", ELEMENT_TYPES[dtype], dims),
             oh.make_tensor_value_info("lens", onnx.TensorProto.INT64, [dims[batch_axis]]),
         ],
-        [oh.make_tensor_value_info("y", ELEM[dtype], dims)],
+        [oh.make_tensor_value_info("y", ELEMENT_TYPES[dtype], dims)],
     )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)], ir_version=9)
 

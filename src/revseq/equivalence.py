@@ -26,8 +26,8 @@ import onnx
 import onnx.external_data_helper
 import onnx.reference
 import onnx_ir as ir
-import onnxruntime as ort
 
+from revseq.backends import onnxruntime as ort_adapter
 from revseq.ops.errors import CheckError, RevseqError
 from revseq.ops.function import definition
 from revseq.passes import InlineReverseSequencePass
@@ -43,10 +43,6 @@ Inputs = dict[str, np.ndarray]
 _SIZES = (3, 1, 4, 2, 5)
 _ORT_MAX_OPSET = 27
 _COMPLEX = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
-_LEVELS = {
-    "off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "on": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,16 +189,9 @@ def _runners(proto: onnx.ModelProto, levels: Sequence[str]) -> tuple[dict[str, R
     reason = _reference_evaluator_reason(proto)
     if reason is None:
         try:
-            runners: dict[str, Runner] = {}
-            for level in levels:
-                options = ort.SessionOptions()
-                options.graph_optimization_level = _LEVELS[level]
-                options.intra_op_num_threads = 1
-                options.log_severity_level = 3
-                session = ort.InferenceSession(
-                    proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
-                )
-                runners[level] = lambda feeds, s=session: s.run(None, feeds)
+            runners: dict[str, Runner] = {
+                level: ort_adapter.prepare(proto, optimize=level == "on") for level in levels
+            }
             return runners, "onnxruntime"
         except Exception as e:  # onnxruntime's own error types vary by build
             reason = f"onnxruntime cannot load it: {' '.join(str(e).split())[:160]}"

@@ -28,13 +28,6 @@ from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 
 _FORMS = ("default", "gather_elements", "gather_nd", "gather_rows")
-_ELEM = {
-    name: onnx.helper.np_dtype_to_tensor_dtype(np.dtype(name))
-    for name in ELEMENT_TYPES
-    if name not in ("string", "bfloat16")
-}
-_ELEM["string"] = onnx.TensorProto.STRING
-_ELEM["bfloat16"] = onnx.TensorProto.BFLOAT16
 
 
 def _model(dims, elem: int, *, op: str = "ReverseSequence") -> onnx.ModelProto:
@@ -65,14 +58,14 @@ def _cell(backend: backends.Backend, form: str, dtype: str, dynamic: bool) -> st
     dims = ("T", "B", 3) if dynamic else (5, 4, 3)
     options = {} if form == "default" else {"strategy": form, "target": "any"}
     try:
-        inlined = revseq.inline(_model(dims, _ELEM[dtype]), **options)
+        inlined = revseq.inline(_model(dims, ELEMENT_TYPES[dtype]), **options)
     except revseq.RevseqError:
         return "refused"
     rng = np.random.default_rng(0)
     try:
         runner = backend.prepare(inlined)
         for time_len, batch in ((5, 4), (3, 2)) if dynamic else ((5, 4),):
-            x = _random_array(rng, _ELEM[dtype], (time_len, batch, 3))
+            x = _random_array(rng, ELEMENT_TYPES[dtype], (time_len, batch, 3))
             lens = np.array(([0, 1, time_len, 2] * batch)[:batch], np.int64)
             got = runner({"x": x, "lens": lens})[0]
             if _first_difference(reverse_sequence(x, lens), got) is not None:

@@ -366,26 +366,6 @@ def _gather_model(gather: str, elem: int) -> onnx.ModelProto:
     )
 
 
-_ELEM = {
-    "float32": onnx.TensorProto.FLOAT,
-    "uint8": onnx.TensorProto.UINT8,
-    "int8": onnx.TensorProto.INT8,
-    "uint16": onnx.TensorProto.UINT16,
-    "int16": onnx.TensorProto.INT16,
-    "int32": onnx.TensorProto.INT32,
-    "int64": onnx.TensorProto.INT64,
-    "string": onnx.TensorProto.STRING,
-    "bool": onnx.TensorProto.BOOL,
-    "float16": onnx.TensorProto.FLOAT16,
-    "float64": onnx.TensorProto.DOUBLE,
-    "uint32": onnx.TensorProto.UINT32,
-    "uint64": onnx.TensorProto.UINT64,
-    "complex64": onnx.TensorProto.COMPLEX64,
-    "complex128": onnx.TensorProto.COMPLEX128,
-    "bfloat16": onnx.TensorProto.BFLOAT16,
-}
-
-
 def run_dtype_probes(backend: Backend) -> list[ProbeResult]:
     """Every gather on every element type, static shapes."""
     from revseq.equivalence import _random_array
@@ -393,7 +373,7 @@ def run_dtype_probes(backend: Backend) -> list[ProbeResult]:
     results = []
     for gather in GATHERS:
         for name in ELEMENT_TYPES:
-            elem = _ELEM[name]
+            elem = ELEMENT_TYPES[name]
             model = _gather_model(gather, elem)
             x = _random_array(np.random.default_rng(1), elem, (4, 3, 2))
             expected = np.flip(x, axis=0).copy()
