@@ -87,7 +87,7 @@ def test_every_form_and_type_restores(form, dtype, dynamic, layout):
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("dtype", ["float32", "string", "bool", "uint16"])
+@pytest.mark.parametrize("dtype", ELEMENT_TYPES)
 @pytest.mark.parametrize("target", sorted(TARGETS))
 def test_every_target_output_restores(target, dtype, dynamic):
     for layout in LAYOUTS:
