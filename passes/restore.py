@@ -27,7 +27,12 @@ import onnx_ir as ir
 
 from revseq.passes._builder import gc_paused
 from revseq.passes._match import GATHER_OPS, Match, Matcher, NoMatch
-from revseq.passes._node import REVSEQ_DOMAIN, validate_all
+from revseq.passes._node import (
+    DECOMPOSITION_MIN_OPSET,
+    REVSEQ_DOMAIN,
+    is_reverse_sequence,
+    signature_of,
+)
 from revseq.passes._scopes import walk
 from revseq.passes.inline import FUNCTION_DOMAIN
 
@@ -52,14 +57,6 @@ class RestorePassResult(ir.passes.PassResult):
 class RestoreReverseSequencePass(ir.passes.InPlacePass):
     """Fuse every proven ReverseSequence decomposition back into the op."""
 
-    def requires(self, model: ir.Model) -> None:
-        """Validate the ReverseSequence nodes already there, as inline does.
-
-        A model that holds an invalid node is refused whole: writing it back out would
-        pass the problem on (and onnxruntime aborts on a rank-1 node).
-        """
-        validate_all(model)
-
     def call(self, model: ir.Model) -> RestorePassResult:
         """Fuse in every scope; ``modified`` is False when nothing was fused."""
         with gc_paused():
@@ -70,7 +67,15 @@ class RestoreReverseSequencePass(ir.passes.InPlacePass):
         reasons: list[tuple[str, str, str]] = []
         fused = 0
         needs_revseq_import: list[ir.Graph | ir.Function] = []
-        for scoped in list(walk(model)):
+        scoped_nodes = list(walk(model))
+        # The ReverseSequence nodes already there are validated as inline validates them,
+        # before anything changes: a model holding an invalid node is refused whole
+        # (writing it back out would pass the problem on; onnxruntime aborts on rank 1).
+        # Here rather than in requires(), so that the model is walked once.
+        for scoped in scoped_nodes:
+            if is_reverse_sequence(scoped.node):
+                signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
+        for scoped in scoped_nodes:
             node = scoped.node
             if node.graph is None:  # removed by an earlier fusion
                 continue
