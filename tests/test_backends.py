@@ -306,3 +306,15 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
     assert "Where:broadcast_else" not in TARGETS["mnn"].static_ops
     assert "Where" in TARGETS["mnn"].static_ops
     check_default("mnn", 3, "float32", "time_major", True)
+
+
+def test_a_missing_package_is_not_installed_and_get_says_how_to_install(monkeypatch):
+    import types
+
+    from revseq.backends import _adapter
+
+    fake = types.SimpleNamespace(IMPORTS=("no_such_revseq_pkg.compiler",), EXTRA="fake")
+    monkeypatch.setattr(_adapter, "_module", lambda name: fake)
+    assert not backends.installed("iree")
+    with pytest.raises(backends.BackendUnavailableError, match=r"revseq\[fake\]"):
+        backends.get("iree")

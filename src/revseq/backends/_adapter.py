@@ -17,6 +17,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import logging
+import os
 import types
 from collections.abc import Callable
 
@@ -155,20 +156,16 @@ def _as_declared(array: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
 
 
 def installed(name: str) -> bool:
-    """Whether the backend's packages are importable (importing none of them).
+    """Whether the backend's packages are importable (importing none but parents).
 
     ``find_spec`` of a dotted name imports its parent package, and raises when that is
-    missing: the top-level name is looked up first.
+    missing.
     """
-    module = _module(name)
-    for name_ in module.IMPORTS:
-        top = name_.split(".")[0]
-        if importlib.util.find_spec(top) is None:
-            return False
+    for module_name in _module(name).IMPORTS:
         try:
-            if importlib.util.find_spec(name_) is None:
+            if importlib.util.find_spec(module_name) is None:
                 return False
-        except ImportError:
+        except ImportError:  # the dotted name's parent package is missing
             return False
     return True
 
@@ -203,8 +200,6 @@ def input_names(model: onnx.ModelProto) -> list[str]:
 
 def write_model(model: onnx.ModelProto, folder: str, name: str = "model.onnx") -> str:
     """Save ``model`` in ``folder`` for backends that only read files; returns the path."""
-    import os
-
     path = os.path.join(folder, name)
     with open(path, "wb") as f:
         f.write(model.SerializeToString())
