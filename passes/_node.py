@@ -12,6 +12,8 @@ __all__ = [
     "validate_all",
 ]
 
+from collections.abc import Iterable
+
 import numpy as np
 import onnx_ir as ir
 
@@ -144,15 +146,13 @@ def signature_of(
     )
 
 
-def validate_all(model: ir.Model) -> None:
-    """Validate every ReverseSequence node of ``model``, in every scope.
+def validate_all(scoped_nodes: Iterable[ScopedNode]) -> None:
+    """Validate every ReverseSequence node among ``scoped_nodes`` (e.g. ``walk(model)``).
 
     Raises:
         InvalidNodeError: A node breaks the operator's specification.
         UnsupportedOpsetError: A node's op does not exist in its opset.
     """
-    from revseq.passes._scopes import walk
-
-    for scoped in walk(model):
+    for scoped in scoped_nodes:
         if is_reverse_sequence(scoped.node):
             signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)

@@ -73,7 +73,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
 
     def requires(self, model: ir.Model) -> None:
         """Validate every ReverseSequence node before anything is rewritten."""
-        validate_all(model)
+        validate_all(walk(model))
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Replace the nodes; ``modified`` is False when the model has none."""

@@ -27,12 +27,7 @@ import onnx_ir as ir
 
 from revseq.passes._builder import gc_paused
 from revseq.passes._match import GATHER_OPS, Match, Matcher, NoMatch
-from revseq.passes._node import (
-    DECOMPOSITION_MIN_OPSET,
-    REVSEQ_DOMAIN,
-    is_reverse_sequence,
-    signature_of,
-)
+from revseq.passes._node import REVSEQ_DOMAIN, validate_all
 from revseq.passes._scopes import walk
 from revseq.passes.inline import FUNCTION_DOMAIN
 
@@ -72,9 +67,7 @@ class RestoreReverseSequencePass(ir.passes.InPlacePass):
         # before anything changes: a model holding an invalid node is refused whole
         # (writing it back out would pass the problem on; onnxruntime aborts on rank 1).
         # Here rather than in requires(), so that the model is walked once.
-        for scoped in scoped_nodes:
-            if is_reverse_sequence(scoped.node):
-                signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
+        validate_all(scoped_nodes)
         for scoped in scoped_nodes:
             node = scoped.node
             if node.graph is None:  # removed by an earlier fusion
