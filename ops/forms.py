@@ -203,11 +203,14 @@ def _pad_trailing(
 def _lengths(op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature) -> ir.Value:
     """The lengths as int64 [B], clamped to at most T (negatives act as 0 downstream).
 
-    ``time_len`` is a 1-element tensor. Less+Where comes first: tract cannot evaluate
-    Min of a run-time value and a symbolic dim ("Undetermined symbol"), but selects fine.
+    ``time_len`` is a 1-element tensor. With a static T, one Min; with a run-time T,
+    Less+Where: tract cannot evaluate Min of a run-time value and a symbolic dim
+    ("Undetermined symbol"), but selects fine.
     """
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
+    if time_len.const_value is not None and sig.allows("Min") and sig.opset >= 12:
+        return op.Min(lens, time_len)  # one node where T is static
     if sig.allows("Less", "Where"):
         return op.Where(op.Less(time_len, lens), time_len, lens)
     if sig.allows("Min") and sig.opset >= 12:
@@ -273,6 +276,29 @@ def _select_source(
     raise StrategyError("selecting the source step needs Less+Where or Min+Max+Mul+Add")
 
 
+# Time-major nodes with at most this many batch entries compute their index as [B, T]
+# and transpose it: onnxruntime's broadcasting loops over the innermost dimension, and
+# `python -m revseq.bench` measured (1 thread, run-time lengths) [1000, 8, 1]: 1.56x
+# native in [T, B] vs 1.12x as [B, T] + Transpose; [2000, 16]: 1.20x vs 1.05x; but
+# [512, 64]: 0.93x in [T, B] vs 1.08x, where the Transpose costs more than it saves.
+_TIME_INNER_MAX_BATCH = 16
+
+
+def _time_inner(sig: Signature) -> bool:
+    """Whether to compute a time-major node's index with time as the inner axis."""
+    if sig.lead_rank != 2 or sig.time_axis > sig.batch_axis or not sig.allows("Transpose"):
+        return False
+    batch, time_len = sig.dim(sig.batch_axis), sig.dim(sig.time_axis)
+    if batch is None or batch > _TIME_INNER_MAX_BATCH:
+        return False
+    return time_len is None or time_len > batch
+
+
+def _position(axis: int, sig: Signature, swapped: bool) -> int:
+    """Where a leading axis sits in the layout the index is computed in."""
+    return sig.lead_rank - 1 - axis if swapped else axis
+
+
 def _source_index(
     op: OpBuilder,
     data: ir.Value,
@@ -280,15 +306,23 @@ def _source_index(
     sig: Signature,
     *,
     scale: ir.Value | None = None,
-    offset: ir.Value | None = None,
+    offsets: Sequence[tuple[int, ir.Value | None]] = (),
 ) -> ir.Value:
-    """``scale * src + offset`` over the leading axes (T along time, B along batch).
+    """``scale * src + sum(stride * coord)`` over the leading axes, in the data's order.
 
-    Without scale and offset this is the source index itself, sized 1 on the leading
-    axes other than time and batch.
+    Without scale and offsets this is the source index itself, sized 1 on the leading
+    axes other than time and batch. ``offsets`` are (axis, stride) pairs: the
+    coordinate along ``axis`` times ``stride`` (None: 1) is added. Time-major nodes
+    with a short batch are computed as [B, T] and transposed (``_time_inner``).
     """
     t, b, lead = sig.time_axis, sig.batch_axis, sig.lead_rank
     time_static = sig.dim(t)
+    swapped = (time_static is None or sig.lens is None) and _time_inner(sig)
+    offset: ir.Value | None = None
+    for axis, stride in offsets:
+        grid = _axis_grid(op, data, axis, sig, _position(axis, sig, swapped))
+        term = _affine(op, grid, stride, None)
+        offset = term if offset is None else op.Add(offset, term)
     if time_static is not None and sig.lens is not None:
         table = source_index_numpy(np.array(sig.lens, dtype=np.int64), time_static)  # [T, B]
         if t > b:
@@ -297,9 +331,16 @@ def _source_index(
         shape[t], shape[b] = table.shape[0 if t < b else 1], table.shape[1 if t < b else 0]
         return _affine(op, _const(op, table.reshape(shape)), scale, offset)
     time_len = _dim_vector(op, data, t, sig)
-    clamped = _place(op, _lengths(op, lens, time_len, sig), b, lead, sig)
-    steps = _place(op, _iota(op, time_len, time_static, sig), t, lead, sig)
-    return _select_source(op, steps, clamped, sig, scale=scale, offset=offset)
+    clamped = _place(
+        op, _lengths(op, lens, time_len, sig), _position(b, sig, swapped), lead, sig
+    )
+    steps = _place(
+        op, _iota(op, time_len, time_static, sig), _position(t, sig, swapped), lead, sig
+    )
+    src = _select_source(op, steps, clamped, sig, scale=scale, offset=offset)
+    if swapped:
+        src = op.Transpose(src, perm=[1, 0])
+    return src
 
 
 def _lead_shape(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
@@ -309,10 +350,28 @@ def _lead_shape(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
     return op.Slice(_shape(op, data), _const(op, [0]), _const(op, [sig.lead_rank]))
 
 
-def _axis_grid(op: OpBuilder, data: ir.Value, axis: int, sig: Signature) -> ir.Value:
-    """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others."""
+def _axis_grid(
+    op: OpBuilder, data: ir.Value, axis: int, sig: Signature, position: int | None = None
+) -> ir.Value:
+    """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others.
+
+    ``position`` places it in a swapped layout (default: at ``axis`` itself).
+    """
     size = _dim_vector(op, data, axis, sig)
-    return _place(op, _iota(op, size, sig.dim(axis), sig), axis, sig.lead_rank, sig)
+    where = axis if position is None else position
+    return _place(op, _iota(op, size, sig.dim(axis), sig), where, sig.lead_rank, sig)
+
+
+def _product_of_dims(op: OpBuilder, data: ir.Value, start: int, sig: Signature) -> ir.Value:
+    """The product of dims ``start`` .. lead_rank-1 as a 1-element tensor.
+
+    One dim is read directly; more are multiplied one by one (no ReduceProd of a
+    shape: simple frontends do not convert it).
+    """
+    product = _dim_vector(op, data, start, sig)
+    for axis in range(start + 1, sig.lead_rank):
+        product = op.Mul(product, _dim_vector(op, data, axis, sig))
+    return product
 
 
 # ---------------------------------------------------------------------------------------
@@ -352,12 +411,15 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
 
 
 def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
-    """Gather on a [rows, rest] view with a flat row index; Reshape back.
+    """Gather on a [rows, ...] view with a flat row index.
 
     The flat index is ``stride_t * src + sum(stride_k * coord_k)`` over the other leading
-    axes; with static shapes all of it but the lengths folds into constants. onnxruntime's
-    Gather loses string elements when a gathered slice holds more than one (BACKENDS.md),
-    so string data (or data of unknown type) is gathered with GatherND on the same view.
+    axes; with static shapes all of it but the lengths folds into constants. With static
+    shapes the view is [rows, *trailing dims], so the gather's output has the data's
+    shape and needs no Reshape (a copy when it is a graph output); rows of one element
+    are gathered with GatherElements on a 1-D view (Gather copies element by element).
+    onnxruntime's Gather loses string elements when a gathered slice holds more than one
+    (BACKENDS.md), so string data (or data of unknown type) is gathered with GatherND.
     """
     t, lead = sig.time_axis, sig.lead_rank
     static = sig.lead_dims()
@@ -367,35 +429,40 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             size = int(np.prod(static[axis + 1 :], dtype=np.int64))
             strides.append(None if size == 1 else _const(op, size))
         elif axis + 1 < lead:
-            dims = op.Slice(_shape(op, data), _const(op, [axis + 1]), _const(op, [lead]))
-            strides.append(op.ReduceProd(op.Cast(dims, to=ir.DataType.INT64), keepdims=1))
+            strides.append(_product_of_dims(op, data, axis + 1, sig))
         else:
             strides.append(None)
-    offset: ir.Value | None = None
-    for axis in range(lead):
-        if axis != t:
-            term = _affine(op, _axis_grid(op, data, axis, sig), strides[axis], None)
-            offset = term if offset is None else op.Add(offset, term)
-    flat = _source_index(op, data, lens, sig, scale=strides[t], offset=offset)
-    if sig.dims is not None and static is not None and all(d is not None for d in sig.dims):
-        rest = int(np.prod(sig.dims[lead:], dtype=np.int64))
+    flat = _source_index(
+        op,
+        data,
+        lens,
+        sig,
+        scale=strides[t],
+        offsets=[(axis, strides[axis]) for axis in range(lead) if axis != t],
+    )
+    dims = sig.dims
+    if dims is not None and static is not None and all(d is not None for d in dims):
+        trailing = [int(d) for d in dims[lead:] if d is not None]
         # allowzero only where a static dim is 0: without zeros Reshape's default reading
         # is the same, and some converters (onnx2torch) lack the attribute.
-        zeros = {"allowzero": 1} if 0 in sig.dims else {}
-        rows = op.Reshape(
-            data, _const(op, [int(np.prod(static, dtype=np.int64)), rest]), **zeros
-        )
-        shape = _const(op, list(sig.dims))
-    else:
-        rows = op.Flatten(data, axis=lead)
-        shape = _shape(op, data)
-        zeros = {"allowzero": 1}  # a run-time zero-sized dim must survive
+        zeros = {"allowzero": 1} if 0 in dims else {}
+        rows = int(np.prod(static, dtype=np.int64))
+        if sig.row_size() == 1 and sig.allows("GatherElements"):
+            flat_view = op.Reshape(data, _const(op, [rows]), **zeros)
+            flat_index = op.Reshape(flat, _const(op, [rows]), **zeros)
+            gathered = op.GatherElements(flat_view, flat_index, axis=0)
+            return op.Reshape(gathered, _const(op, [*static, *trailing]), **zeros)
+        view = op.Reshape(data, _const(op, [rows, *trailing]), **zeros)
+        if sig.dtype in (ir.DataType.STRING, None):
+            return op.GatherND(view, _unsqueeze(op, flat, [lead], sig))
+        return op.Gather(view, flat, axis=0)
+    view = op.Flatten(data, axis=lead)
     if sig.dtype in (ir.DataType.STRING, None):
         # A string, or an unknown type (inside a function), may hit that Gather bug.
-        gathered = op.GatherND(rows, _unsqueeze(op, flat, [lead], sig))
+        gathered = op.GatherND(view, _unsqueeze(op, flat, [lead], sig))
     else:
-        gathered = op.Gather(rows, flat, axis=0)
-    return op.Reshape(gathered, shape, **zeros)
+        gathered = op.Gather(view, flat, axis=0)
+    return op.Reshape(gathered, _shape(op, data), allowzero=1)  # a run-time 0 must survive
 
 
 @dataclasses.dataclass(frozen=True)

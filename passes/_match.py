@@ -67,12 +67,16 @@ class _Verdict:
 
 
 def _gathers_rows(gather: ir.Node) -> bool:
-    """Whether a gather may read a ``[rows, rest]`` view.
+    """Whether a gather may read a ``[rows, ...]`` view.
 
-    Gather may, and GatherND with ``batch_dims == 0``: the row form gathers strings so.
+    Gather may, GatherND with ``batch_dims == 0`` (the row form gathers strings so), and
+    GatherElements on a Reshape (the row form gathers single elements on a 1-D view).
     """
     if gather.op_type == "Gather":
         return True
+    if gather.op_type == "GatherElements":
+        source = gather.inputs[0].producer() if gather.inputs[0] is not None else None
+        return source is not None and source.op_type == "Reshape"
     return gather.op_type == "GatherND" and gather.attributes.get_int("batch_dims", 0) == 0
 
 
