@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
-__all__ = ["reverse_sequence"]
+__all__ = ["reverse_sequence", "reference_evaluator"]
 
 import numpy as np
+import onnx
+import onnx.reference
+from onnx.reference.op_run import OpRun
+
+
+class GatherElements(OpRun):
+    """GatherElements for onnx's ReferenceEvaluator, by ``np.take_along_axis``.
+
+    onnx's own implementation goes through ``np.choose``, which takes at most 63
+    choices: an axis of 64 or more elements raises, or, for 2-D inputs, falls back to a
+    loop that reads the first index of each row only (onnx 1.23).
+    """
+
+    op_domain = ""
+
+    def _run(self, data, indices, axis=None):
+        axis = 0 if axis is None else int(axis)
+        size = data.shape[axis]
+        index = np.where(indices < 0, indices + size, indices).astype(np.int64)
+        return (np.take_along_axis(data, index, axis=axis),)
+
+
+def reference_evaluator(model: onnx.ModelProto) -> onnx.reference.ReferenceEvaluator:
+    """Onnx's ReferenceEvaluator with a GatherElements that handles any axis size."""
+    return onnx.reference.ReferenceEvaluator(model, new_ops=[GatherElements])
 
 
 def reverse_sequence(

@@ -33,6 +33,7 @@ import onnx_ir as ir
 
 from revseq.ops.reference import reverse_sequence
 from revseq.passes._evaluate import SUPPORTED_OPS, UnsupportedOp, evaluate_node
+from revseq.passes._shapes import ShapeTable, scalar_dim
 
 GATHER_OPS = frozenset({"GatherElements", "GatherND", "Gather"})
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Unsqueeze", "Squeeze", "Identity"})
@@ -97,9 +98,12 @@ def _data_source(gather: ir.Node) -> ir.Value | None:
 
 
 def _slice_of(
-    output: ir.Value, data: ir.Value
+    output: ir.Value, data: ir.Value, stop: ir.Value | None = None
 ) -> tuple[list[ir.Node], list[ir.Value]] | NoMatch:
-    """The nodes ``output`` depends on (topological order) and its run-time leaves."""
+    """The nodes ``output`` depends on (topological order) and its run-time leaves.
+
+    ``stop``, if given, is a leaf too: the value taken as the lengths.
+    """
     order: list[ir.Node] = []
     leaves: list[ir.Value] = []
     seen_nodes: set[int] = set()
@@ -117,7 +121,7 @@ def _slice_of(
         if id(value) in seen_values:
             continue
         seen_values.add(id(value))
-        if value is data or value.const_value is not None or node is None:
+        if value is data or value is stop or value.const_value is not None or node is None:
             if value.const_value is None:
                 leaves.append(value)
             continue
@@ -150,7 +154,35 @@ def _check_data_use(nodes: Sequence[ir.Node], data: ir.Value, gather: ir.Node) -
     return None
 
 
+def _read_by_shapes_only(value: ir.Value, nodes: Sequence[ir.Node]) -> bool:
+    """Whether the slice reads ``value`` through Shape/Size alone."""
+    in_slice = {id(n) for n in nodes}
+    return all(
+        user.op_type in _SHAPE_READERS for user, _ in value.uses() if id(user) in in_slice
+    )
+
+
+def _lengths_from_shapes(nodes: Sequence[ir.Node]) -> list[ir.Value]:
+    """Values in the slice that hold one dim in every element: candidate lengths.
+
+    Lengths built from a shape (``Expand(Gather(Shape(x), k), ...)``, as tf2onnx exports
+    ``tf.reverse``) are such a value. Broadcasts (Expand, Tile) come first, latest first:
+    the decomposition's own dims (a Squeeze for Range) are such values too, and are
+    tried after them.
+    """
+    found = [
+        value
+        for node in reversed(nodes)
+        if node.op_type not in _SHAPE_READERS and node.op_type != "Constant"
+        for value in node.outputs
+        if ir.convenience.get_const_tensor(value) is None
+        and scalar_dim(value, _DECLARED) is not None
+    ]
+    return sorted(found, key=lambda v: v.producer().op_type not in ("Expand", "Tile"))  # type: ignore[union-attr]
+
+
 _TensorKeys = dict[int, tuple[ir.TensorProtocol, bytes]]
+_DECLARED = ShapeTable()
 
 
 def _tensor_key(tensor: ir.TensorProtocol, cache: _TensorKeys) -> bytes:
@@ -172,10 +204,12 @@ def _fingerprint(
     lengths: ir.Value,
     output: ir.Value,
     tensor_keys: _TensorKeys,
+    *,
+    dims: list[int | str] | None,
 ) -> str:
     """A key that is equal for structurally identical slices on same-shaped data."""
     ids: dict[int, bytes] = {id(data): b"X", id(lengths): b"L"}
-    digest = hashlib.sha1(repr((tuple(_dims(data) or ()), lengths.dtype)).encode())
+    digest = hashlib.sha1(repr((tuple(dims or ()), lengths.dtype)).encode())
     for i, node in enumerate(nodes):
         digest.update(node.op_type.encode())
         for value in node.inputs:
@@ -202,12 +236,11 @@ def _fingerprint(
     return digest.hexdigest()
 
 
-def _dims(value: ir.Value) -> list[int | str] | None:
-    if value.shape is None:
+def _dims(value: ir.Value, shapes: ShapeTable) -> list[int | str] | None:
+    dims = shapes.dims(value)
+    if dims is None:
         return None
-    return [
-        d if isinstance(d, int) else str(d.value or f"?{i}") for i, d in enumerate(value.shape)
-    ]
+    return [d if isinstance(d, int) else (d or f"?{i}") for i, d in enumerate(dims)]
 
 
 def _probe_shapes(dims: list[int | str]) -> list[tuple[int, ...]]:
@@ -337,8 +370,8 @@ def _verdict(
     data: ir.Value,
     lengths: ir.Value,
     output: ir.Value,
+    dims: list[int | str] | None,
 ) -> _Verdict:
-    dims = _dims(data)
     if dims is not None:
         if len(dims) < 2:
             return _Verdict(None, f"the data has rank {len(dims)}; ReverseSequence needs >= 2")
@@ -366,9 +399,28 @@ def _verdict(
 class Matcher:
     """Recognises decompositions; one instance caches verdicts across a model."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: ir.Model | None = None) -> None:
         self._verdicts: dict[str, _Verdict] = {}
         self._tensor_keys: _TensorKeys = {}
+        self._model = model
+        self._inferred: dict[int, ShapeTable] = {}
+
+    def _shapes_for(self, data: ir.Value) -> ShapeTable:
+        """Declared shapes, or, for data declaring none, what inference finds (once).
+
+        Without a model (onnxscript's rewriter hands rules nodes, not models), the
+        graph holding the data is inferred on its own.
+        """
+        if data.shape is not None:
+            return _DECLARED
+        graph = self._model.graph if self._model is not None else data.graph
+        if graph is None:
+            return _DECLARED
+        table = self._inferred.get(id(graph))
+        if table is None:
+            model = self._model if self._model is not None else ir.Model(graph, ir_version=10)
+            table = self._inferred[id(graph)] = ShapeTable.infer(model)
+        return table
 
     def candidates(self, gather: ir.Node) -> list[ir.Value]:
         """Values to test for a gather: for a gather of rows, first the Reshape back.
@@ -414,6 +466,33 @@ class Matcher:
         if data not in leaves:
             return NoMatch("the data is not read by the gather", output)
         others = [v for v in leaves if v is not data]
+        if all(_read_by_shapes_only(v, nodes) for v in others):
+            # No run-time lengths: the lengths are computed from shapes (tf.reverse).
+            result: Match | NoMatch = NoMatch("no lengths value", output)
+            for lengths in _lengths_from_shapes(nodes):
+                result = self._match_with_lengths(output, data, gather, lengths)
+                if isinstance(result, Match):
+                    return result
+            return result
+        return self._judge(output, data, gather, nodes, others)
+
+    def _match_with_lengths(
+        self, output: ir.Value, data: ir.Value, gather: ir.Node, lengths: ir.Value
+    ) -> Match | NoMatch:
+        found = _slice_of(output, data, stop=lengths)
+        if isinstance(found, NoMatch):
+            return found
+        nodes, leaves = found
+        return self._judge(output, data, gather, nodes, [v for v in leaves if v is not data])
+
+    def _judge(
+        self,
+        output: ir.Value,
+        data: ir.Value,
+        gather: ir.Node,
+        nodes: list[ir.Node],
+        others: list[ir.Value],
+    ) -> Match | NoMatch:
         if len(others) != 1:
             names = ", ".join(repr(v.name) for v in others) or "none"
             return NoMatch(
@@ -428,10 +507,11 @@ class Matcher:
         problem = _check_data_use(nodes, data, gather)
         if problem is not None:
             return NoMatch(problem, output)
-        key = _fingerprint(nodes, data, lengths, output, self._tensor_keys)
+        dims = _dims(data, self._shapes_for(data))
+        key = _fingerprint(nodes, data, lengths, output, self._tensor_keys, dims=dims)
         verdict = self._verdicts.get(key)
         if verdict is None:
-            verdict = _verdict(nodes, data, lengths, output)
+            verdict = _verdict(nodes, data, lengths, output, dims)
             self._verdicts[key] = verdict
         if verdict.axes is None:
             return NoMatch(verdict.reason, output)

@@ -20,6 +20,7 @@ import onnx_ir as ir
 from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
 from revseq.ops.forms import Signature
 from revseq.passes._scopes import ScopedNode, opset_version
+from revseq.passes._shapes import ShapeTable
 
 REVSEQ_DOMAIN = "revseq"
 """Domain of the generalised op: any distinct axes, int32 or int64 lengths."""
@@ -64,9 +65,15 @@ def _constant_lengths(value: ir.Value) -> np.ndarray | None:
 
 
 def signature_of(
-    scoped: ScopedNode, *, opset: int, allowed: frozenset[str] | None = None
+    scoped: ScopedNode,
+    *,
+    opset: int,
+    allowed: frozenset[str] | None = None,
+    shapes: ShapeTable | None = None,
 ) -> Signature:
     """Validate ``scoped.node`` and describe it for a form emitting at ``opset``.
+
+    ``shapes`` adds what shape inference found to the declared shapes and types.
 
     Raises:
         InvalidNodeError: The node breaks the operator's specification.
@@ -89,7 +96,9 @@ def signature_of(
 
     batch_axis = node.attributes.get_int("batch_axis", 1)
     time_axis = node.attributes.get_int("time_axis", 0)
-    rank = len(data.shape) if data.shape is not None else None
+    table = shapes if shapes is not None else ShapeTable()
+    data_dims = table.dims(data)
+    rank = len(data_dims) if data_dims is not None else None
     if rank is not None and rank < 2:
         raise _fail(scoped, f"input must have rank >= 2, got rank {rank}")
     if domain == "":
@@ -113,20 +122,22 @@ def signature_of(
     if batch_axis == time_axis:
         raise _fail(scoped, f"batch_axis and time_axis must differ, both are {batch_axis}")
 
-    if lens.dtype is not None and lens.dtype not in _LENGTH_TYPES[domain]:
+    lens_dtype = table.dtype(lens)
+    if lens_dtype is not None and lens_dtype not in _LENGTH_TYPES[domain]:
         allowed_types = " or ".join(t.name.lower() for t in _LENGTH_TYPES[domain])
-        raise _fail(scoped, f"sequence_lens must be {allowed_types}, got {lens.dtype.name}")
-    if lens.shape is not None and len(lens.shape) != 1:
-        raise _fail(scoped, f"sequence_lens must be 1-D, got rank {len(lens.shape)}")
+        raise _fail(scoped, f"sequence_lens must be {allowed_types}, got {lens_dtype.name}")
+    lens_dims = table.dims(lens)
+    if lens_dims is not None and len(lens_dims) != 1:
+        raise _fail(scoped, f"sequence_lens must be 1-D, got rank {len(lens_dims)}")
 
     dims: tuple[int | None, ...] | None = None
-    if data.shape is not None:
-        dims = tuple(d if isinstance(d, int) else None for d in data.shape)
+    if data_dims is not None:
+        dims = tuple(d if isinstance(d, int) else None for d in data_dims)
     constant = _constant_lengths(lens)
     batch = dims[batch_axis] if dims is not None else None
     lens_size = constant.size if constant is not None else None
-    if lens_size is None and lens.shape is not None and isinstance(lens.shape[0], int):
-        lens_size = lens.shape[0]
+    if lens_size is None and lens_dims is not None and isinstance(lens_dims[0], int):
+        lens_size = lens_dims[0]
     if batch is not None and lens_size is not None and batch != lens_size:
         raise _fail(
             scoped,
@@ -138,8 +149,8 @@ def signature_of(
         time_axis=time_axis,
         rank=rank,
         dims=dims,
-        dtype=data.dtype,
-        lens_dtype=lens.dtype,
+        dtype=table.dtype(data),
+        lens_dtype=lens_dtype,
         lens=tuple(int(v) for v in constant) if constant is not None else None,
         opset=opset,
         allowed=allowed,

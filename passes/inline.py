@@ -25,6 +25,7 @@ from revseq.passes._node import (
     validate_all,
 )
 from revseq.passes._scopes import ScopedNode, opset_version, walk
+from revseq.passes._shapes import ShapeTable
 from revseq.passes.simplify import simplification, try_simplify
 
 logger = logging.getLogger(__name__)
@@ -80,9 +81,11 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         with gc_paused():
             return self._inline_all(model)
 
-    def _plan(self, scoped: ScopedNode) -> tuple[forms.Signature, str] | None:
+    def _plan(
+        self, scoped: ScopedNode, shapes: ShapeTable
+    ) -> tuple[forms.Signature, str] | None:
         """The signature and form for a node; None when simplify replaces it instead."""
-        if self.simplify and simplification(scoped) is not None:
+        if self.simplify and simplification(scoped, shapes) is not None:
             return None
         opset = opset_version(scoped.owner, "") or DECOMPOSITION_MIN_OPSET
         if opset < DECOMPOSITION_MIN_OPSET:
@@ -90,7 +93,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
                 f">= {DECOMPOSITION_MIN_OPSET} and only the main graph is converted"
             )
-        sig = signature_of(scoped, opset=opset)
+        sig = signature_of(scoped, opset=opset, shapes=shapes)
         allowed = self.target.allowed(dynamic=_strategy.is_dynamic(sig))
         sig = dataclasses.replace(sig, allowed=allowed)
         return sig, _strategy.resolve(self.strategy, sig, scoped, self.target)
@@ -104,14 +107,15 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             survey = _Survey(model)
 
         targets, names = survey.targets, survey.names
+        shapes = _shapes_for(model, targets)
         # Decide every node before changing any, so that a node no form fits leaves the
         # model as it was.
-        plans = [self._plan(scoped) for scoped in targets]
+        plans = [self._plan(scoped, shapes) for scoped in targets]
         functions: dict[tuple, ir.Function] = {}
         templates: dict[tuple[str, forms.Signature], Template] = {}
         for scoped, plan in zip(targets, plans, strict=True):
             if plan is None:
-                try_simplify(scoped)
+                try_simplify(scoped, shapes)
                 continue
             sig, strategy = plan
             if self.as_function:
@@ -129,6 +133,21 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             _drop_revseq_import(model)
         logger.info("inlined %d ReverseSequence node(s)", len(targets))
         return ir.passes.PassResult(model, modified=True)
+
+
+def _shapes_for(model: ir.Model, targets: list[ScopedNode]) -> ShapeTable:
+    """Inferred shapes, when some node's declared data shape or type leaves a gap.
+
+    Inference serialises the model once; a model whose nodes all declare static shapes
+    and types does not need it.
+    """
+    for scoped in targets:
+        data = scoped.node.inputs[0]
+        if data is None:
+            continue
+        if data.dtype is None or data.shape is None or not data.shape.is_static():
+            return ShapeTable.infer(model)
+    return ShapeTable()
 
 
 def _needs_upgrade(model: ir.Model) -> bool:

@@ -58,7 +58,7 @@ class RestoreReverseSequencePass(ir.passes.InPlacePass):
             return self._restore_all(model)
 
     def _restore_all(self, model: ir.Model) -> RestorePassResult:
-        matcher = Matcher()
+        matcher = Matcher(model)
         reasons: list[tuple[str, str, str]] = []
         fused = 0
         needs_revseq_import: list[ir.Graph | ir.Function] = []

@@ -67,7 +67,7 @@ class _FuseBase(RewriteRuleClassBase):
 
 
 class FuseGather(_FuseBase):
-    """GatherElements or GatherND whose result is a ReverseSequence of its data."""
+    """A gather whose result is a ReverseSequence of its data or of its row view's."""
 
     def __init__(self, op_type: str) -> None:
         super().__init__(f"FuseReverseSequence{op_type}")
@@ -79,14 +79,15 @@ class FuseGather(_FuseBase):
 
 
 class FuseGatherView(_FuseBase):
-    """Reshape(Gather(view of X, flat index)): the row-gather form, reshaped back."""
+    """Reshape(gather(view of X, flat index)): the row form, reshaped back."""
 
-    def __init__(self) -> None:
-        super().__init__("FuseReverseSequenceGatherRows")
+    def __init__(self, op_type: str) -> None:
+        super().__init__(f"FuseReverseSequence{op_type}View")
+        self._op_type = op_type
 
     def pattern(self, op, rows, indices, shape):
-        """Gather of rows, then the Reshape back to the data's shape."""
-        gathered = op.Gather(rows, indices, _allow_other_attributes=True)
+        """A gather of rows or of single elements, then the Reshape back."""
+        gathered = getattr(op, self._op_type)(rows, indices, _allow_other_attributes=True)
         return op.Reshape(gathered, shape, _allow_other_attributes=True)
 
     def _gather_of(self, root: ir.Node) -> ir.Node:
@@ -96,9 +97,11 @@ class FuseGatherView(_FuseBase):
 
 
 fuse_gather_rule = RewriteRuleSet(
-    [FuseGather.rule("GatherElements"), FuseGather.rule("GatherND")]
+    [FuseGather.rule(op_type) for op_type in ("GatherElements", "GatherND", "Gather")]
 )
-fuse_gather_view_rule = FuseGatherView.rule()
+fuse_gather_view_rule = RewriteRuleSet(
+    [FuseGatherView.rule(op_type) for op_type in ("Gather", "GatherElements", "GatherND")]
+)
 
-rules = RewriteRuleSet([*fuse_gather_rule.rules, fuse_gather_view_rule])
+rules = RewriteRuleSet([*fuse_gather_view_rule.rules, *fuse_gather_rule.rules])
 """Every rule of this module, for onnxscript's rewriter."""

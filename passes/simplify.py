@@ -20,13 +20,11 @@ import onnx_ir as ir
 
 from revseq.passes._node import is_reverse_sequence, signature_of
 from revseq.passes._scopes import ScopedNode, opset_version, walk
+from revseq.passes._shapes import ShapeTable, dim_key, scalar_dim
 
 logger = logging.getLogger(__name__)
 
 _INT64_MIN = np.iinfo(np.int64).min
-# Ops that keep every element's value while changing shape or int type: a value passed
-# through them still holds "the time length" in every element.
-_VALUE_PRESERVING = frozenset({"Cast", "Unsqueeze", "Reshape", "Expand", "Tile", "Identity"})
 
 
 class SimplifyReverseSequencePass(ir.passes.InPlacePass):
@@ -35,48 +33,14 @@ class SimplifyReverseSequencePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Simplify every trivial node in every scope."""
         targets = [s for s in walk(model) if is_reverse_sequence(s.node)]
-        count = sum(try_simplify(scoped) for scoped in targets)
+        shapes = ShapeTable.infer(model) if targets else None
+        count = sum(try_simplify(scoped, shapes) for scoped in targets)
         if count:
             logger.info("simplified %d ReverseSequence node(s)", count)
         return ir.passes.PassResult(model, modified=bool(count))
 
 
-def _is_time_length_of(value: ir.Value, data: ir.Value, time_axis: int) -> bool:
-    """Whether every element of ``value`` is the size of ``data``'s ``time_axis``."""
-    node = value.producer()
-    while node is not None and node.op_type in _VALUE_PRESERVING and node.domain == "":
-        if node.op_type == "Cast" and node.attributes.get_int("to") not in (
-            ir.DataType.INT64,
-            ir.DataType.INT32,
-        ):
-            return False
-        source = node.inputs[0]
-        if source is None:
-            return False
-        node = source.producer()
-    if node is None or node.domain != "":
-        return False
-    if node.op_type == "Gather" and node.attributes.get_int("axis", 0) == 0:
-        shape_node = node.inputs[0].producer() if node.inputs[0] is not None else None
-        index = ir.convenience.get_const_tensor(node.inputs[1]) if node.inputs[1] else None
-        return (
-            shape_node is not None
-            and shape_node.op_type == "Shape"
-            and shape_node.domain == ""
-            and not shape_node.attributes
-            and shape_node.inputs[0] is data
-            and index is not None
-            and index.numpy().size == 1
-            and int(index.numpy().reshape(-1)[0]) == time_axis
-        )
-    if node.op_type == "Shape" and node.inputs[0] is data:
-        start = node.attributes.get_int("start", 0)
-        end = node.attributes.get_int("end", None)
-        return start == time_axis and end == time_axis + 1
-    return False
-
-
-def simplification(scoped: ScopedNode) -> str | None:
+def simplification(scoped: ScopedNode, shapes: ShapeTable | None = None) -> str | None:
     """What a trivial node becomes ("Identity" or "Slice"), or None if it is not trivial."""
     node = scoped.node
     if not is_reverse_sequence(node):
@@ -84,7 +48,8 @@ def simplification(scoped: ScopedNode) -> str | None:
     opset = opset_version(scoped.owner, "") or 0
     if opset < 10:
         return None
-    sig = signature_of(scoped, opset=opset)
+    table = shapes if shapes is not None else ShapeTable()
+    sig = signature_of(scoped, opset=opset, shapes=table)
     data, lens = node.inputs
     assert data is not None and lens is not None
     time_len = sig.dim(sig.time_axis)
@@ -92,16 +57,17 @@ def simplification(scoped: ScopedNode) -> str | None:
         sig.lens is not None and all(v <= 1 for v in sig.lens)
     ):
         return "Identity"
-    if (
-        sig.lens is not None and time_len is not None and all(v >= time_len for v in sig.lens)
-    ) or _is_time_length_of(lens, data, sig.time_axis):
+    if sig.lens is not None and time_len is not None and all(v >= time_len for v in sig.lens):
+        return "Slice"
+    full = scalar_dim(lens, table)
+    if full is not None and full == dim_key(data, sig.time_axis, table):
         return "Slice"
     return None
 
 
-def try_simplify(scoped: ScopedNode) -> bool:
+def try_simplify(scoped: ScopedNode, shapes: ShapeTable | None = None) -> bool:
     """Replace one trivial ReverseSequence node; True if it was replaced."""
-    kind = simplification(scoped)
+    kind = simplification(scoped, shapes)
     if kind is None:
         return False
     node = scoped.node
@@ -111,7 +77,7 @@ def try_simplify(scoped: ScopedNode) -> bool:
     if kind == "Identity":
         replacement = ir.Node("", "Identity", [data], name=node.name)
     else:
-        time_axis = signature_of(scoped, opset=10).time_axis
+        time_axis = signature_of(scoped, opset=10, shapes=shapes).time_axis
         constants = [
             ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", ir.tensor(v))])
             for v in ([-1], [_INT64_MIN], [time_axis], [-1])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnx.reference
 
 from revseq.backends import onnxruntime as ort_adapter
+from revseq.ops.reference import reference_evaluator
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict, *, optimize: bool) -> list[np.ndarray]:
@@ -16,7 +16,7 @@ def run_ort(model: onnx.ModelProto, feeds: dict, *, optimize: bool) -> list[np.n
 
 def run_reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     """Run in onnx's ReferenceEvaluator (for the types onnxruntime lacks)."""
-    return onnx.reference.ReferenceEvaluator(model).run(None, feeds)
+    return reference_evaluator(model).run(None, feeds)
 
 
 def assert_identical(got: np.ndarray, expected: np.ndarray) -> None:

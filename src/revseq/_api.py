@@ -46,6 +46,7 @@ def inline(
     strategy: str = "auto",
     as_function: bool = False,
     target: Target = None,
+    simplify: bool = True,
 ) -> onnx.ModelProto | ir.Model:
     """Replace every ReverseSequence node with a decomposition into standard ops.
 
@@ -60,12 +61,14 @@ def inline(
             collection of op types (profile names may be mixed in) the output may use.
             None means "portable" (output that runs exactly on every probed backend)
             with strategy "auto", and "any" with a strategy named explicitly.
+        simplify: First replace trivial nodes (lengths all <= 1: Identity; all the full
+            time length, as tf.reverse exports: a step -1 Slice).
 
     Returns:
         The rewritten model, of the kind given (a path gives an ``onnx.ModelProto``).
     """
     pass_ = InlineReverseSequencePass(
-        strategy=strategy, as_function=as_function, target=target
+        strategy=strategy, as_function=as_function, target=target, simplify=simplify
     )
     return _apply(model, pass_)
 

@@ -24,12 +24,12 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnx.external_data_helper
-import onnx.reference
 import onnx_ir as ir
 
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.ops.errors import CheckError, RevseqError
 from revseq.ops.function import definition
+from revseq.ops.reference import reference_evaluator
 from revseq.passes import InlineReverseSequencePass
 from revseq.passes._node import REVSEQ_DOMAIN, is_reverse_sequence, signature_of
 from revseq.passes._scopes import walk
@@ -196,7 +196,7 @@ def _runners(proto: onnx.ModelProto, levels: Sequence[str]) -> tuple[dict[str, R
         except Exception as e:  # onnxruntime's own error types vary by build
             reason = f"onnxruntime cannot load it: {' '.join(str(e).split())[:160]}"
     try:
-        evaluator = onnx.reference.ReferenceEvaluator(proto)
+        evaluator = reference_evaluator(proto)
     except Exception as e:
         raise CheckError(
             f"neither onnxruntime nor onnx.reference can run the model ({reason}; "

@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import onnx
 import onnx.parser
-import onnx.reference
 
 from revseq.backends._adapter import Backend, BackendError, get
 from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Profile
+from revseq.ops.reference import reference_evaluator
 
 logger = logging.getLogger(__name__)
 
@@ -323,7 +323,7 @@ def _run_exact(
 
 
 def _reference(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
-    evaluator = onnx.reference.ReferenceEvaluator(model)
+    evaluator = reference_evaluator(model)
     return lambda feeds: evaluator.run(None, feeds)
 
 
