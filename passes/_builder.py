@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from revseq.passes._share import IndexSharing
+
 # Results with more elements than this stay run-time arithmetic, so a folded index never
 # makes the model file grow by a data-sized tensor.
 MAX_FOLDED_ELEMENTS = 1 << 16
@@ -226,17 +228,36 @@ class Template:
         return cls(op.finish(output), data, lens, output)
 
     def instantiate(
-        self, prefix: str, data: ir.Value, lens: ir.Value
+        self,
+        prefix: str,
+        data: ir.Value,
+        lens: ir.Value,
+        sharing: IndexSharing | None = None,
     ) -> tuple[list[ir.Node], ir.Value]:
-        """Fresh copies of the nodes reading ``data`` and ``lens``, named ``prefix/...``."""
+        """Fresh copies of the nodes reading ``data`` and ``lens``, named ``prefix/...``.
+
+        With ``sharing``, a node an earlier instance in the same graph already computed
+        (``IndexSharing.key``) is not copied: its value is read instead. The output node
+        is always copied.
+        """
         mapping: dict[int, ir.Value] = {id(self._data): data, id(self._lens): lens}
         nodes = []
+        last = len(self._nodes) - 1
         for i, node in enumerate(self._nodes):
+            inputs = [None if v is None else mapping[id(v)] for v in node.inputs]
+            key = None
+            if sharing is not None and i != last:
+                key = sharing.key(node, inputs)
+                earlier = sharing.values.get(key)
+                if earlier is not None:
+                    mapping[id(node.outputs[0])] = earlier
+                    sharing.shared += 1
+                    continue
             name = f"{prefix}/{node.op_type}_{i}"
             copy = ir.Node(
                 "",
                 node.op_type,
-                [None if v is None else mapping[id(v)] for v in node.inputs],
+                inputs,
                 attributes=[
                     ir.Attr(a.name, a.type, a.value) for a in node.attributes.values()
                 ],
@@ -249,5 +270,7 @@ class Template:
                 target.const_value = source.const_value
                 target.type, target.shape = source.type, source.shape
             mapping[id(source)] = copy.outputs[0]
+            if key is not None:
+                sharing.values[key] = copy.outputs[0]  # type: ignore[union-attr]
             nodes.append(copy)
         return nodes, mapping[id(self._output)]

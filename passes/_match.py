@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from revseq.ops.reference import reverse_sequence
 from revseq.passes._evaluate import SUPPORTED_OPS, UnsupportedOp, evaluate_node
-from revseq.passes._shapes import ShapeTable, scalar_dim
+from revseq.passes._shapes import ShapeTable, dim_key, scalar_dim
 
 GATHER_OPS = frozenset({"GatherElements", "GatherND", "Gather"})
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Unsqueeze", "Squeeze", "Identity"})
@@ -170,19 +170,22 @@ def _lengths_from_shapes(nodes: Sequence[ir.Node]) -> list[ir.Value]:
     the decomposition's own dims (a Squeeze for Range) are such values too, and are
     tried after them.
     """
+    table = ShapeTable()
     found = [
         value
         for node in reversed(nodes)
         if node.op_type not in _SHAPE_READERS and node.op_type != "Constant"
         for value in node.outputs
         if ir.convenience.get_const_tensor(value) is None
-        and scalar_dim(value, _DECLARED) is not None
+        and scalar_dim(value, table) is not None
     ]
     return sorted(found, key=lambda v: v.producer().op_type not in ("Expand", "Tile"))  # type: ignore[union-attr]
 
 
 _TensorKeys = dict[int, tuple[ir.TensorProtocol, bytes]]
 _DECLARED = ShapeTable()
+DimReads = dict[int, int]
+"""Shape nodes (by id) that read another tensor's dim equal to a data axis: that axis."""
 
 
 def _tensor_key(tensor: ir.TensorProtocol, cache: _TensorKeys) -> bytes:
@@ -237,10 +240,22 @@ def _fingerprint(
 
 
 def _dims(value: ir.Value, shapes: ShapeTable) -> list[int | str] | None:
+    """The data's dims, symbols renamed in order of appearance (``s0``, ``s1``, ...).
+
+    Only which dims are equal matters to the probes; the names would make identical
+    slices on differently named dims miss the verdict cache.
+    """
     dims = shapes.dims(value)
     if dims is None:
         return None
-    return [d if isinstance(d, int) else (d or f"?{i}") for i, d in enumerate(dims)]
+    names: dict[str, str] = {}
+    canonical: list[int | str] = []
+    for i, dim in enumerate(dims):
+        if isinstance(dim, int):
+            canonical.append(dim)
+        else:
+            canonical.append(names.setdefault(dim or f"?{i}", f"s{len(names)}"))
+    return canonical
 
 
 def _probe_shapes(dims: list[int | str]) -> list[tuple[int, ...]]:
@@ -291,9 +306,14 @@ def _evaluate(
     lengths: ir.Value,
     lens: np.ndarray,
     output: ir.Value,
+    dim_reads: DimReads,
 ) -> np.ndarray:
     values: dict[int, np.ndarray] = {id(data): x, id(lengths): lens}
     for node in nodes:
+        axis = dim_reads.get(id(node))
+        if axis is not None:  # a read of another tensor's dim, equal to this one
+            values[id(node.outputs[0])] = np.array([x.shape[axis]], np.int64)
+            continue
         args: list[np.ndarray | None] = []
         for value in node.inputs:
             if value is None:
@@ -320,6 +340,8 @@ def _surviving_axes(
     lengths: ir.Value,
     output: ir.Value,
     dims: list[int | str],
+    *,
+    dim_reads: DimReads,
 ) -> tuple[set[tuple[int, int]], str]:
     """The axis pairs under which the slice equals ReverseSequence on every probe."""
     rng = np.random.default_rng(0)
@@ -340,6 +362,7 @@ def _surviving_axes(
                         lengths=lengths,
                         lens=lens.astype(lens_type),
                         output=output,
+                        dim_reads=dim_reads,
                     )
                 except UnsupportedOp as e:
                     surviving.discard((batch_axis, time_axis))
@@ -371,11 +394,15 @@ def _verdict(
     lengths: ir.Value,
     output: ir.Value,
     dims: list[int | str] | None,
+    *,
+    dim_reads: DimReads,
 ) -> _Verdict:
     if dims is not None:
         if len(dims) < 2:
             return _Verdict(None, f"the data has rank {len(dims)}; ReverseSequence needs >= 2")
-        surviving, failure = _surviving_axes(nodes, data, lengths, output, dims)
+        surviving, failure = _surviving_axes(
+            nodes, data, lengths, output, dims, dim_reads=dim_reads
+        )
         rank = len(dims)
     else:
         # Rank-generic decompositions (inside functions, or after a Reshape to a
@@ -384,7 +411,9 @@ def _verdict(
         failure = ""
         for rank in _UNKNOWN_RANKS:
             symbols = [f"d{i}" for i in range(rank)]
-            here, reason = _surviving_axes(nodes, data, lengths, output, symbols)
+            here, reason = _surviving_axes(
+                nodes, data, lengths, output, symbols, dim_reads=dim_reads
+            )
             failure = failure or reason
             surviving = {p for p in surviving if max(p) >= rank or p in here}
         rank = max(_UNKNOWN_RANKS)
@@ -413,6 +442,9 @@ class Matcher:
         """
         if data.shape is not None:
             return _DECLARED
+        return self._inferred_table(data)
+
+    def _inferred_table(self, data: ir.Value) -> ShapeTable:
         graph = self._model.graph if self._model is not None else data.graph
         if graph is None:
             return _DECLARED
@@ -485,6 +517,42 @@ class Matcher:
         nodes, leaves = found
         return self._judge(output, data, gather, nodes, [v for v in leaves if v is not data])
 
+    def _dim_reads(
+        self, data: ir.Value, nodes: list[ir.Node], others: list[ir.Value]
+    ) -> tuple[DimReads, list[ir.Value]]:
+        """Reads of other tensors' dims provably equal to a data dim, and what is left.
+
+        Decompositions that share index arithmetic (``revseq.passes._share``) read the
+        time and batch dims of the first node's data; they are evaluated as reads of
+        this data's dims.
+        """
+        if not any(_read_by_shapes_only(v, nodes) for v in others):
+            return {}, others
+        table = self._inferred_table(data)
+        rank = table.rank(data) or 0
+        keys = {dim_key(data, axis, table): axis for axis in range(rank)}
+        reads: DimReads = {}
+        left = []
+        for value in others:
+            readers = [n for n in nodes if any(v is value for v in n.inputs)]
+            found = {}
+            for reader in readers:
+                start = reader.attributes.get_int("start", 0)
+                end = reader.attributes.get_int("end", None)
+                if reader.op_type != "Shape" or end != start + 1 or start < 0:
+                    break
+                key = dim_key(value, start, table)
+                if key is None or (isinstance(key, tuple) and key[0] == "dim"):
+                    break
+                if key not in keys:
+                    break
+                found[id(reader)] = keys[key]
+            else:
+                reads.update(found)
+                continue
+            left.append(value)
+        return reads, left
+
     def _judge(
         self,
         output: ir.Value,
@@ -493,6 +561,7 @@ class Matcher:
         nodes: list[ir.Node],
         others: list[ir.Value],
     ) -> Match | NoMatch:
+        dim_reads, others = self._dim_reads(data, nodes, others)
         if len(others) != 1:
             names = ", ".join(repr(v.name) for v in others) or "none"
             return NoMatch(
@@ -509,9 +578,13 @@ class Matcher:
             return NoMatch(problem, output)
         dims = _dims(data, self._shapes_for(data))
         key = _fingerprint(nodes, data, lengths, output, self._tensor_keys, dims=dims)
+        if dim_reads:
+            key += repr(
+                sorted((nodes.index(n), dim_reads[id(n)]) for n in nodes if id(n) in dim_reads)
+            )
         verdict = self._verdicts.get(key)
         if verdict is None:
-            verdict = _verdict(nodes, data, lengths, output, dims)
+            verdict = _verdict(nodes, data, lengths, output, dims, dim_reads=dim_reads)
             self._verdicts[key] = verdict
         if verdict.axes is None:
             return NoMatch(verdict.reason, output)

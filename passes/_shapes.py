@@ -20,7 +20,7 @@ from __future__ import annotations
 __all__ = ["Dim", "ShapeTable", "dim_key", "scalar_dim", "describe_dims"]
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import onnx
@@ -38,9 +38,10 @@ _T = TypeVar("_T")
 # Ops whose output has their first input's shape: a dim passes through them unchanged.
 _SAME_SHAPE = frozenset(
     {
-        "Identity", "Cast", "CastLike", "Relu", "Neg", "Abs", "Sigmoid", "Tanh", "Exp",
-        "Log", "Sqrt", "Erf", "Not", "Sign", "Floor", "Ceil", "Round", "LeakyRelu",
-        "Elu", "Selu", "Softplus", "Softsign", "HardSigmoid", "Clip", "Dropout",
+        "ReverseSequence", "Identity", "Cast", "CastLike", "Relu", "Neg", "Abs",
+        "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Erf", "Not", "Sign", "Floor", "Ceil",
+        "Round", "LeakyRelu", "Elu", "Selu", "Softplus", "Softsign", "HardSigmoid",
+        "Clip", "Dropout",
     }
 )  # fmt: skip
 # Ops that keep every element's value while changing shape or int type: a value passed
@@ -93,6 +94,7 @@ class ShapeTable:
         # Function bodies have their own names, which may repeat the graph's: the
         # inferred names never apply there.
         self._functions = functions
+        self._memos: dict[tuple, tuple[ir.Value, object]] = {}
 
     def _inferred(self, value: ir.Value, table: dict[str, _T]) -> _T | None:
         if not value.name or not table:
@@ -154,6 +156,54 @@ class ShapeTable:
         dims = self.dims(value)
         return dims is not None and all(isinstance(d, int) for d in dims)
 
+    # --- Symbolic reasoning ---------------------------------------------------------
+
+    def rank(self, value: ir.Value) -> int | None:
+        """The value's rank: declared, inferred, or derived from its producer."""
+        dims = self.dims(value)
+        if dims is not None:
+            return len(dims)
+        return self._memo(("rank", id(value)), value, lambda: _structural_rank(value, self))
+
+    def dim_key(self, value: ir.Value, axis: int) -> DimKey | None:
+        """A key such that equal keys mean provably equal dims; None if ``axis`` is unknown.
+
+        In order: a static size; a symbol name (from the model or from inference, not
+        onnx's anonymous ``unk__`` ones); the dim it is derived from through its
+        producer (same-shape and broadcasting ops, Transpose, Expand, Unsqueeze,
+        Squeeze, Range, Reshape and the gathers); the anonymous symbol; the dim itself.
+        """
+        rank = self.rank(value)
+        if rank is not None:
+            if not -rank <= axis < rank:
+                return None
+            axis %= rank
+        elif axis < 0:
+            return None
+        dims = self.dims(value)
+        dim = dims[axis] if dims is not None else None
+        if isinstance(dim, int):
+            return dim
+        if isinstance(dim, str) and not dim.startswith("unk__"):
+            return ("sym", dim)
+        key = self._memo(
+            ("dim", id(value), axis), value, lambda: _structural_dim(value, axis, self)
+        )
+        if key is not None:
+            return key
+        if isinstance(dim, str):
+            return ("sym", dim)
+        return ("dim", id(value), axis)
+
+    def _memo(self, key: tuple, value: ir.Value, compute: Callable[[], _T]) -> _T:
+        """Memoised per value (kept alive, so that its id is never reused meanwhile)."""
+        found = self._memos.get(key)
+        if found is not None:
+            return found[1]
+        result = compute()
+        self._memos[key] = (value, result)
+        return result
+
 
 def _more_specific(declared: Dim, inferred: Dim) -> Dim:
     if isinstance(declared, int):
@@ -166,42 +216,9 @@ def _more_specific(declared: Dim, inferred: Dim) -> Dim:
 def dim_key(value: ir.Value, axis: int, table: ShapeTable) -> DimKey | None:
     """A key such that equal keys mean provably equal dims; None if ``axis`` is unknown.
 
-    Follows the value back through ops that keep their input's shape and through
-    Transpose (whose output dim ``k`` is input dim ``perm[k]``) before naming the dim.
+    See :meth:`ShapeTable.dim_key`.
     """
-    while True:
-        dims = table.dims(value)
-        if dims is not None:
-            if not -len(dims) <= axis < len(dims):
-                return None
-            axis %= len(dims)
-            dim = dims[axis]
-            if isinstance(dim, int):
-                return dim
-            if isinstance(dim, str):
-                return ("sym", dim)
-        node = value.producer()
-        if node is None or node.domain not in ("", "ai.onnx") or not node.inputs:
-            break
-        source = node.inputs[0]
-        if source is None:
-            break
-        if node.op_type in _SAME_SHAPE:
-            value = source
-            continue
-        if node.op_type == "Transpose":
-            perm = node.attributes.get_ints("perm", None)
-            if perm is None:
-                source_dims = table.dims(source)
-                if source_dims is None or axis < 0:
-                    break
-                perm = list(reversed(range(len(source_dims))))
-            if not 0 <= axis < len(perm):
-                break
-            axis, value = perm[axis], source
-            continue
-        break
-    return ("dim", id(value), axis) if axis >= 0 else None
+    return table.dim_key(value, axis)
 
 
 def scalar_dim(value: ir.Value, table: ShapeTable) -> DimKey | None:
@@ -286,3 +303,178 @@ def describe_dims(dims: tuple[Dim, ...] | None) -> str:
     if dims is None:
         return "unknown rank"
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+# --- Structural rules: a value's rank and dims from its producer's inputs ---------------
+
+_BROADCASTING = frozenset(
+    {
+        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Min", "Max", "Less", "LessOrEqual",
+        "Greater", "GreaterOrEqual", "Equal", "And", "Or", "Xor", "Where",
+    }
+)  # fmt: skip
+
+
+def _producer(value: ir.Value) -> ir.Node | None:
+    node = value.producer()
+    if node is None or node.domain not in ("", "ai.onnx"):
+        return None
+    return node
+
+
+def _full_shape_of(value: ir.Value | None) -> ir.Value | None:
+    """``v`` if ``value`` is ``Shape(v)`` (the whole shape), else None."""
+    node = _producer(value) if value is not None else None
+    if node is None or node.op_type != "Shape" or node.attributes:
+        return None
+    return node.inputs[0]
+
+
+def _ints(node: ir.Node, name: str, position: int) -> list[int] | None:
+    """An ints attribute (older opsets) or the constant input that replaced it."""
+    if name in node.attributes:
+        return list(node.attributes.get_ints(name, []))
+    if len(node.inputs) > position and node.inputs[position] is not None:
+        tensor = ir.convenience.get_const_tensor(node.inputs[position])
+        if tensor is not None:
+            return [int(v) for v in tensor.numpy().reshape(-1)]
+    return None
+
+
+def _structural_rank(value: ir.Value, table: ShapeTable) -> int | None:
+    node = _producer(value)
+    if node is None or not node.inputs or node.inputs[0] is None:
+        return None
+    op, first = node.op_type, node.inputs[0]
+    if op in _SAME_SHAPE or op == "Transpose":
+        return table.rank(first)
+    if op in _BROADCASTING:
+        ranks = [table.rank(v) for v in node.inputs if v is not None]
+        return None if None in ranks else max(r for r in ranks if r is not None)
+    if op in {"Range", "Shape"}:
+        return 1
+    if op in ("Expand", "Reshape"):
+        target = node.inputs[1] if len(node.inputs) > 1 else None
+        source = _full_shape_of(target)
+        size = table.rank(source) if source is not None else None
+        if size is None and target is not None:
+            tensor = ir.convenience.get_const_tensor(target)
+            size = tensor.numpy().size if tensor is not None else None
+        if op == "Reshape" or size is None:
+            return size
+        own = table.rank(first)
+        return None if own is None else max(own, size)
+    if op in ("Unsqueeze", "Squeeze"):
+        axes = _ints(node, "axes", 1)
+        own = table.rank(first)
+        if axes is None or own is None:
+            return None
+        return own + len(axes) if op == "Unsqueeze" else own - len(axes)
+    if op in ("GatherElements", "Gather", "GatherND") and len(node.inputs) > 1:
+        index = table.rank(node.inputs[1]) if node.inputs[1] is not None else None
+        data = table.rank(first)
+        if op == "GatherElements" or index is None:
+            return index
+        if data is None:
+            return None
+        if op == "Gather":
+            return data - 1 + index
+        depth = table.dim_key(node.inputs[1], -1)
+        if not isinstance(depth, int):
+            return None
+        return index - 1 + data - depth - node.attributes.get_int("batch_dims", 0)
+    return None
+
+
+def _broadcast(keys: list[DimKey | None]) -> DimKey | None:
+    """The dim of a broadcast result: provable only when the non-1 dims are all equal."""
+    if any(k is None for k in keys):
+        return None
+    rest = {k for k in keys if k != 1}
+    if not rest:
+        return 1
+    return rest.pop() if len(rest) == 1 else None
+
+
+def _structural_dim(value: ir.Value, axis: int, table: ShapeTable) -> DimKey | None:
+    node = _producer(value)
+    if node is None or not node.inputs or node.inputs[0] is None:
+        return None
+    op, first = node.op_type, node.inputs[0]
+    if op in _SAME_SHAPE:
+        return table.dim_key(first, axis)
+    if op == "Transpose":
+        perm = node.attributes.get_ints("perm", None)
+        if perm is None:
+            rank = table.rank(first)
+            perm = list(reversed(range(rank))) if rank is not None else None
+        return table.dim_key(first, perm[axis]) if perm and axis < len(perm) else None
+    rank = table.rank(value)
+    if rank is None:
+        return None
+    if op in _BROADCASTING or op == "Expand":
+        operands = [v for v in node.inputs if v is not None]
+        if op == "Expand":
+            shape_of = _full_shape_of(node.inputs[1] if len(node.inputs) > 1 else None)
+            if shape_of is None:
+                return None
+            operands = [first, shape_of]
+        keys: list[DimKey | None] = []
+        for operand in operands:
+            own = table.rank(operand)
+            if own is None:
+                return None
+            if axis - (rank - own) >= 0:
+                keys.append(table.dim_key(operand, axis - (rank - own)))
+        return _broadcast(keys)
+    if op == "Range":
+        start = _single_int(first)
+        step = _single_int(node.inputs[2]) if len(node.inputs) > 2 else None
+        if start == 0 and step == 1 and len(node.inputs) > 1 and node.inputs[1] is not None:
+            return scalar_dim(node.inputs[1], table)
+        return None
+    if op == "Reshape":
+        shape_of = _full_shape_of(node.inputs[1] if len(node.inputs) > 1 else None)
+        return table.dim_key(shape_of, axis) if shape_of is not None else None
+    if op in ("Unsqueeze", "Squeeze"):
+        axes = _ints(node, "axes", 1)
+        if axes is None:
+            return None
+        if op == "Unsqueeze":
+            axes = sorted(a % rank for a in axes)
+            if axis in axes:
+                return 1
+            return table.dim_key(first, axis - sum(a < axis for a in axes))
+        own = table.rank(first)
+        if own is None:
+            return None
+        kept = [a for a in range(own) if a not in {x % own for x in axes}]
+        return table.dim_key(first, kept[axis])
+    if op in ("GatherElements", "Gather", "GatherND") and len(node.inputs) > 1:
+        index = node.inputs[1]
+        if index is None:
+            return None
+        if op == "GatherElements":
+            return table.dim_key(index, axis)
+        index_rank = table.rank(index)
+        if index_rank is None:
+            return None
+        if op == "Gather":
+            gather_axis = node.attributes.get_int("axis", 0)
+            data_rank = table.rank(first)
+            if data_rank is None:
+                return None
+            gather_axis %= data_rank
+            if axis < gather_axis:
+                return table.dim_key(first, axis)
+            if axis < gather_axis + index_rank:
+                return table.dim_key(index, axis - gather_axis)
+            return table.dim_key(first, axis - index_rank + 1)
+        if axis < index_rank - 1:
+            return table.dim_key(index, axis)
+        depth = table.dim_key(index, -1)
+        if not isinstance(depth, int):
+            return None
+        batch_dims = node.attributes.get_int("batch_dims", 0)
+        return table.dim_key(first, batch_dims + depth + axis - (index_rank - 1))
+    return None

@@ -26,6 +26,7 @@ from revseq.passes._node import (
 )
 from revseq.passes._scopes import ScopedNode, opset_version, walk
 from revseq.passes._shapes import ShapeTable
+from revseq.passes._share import IndexSharing
 from revseq.passes.simplify import simplification, try_simplify
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         plans = [self._plan(scoped, shapes) for scoped in targets]
         functions: dict[tuple, ir.Function] = {}
         templates: dict[tuple[str, forms.Signature], Template] = {}
+        sharing: dict[int, IndexSharing] = {}  # by graph
         for scoped, plan in zip(targets, plans, strict=True):
             if plan is None:
                 try_simplify(scoped, shapes)
@@ -128,7 +130,13 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 template = templates[strategy, sig] = Template.record(
                     functools.partial(_emit, sig=sig, strategy=strategy)
                 )
-            _replace_with_template(scoped, template, names.prefix_for(scoped.node))
+            graph_sharing = sharing.setdefault(id(scoped.node.graph), IndexSharing(shapes))
+            _replace_with_template(
+                scoped, template, names.prefix_for(scoped.node), graph_sharing
+            )
+        shared = sum(s.shared for s in sharing.values())
+        if shared:
+            logger.info("shared %d index node(s) between decompositions", shared)
         if not survey.other_revseq_nodes:
             _drop_revseq_import(model)
         logger.info("inlined %d ReverseSequence node(s)", len(targets))
@@ -180,11 +188,13 @@ def _emit(
     return forms.emit(op, data, lens, sig, strategy)
 
 
-def _replace_with_template(scoped: ScopedNode, template: Template, prefix: str) -> None:
+def _replace_with_template(
+    scoped: ScopedNode, template: Template, prefix: str, sharing: IndexSharing
+) -> None:
     node = scoped.node
     data, lens = node.inputs
     assert data is not None and lens is not None
-    nodes, output = template.instantiate(prefix, data, lens)
+    nodes, output = template.instantiate(prefix, data, lens, sharing)
     container = node.graph
     assert container is not None
     ir.convenience.replace_nodes_and_values(
