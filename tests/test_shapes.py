@@ -310,3 +310,17 @@ def test_dims_that_are_not_provably_equal_are_not_shared():
         strict=True,
     ):
         assert_identical(got, want)
+
+
+def test_info_reports_static_symbolic_and_unknown_dims_per_node(tmp_path):
+    from revseq.info import describe
+
+    model = _relu_then_reverse(["T", 4, 3])
+    info = describe(ir.from_proto(model))
+    (node,) = info.nodes
+    assert node.dims == ("T", 4, 3)  # the Relu output declares nothing: inferred
+    assert node.dim_kinds() == "static 2, symbolic 1, unknown 0"
+    assert "dims=[T, 4, 3] (static 2, symbolic 1, unknown 0)" in str(info)
+    assert info.to_json()["reverse_sequence"]["nodes"][0]["dims"] == ("T", 4, 3)
+    # Nothing inferred is written back.
+    assert ir.from_proto(model).graph.node(1).inputs[0].shape is None

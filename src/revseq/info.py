@@ -18,6 +18,7 @@ from revseq.passes._node import (
     signature_of,
 )
 from revseq.passes._scopes import walk
+from revseq.passes._shapes import ShapeTable, describe_dims
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,9 @@ class NodeInfo:
         time_axis: The time_axis attribute (0 when left at its default).
         constant_lengths: Whether ``sequence_lens`` is a constant or initializer.
         rank: The data input's rank, None when unknown.
+        dims: The data input's dims as declared or as onnx's shape inference finds them:
+            a size (static), a symbol name (symbolic) or None (unknown); None when the
+            rank is unknown.
         invalid: Why the node breaks the operator's specification, None when it is valid.
     """
 
@@ -44,7 +48,17 @@ class NodeInfo:
     time_axis: int
     constant_lengths: bool
     rank: int | None
+    dims: tuple[int | str | None, ...] | None = None
     invalid: str | None = None
+
+    def dim_kinds(self) -> str:
+        """``static 1, symbolic 2, unknown 0``: how much of the shape is known."""
+        if self.dims is None:
+            return "rank unknown"
+        static = sum(isinstance(d, int) for d in self.dims)
+        symbolic = sum(isinstance(d, str) for d in self.dims)
+        unknown = len(self.dims) - static - symbolic
+        return f"static {static}, symbolic {symbolic}, unknown {unknown}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +121,7 @@ class ModelInfo:
             lines.append(
                 f"  - {node.name or '(unnamed)'} [{node.domain}, {node.scope}]: "
                 f"batch_axis={node.batch_axis} time_axis={node.time_axis} rank={rank} "
+                f"dims={describe_dims(node.dims)} ({node.dim_kinds()}) "
                 f"lengths={lengths}" + (f" INVALID: {node.invalid}" if node.invalid else "")
             )
         lines.append("op types: " + ", ".join(f"{k} x{v}" for k, v in self.op_types.items()))
@@ -125,11 +140,21 @@ def _is_constant(value: ir.Value | None) -> bool:
 
 
 def describe(model: ir.Model) -> ModelInfo:
-    """Summarise ``model`` (every scope: main graph, subgraphs, functions)."""
+    """Summarise ``model`` (every scope: main graph, subgraphs, functions).
+
+    Dims are what the passes plan with: declared, completed by onnx's shape inference
+    (on a copy; the model is not changed).
+    """
+    scoped_nodes = list(walk(model))
+    shapes = (
+        ShapeTable.infer(model)
+        if any(is_reverse_sequence(s.node) for s in scoped_nodes)
+        else ShapeTable()
+    )
     nodes = []
     op_types: collections.Counter[str] = collections.Counter()
     count = 0
-    for scoped in walk(model):
+    for scoped in scoped_nodes:
         node = scoped.node
         count += 1
         op_types[f"{node.domain}::{node.op_type}" if node.domain else node.op_type] += 1
@@ -137,6 +162,7 @@ def describe(model: ir.Model) -> ModelInfo:
             continue
         data = node.inputs[0] if node.inputs else None
         lens = node.inputs[1] if len(node.inputs) > 1 else None
+        dims = shapes.dims(data) if data is not None else None
         try:
             signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
             invalid = None
@@ -152,7 +178,8 @@ def describe(model: ir.Model) -> ModelInfo:
                 batch_axis=node.attributes.get_int("batch_axis", 1),
                 time_axis=node.attributes.get_int("time_axis", 0),
                 constant_lengths=_is_constant(lens),
-                rank=len(data.shape) if data is not None and data.shape is not None else None,
+                rank=len(dims) if dims is not None else None,
+                dims=dims,
                 invalid=invalid,
             )
         )
