@@ -160,10 +160,24 @@ class ShapeTable:
 
     def rank(self, value: ir.Value) -> int | None:
         """The value's rank: declared, inferred, or derived from its producer."""
-        dims = self.dims(value)
-        if dims is not None:
-            return len(dims)
-        return self._memo(("rank", id(value)), value, lambda: _structural_rank(value, self))
+        start = value
+        while True:  # a loop, not recursion: chains of shape-keeping ops run long
+            found = self._memos.get(("rank", id(value)))
+            if found is not None:
+                self._memos[("rank", id(start))] = (start, found[1])
+                return found[1]  # type: ignore[return-value]
+            dims = self.dims(value)
+            if dims is not None:
+                return len(dims)
+            node = _producer(value)
+            if node is None or not node.inputs or node.inputs[0] is None:
+                return None
+            if node.op_type not in _SAME_SHAPE and node.op_type != "Transpose":
+                break
+            value = node.inputs[0]
+        rank = self._memo(("rank", id(value)), value, lambda: _structural_rank(value, self))
+        self._memos[("rank", id(start))] = (start, rank)
+        return rank
 
     def dim_key(self, value: ir.Value, axis: int) -> DimKey | None:
         """A key such that equal keys mean provably equal dims; None if ``axis`` is unknown.
@@ -180,19 +194,47 @@ class ShapeTable:
             axis %= rank
         elif axis < 0:
             return None
-        dims = self.dims(value)
-        dim = dims[axis] if dims is not None else None
-        if isinstance(dim, int):
-            return dim
-        if isinstance(dim, str) and not dim.startswith("unk__"):
-            return ("sym", dim)
+        start = (value, axis)
+        key = self._walk_dim(value, axis)
+        self._memos[("dim", id(start[0]), start[1])] = (start[0], key)
+        return key
+
+    def _walk_dim(self, value: ir.Value, axis: int) -> DimKey:
+        anonymous: str | None = None
+        while True:  # follow shape-keeping ops and Transposes back, without recursion
+            found = self._memos.get(("dim", id(value), axis))
+            if found is not None and found[1] is not None:
+                return found[1]  # type: ignore[return-value]
+            dims = self.dims(value)
+            dim = dims[axis] if dims is not None and axis < len(dims) else None
+            if isinstance(dim, int):
+                return dim
+            if isinstance(dim, str):
+                if not dim.startswith("unk__"):
+                    return ("sym", dim)
+                anonymous = anonymous or dim
+            node = _producer(value)
+            if node is None or not node.inputs or node.inputs[0] is None:
+                break
+            if node.op_type in _SAME_SHAPE:
+                value = node.inputs[0]
+                continue
+            if node.op_type != "Transpose":
+                break
+            perm = node.attributes.get_ints("perm", None)
+            if perm is None:
+                source_rank = self.rank(node.inputs[0])
+                perm = list(reversed(range(source_rank))) if source_rank is not None else None
+            if not perm or axis >= len(perm):
+                break
+            value, axis = node.inputs[0], perm[axis]
         key = self._memo(
             ("dim", id(value), axis), value, lambda: _structural_dim(value, axis, self)
         )
         if key is not None:
             return key
-        if isinstance(dim, str):
-            return ("sym", dim)
+        if anonymous is not None:
+            return ("sym", anonymous)
         return ("dim", id(value), axis)
 
     def _memo(self, key: tuple, value: ir.Value, compute: Callable[[], _T]) -> _T:
@@ -342,12 +384,11 @@ def _ints(node: ir.Node, name: str, position: int) -> list[int] | None:
 
 
 def _structural_rank(value: ir.Value, table: ShapeTable) -> int | None:
+    """The rank from the producer (not a shape-keeping op: ``rank`` followed those)."""
     node = _producer(value)
     if node is None or not node.inputs or node.inputs[0] is None:
         return None
     op, first = node.op_type, node.inputs[0]
-    if op in _SAME_SHAPE or op == "Transpose":
-        return table.rank(first)
     if op in _BROADCASTING:
         ranks = [table.rank(v) for v in node.inputs if v is not None]
         return None if None in ranks else max(r for r in ranks if r is not None)
@@ -397,18 +438,11 @@ def _broadcast(keys: list[DimKey | None]) -> DimKey | None:
 
 
 def _structural_dim(value: ir.Value, axis: int, table: ShapeTable) -> DimKey | None:
+    """The dim from the producer (not a shape-keeping op: ``dim_key`` followed those)."""
     node = _producer(value)
     if node is None or not node.inputs or node.inputs[0] is None:
         return None
     op, first = node.op_type, node.inputs[0]
-    if op in _SAME_SHAPE:
-        return table.dim_key(first, axis)
-    if op == "Transpose":
-        perm = node.attributes.get_ints("perm", None)
-        if perm is None:
-            rank = table.rank(first)
-            perm = list(reversed(range(rank))) if rank is not None else None
-        return table.dim_key(first, perm[axis]) if perm and axis < len(perm) else None
     rank = table.rank(value)
     if rank is None:
         return None

@@ -207,6 +207,9 @@ def run_speed(
             rows.append({"case": case, "threads": n, "result": result})
         for name, model in models.items():
             rows[-1].setdefault("extra", {})[name] = extra_bytes(model)  # type: ignore[index]
+            rows[-1].setdefault("nodes", {})[name] = sum(  # type: ignore[index]
+                n.op_type != "Constant" for n in model.graph.node
+            )
     return rows
 
 
@@ -233,39 +236,80 @@ def chain_model(count: int, *, relus: int = 1) -> ir.Model:
     return ir.from_proto(proto)
 
 
-def run_pass_speed(counts: Sequence[int]) -> list[tuple[int, float, float]]:
-    """(nodes, inline seconds, restore seconds) for chains of each size."""
+@dataclasses.dataclass(frozen=True)
+class PassTiming:
+    """Seconds for one model: onnx-ir's round trip, each pass alone, each public call."""
+
+    label: str
+    nodes: int
+    round_trip: float
+    inline_pass: float
+    inline_api: float
+    inline_round_trip: float
+    restore_pass: float
+    restore_api: float
+    restored: int
+
+
+def _over_budget(api: float, round_trip: float, pass_s: float) -> float:
+    """A public call's time over its budget: 1.5x onnx-ir's round trip, plus the pass."""
+    return api / (1.5 * round_trip + pass_s)
+
+
+def large_model(count: int = 10, total: int = 100_000) -> ir.Model:
+    """About ``total`` nodes holding ``count`` ReverseSequence nodes (Relu between)."""
+    return chain_model(count, relus=(total - count) // count)
+
+
+def time_passes(label: str, model: ir.Model) -> PassTiming:
+    """Time the passes on ``model`` and the public API on its ModelProto, one run each."""
     from revseq.passes import RestoreReverseSequencePass
 
-    rows = []
-    for count in counts:
-        model = chain_model(count)
-        inline_s = _time_once(lambda: InlineReverseSequencePass()(model))  # noqa: B023
-        restore_s = _time_once(lambda: RestoreReverseSequencePass()(model))  # noqa: B023
-        rows.append((count, inline_s, restore_s))
-    return rows
+    proto = ir.to_proto(model)
+    round_trip = _time_once(lambda: ir.to_proto(ir.from_proto(proto)))
+    fresh = ir.from_proto(proto)
+    inline_pass = _time_once(lambda: InlineReverseSequencePass()(fresh))
+    start = time.perf_counter()
+    inlined = revseq.inline(proto)
+    inline_api = time.perf_counter() - start
+    assert isinstance(inlined, onnx.ModelProto)
+    inline_round_trip = _time_once(lambda: ir.to_proto(ir.from_proto(inlined)))
+    fresh = ir.from_proto(inlined)
+    restore_pass = _time_once(lambda: RestoreReverseSequencePass()(fresh))
+    start = time.perf_counter()
+    restored = revseq.restore(inlined)
+    restore_api = time.perf_counter() - start
+    assert isinstance(restored, onnx.ModelProto)
+    return PassTiming(
+        label=label,
+        nodes=model.graph.num_nodes(),
+        round_trip=round_trip,
+        inline_pass=inline_pass,
+        inline_api=inline_api,
+        inline_round_trip=inline_round_trip,
+        restore_pass=restore_pass,
+        restore_api=restore_api,
+        restored=sum(n.op_type == "ReverseSequence" for n in restored.graph.node),
+    )
 
 
-def run_large_model(count: int = 4000, relus: int = 24) -> tuple[int, float, float, float]:
-    """(nodes, inline s, restore s, peak MiB of Python allocations) for a large model.
-
-    Timed in one run and traced (tracemalloc, which slows Python down) in another.
-    """
-    import tracemalloc
-
-    from revseq.passes import RestoreReverseSequencePass
-
-    model = chain_model(count, relus=relus)
-    nodes = model.graph.num_nodes()
-    inline_s = _time_once(lambda: InlineReverseSequencePass()(model))
-    restore_s = _time_once(lambda: RestoreReverseSequencePass()(model))
-    model = chain_model(count, relus=relus)
-    tracemalloc.start()
-    InlineReverseSequencePass()(model)
-    RestoreReverseSequencePass()(model)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return nodes, inline_s, restore_s, peak / 2**20
+def _format_passes(timings: Sequence[PassTiming]) -> str:
+    lines = [
+        "| model | nodes | round trip s | inline pass s | revseq.inline s | x budget "
+        "| round trip of output s | restore pass s | revseq.restore s | x budget "
+        "| restored |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in timings:
+        inline_x = _over_budget(t.inline_api, t.round_trip, t.inline_pass)
+        restore_x = _over_budget(t.restore_api, t.inline_round_trip, t.restore_pass)
+        lines.append(
+            f"| {t.label} | {t.nodes:,} | {t.round_trip:.3f} | {t.inline_pass:.3f} "
+            f"| {t.inline_api:.3f} | {inline_x:.2f} | {t.inline_round_trip:.3f} "
+            f"| {t.restore_pass:.3f} | {t.restore_api:.3f} | {restore_x:.2f} "
+            f"| {t.restored} |"
+        )
+    return "\n".join(lines)
 
 
 def _format_speed(rows: list[dict[str, object]]) -> str:
@@ -314,14 +358,18 @@ def _format_memory(rows: list[dict[str, object]]) -> str:
     last = [r for r in rows if "extra" in r]
     names = list(last[0]["extra"])  # type: ignore[arg-type]
     lines = [
-        "| shape | data MiB | " + " | ".join(f"{n} extra (% of data)" for n in names) + " |",
+        "| shape | data MiB | "
+        + " | ".join(f"{n}: extra (% of data), nodes" for n in names)
+        + " |",
         "|---|---|" + "---|" * len(names),
     ]
     for row in last:
         case: Case = row["case"]  # type: ignore[assignment]
         extra: dict[str, int] = row["extra"]  # type: ignore[assignment]
+        nodes: dict[str, int] = row["nodes"]  # type: ignore[assignment]
         cells = [
-            f"{extra[n] / 2**20:.2f} MiB ({100 * extra[n] / case.nbytes:.1f}%)" for n in names
+            f"{extra[n] / 2**20:.2f} MiB ({100 * extra[n] / case.nbytes:.1f}%), {nodes[n]}"
+            for n in names
         ]
         lines.append(f"| {case.label} | {case.nbytes / 2**20:.2f} | {' | '.join(cells)} |")
     return "\n".join(lines)
@@ -345,17 +393,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write("## Extra memory: intermediate tensors (shape inference upper bound)\n\n")
     out.write(_format_memory(rows) + "\n\n")
     counts = (100, 1000) if args.quick else (100, 1000, 2000, 5000)
-    out.write("## Pass speed: chain of N ReverseSequence nodes with Relu between\n\n")
-    out.write("| nodes | inline s | restore s |\n|---|---|---|\n")
-    for count, inline_s, restore_s in run_pass_speed(counts):
-        out.write(f"| {count} | {inline_s:.3f} | {restore_s:.3f} |\n")
+    timings = [time_passes(f"chain of {n} ReverseSequence", chain_model(n)) for n in counts]
     if not args.quick:
-        nodes, inline_s, restore_s, peak = run_large_model()
-        out.write(
-            f"\nA {nodes:,}-node model (4,000 ReverseSequence, 24 Relu after each): inline "
-            f"{inline_s:.2f} s, restore {restore_s:.2f} s, peak Python allocations "
-            f"{peak:.0f} MiB\n"
-        )
+        timings.append(time_passes("10 ReverseSequence in 100,000 nodes", large_model()))
+    out.write(
+        "## Pass speed: seconds, one run each (dynamic shapes; Relu between the nodes)\n\n"
+        "round trip: onnx-ir's from_proto + to_proto of the model; revseq.inline and "
+        "revseq.restore take and return a ModelProto; x budget: the public call over "
+        "1.5x the round trip plus the pass.\n\n"
+    )
+    out.write(_format_passes(timings) + "\n")
     return 0
 
 
