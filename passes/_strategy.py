@@ -37,7 +37,7 @@ geomean 0.99x native for the row form, 1.63x GatherND, 2.74x GatherElements.
 
 
 def _auto_order(sig: forms.Signature) -> tuple[str, ...]:
-    if sig.index_covers_data():
+    if sig.index_covers_data() and sig.rank == 2:
         return ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
     if not is_dynamic(sig):
         return STATIC_PREFERENCE

@@ -52,6 +52,8 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         target: The profile of the backend the output is for (``revseq.ops.targets``):
             a profile name, op types, or None: ``portable`` (runs on every probed
             backend) for strategy "auto", ``any`` for a strategy named explicitly.
+        share: Compute the index once for the nodes of a graph that reverse with the
+            same lengths over provably equal dims (``revseq.passes._share``).
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         as_function: bool = False,
         target: Target = None,
         simplify: bool = True,
+        share: bool = True,
     ) -> None:
         super().__init__()
         _strategy.check_name(strategy)
@@ -72,6 +75,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             target if target is not None or strategy == "auto" else "any"
         )
         self.simplify = simplify
+        self.share = share
 
     def requires(self, model: ir.Model) -> None:
         """Validate every ReverseSequence node before anything is rewritten."""
@@ -130,7 +134,11 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 template = templates[strategy, sig] = Template.record(
                     functools.partial(_emit, sig=sig, strategy=strategy)
                 )
-            graph_sharing = sharing.setdefault(id(scoped.node.graph), IndexSharing(shapes))
+            graph_sharing = (
+                sharing.setdefault(id(scoped.node.graph), IndexSharing(shapes))
+                if self.share
+                else None
+            )
             _replace_with_template(
                 scoped, template, names.prefix_for(scoped.node), graph_sharing
             )
@@ -189,7 +197,7 @@ def _emit(
 
 
 def _replace_with_template(
-    scoped: ScopedNode, template: Template, prefix: str, sharing: IndexSharing
+    scoped: ScopedNode, template: Template, prefix: str, sharing: IndexSharing | None
 ) -> None:
     node = scoped.node
     data, lens = node.inputs

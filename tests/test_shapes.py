@@ -324,3 +324,22 @@ def test_info_reports_static_symbolic_and_unknown_dims_per_node(tmp_path):
     assert info.to_json()["reverse_sequence"]["nodes"][0]["dims"] == ("T", 4, 3)
     # Nothing inferred is written back.
     assert ir.from_proto(model).graph.node(1).inputs[0].shape is None
+
+
+def test_sharing_can_be_turned_off_and_counts_match_the_benchmark():
+    from revseq import bench
+
+    (bidirectional, before, unshared, shared) = bench.sharing_counts()[0]
+    assert bidirectional == "bidirectional_rnn.onnx"
+    assert before < shared < unshared
+
+
+def test_cli_no_simplify_decomposes_tf_reverse(tmp_path):
+    from revseq.cli import main
+
+    source = tmp_path / "tf_reverse.onnx"
+    onnx.save(tf_reverse_model(0, True, 13), source)
+    for flags, expected in (([], "Slice"), (["--no-simplify"], "GatherElements")):
+        out = tmp_path / f"out{len(flags)}.onnx"
+        assert main(["inline", str(source), "-o", str(out), "-q", *flags]) == 0
+        assert expected in _non_constant_ops(onnx.load(out))

@@ -293,6 +293,28 @@ def time_passes(label: str, model: ir.Model) -> PassTiming:
     )
 
 
+def sharing_counts() -> list[tuple[str, int, int, int]]:
+    """(model, nodes before inlining, after without sharing, after with sharing).
+
+    For the bundled models that reverse more than once with one lengths input.
+    """
+    from revseq.models import FOLDER
+
+    rows = []
+    for name in ("bidirectional_rnn.onnx", "control_flow.onnx"):
+        proto = onnx.load(FOLDER / name)
+        counts = []
+        for share in (False, True):
+            model = ir.from_proto(proto)
+            InlineReverseSequencePass(share=share)(model)
+            counts.append(sum(1 for _ in ir.traversal.RecursiveGraphIterator(model.graph)))
+        before = sum(
+            1 for _ in ir.traversal.RecursiveGraphIterator(ir.from_proto(proto).graph)
+        )
+        rows.append((name, before, counts[0], counts[1]))
+    return rows
+
+
 def _format_passes(timings: Sequence[PassTiming]) -> str:
     lines = [
         "| model | nodes | round trip s | inline pass s | revseq.inline s | x budget "
@@ -402,7 +424,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "revseq.restore take and return a ModelProto; x budget: the public call over "
         "1.5x the round trip plus the pass.\n\n"
     )
-    out.write(_format_passes(timings) + "\n")
+    out.write(_format_passes(timings) + "\n\n")
+    out.write("## Shared index arithmetic: nodes (all scopes) in the bundled models\n\n")
+    out.write("| model | before inlining | inlined, not shared | inlined, shared |\n")
+    out.write("|---|---|---|---|\n")
+    for name, before, unshared, shared in sharing_counts():
+        out.write(f"| {name} | {before} | {unshared} | {shared} |\n")
     return 0
 
 

@@ -141,7 +141,11 @@ def _cmd_inline(args: argparse.Namespace, console: _Console) -> int:
 
     def rewrite(model: ir.Model) -> ir.Model:
         return revseq.inline(
-            model, strategy=args.strategy, as_function=args.as_function, target=target
+            model,
+            strategy=args.strategy,
+            as_function=args.as_function,
+            target=target,
+            simplify=not args.no_simplify,
         )
 
     return _rewrite(args, console, "inline", rewrite)
@@ -305,6 +309,12 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     inline.add_argument(
         "--as-function", action="store_true", help="emit model-local functions + calls"
+    )
+    inline.add_argument(
+        "--no-simplify",
+        action="store_true",
+        help="decompose trivial nodes too (lengths all <= 1 or all full) instead of "
+        "Identity or a step -1 Slice",
     )
     inline.add_argument(
         "--target",
