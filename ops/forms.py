@@ -294,6 +294,62 @@ def _time_inner(sig: Signature) -> bool:
     return time_len is None or time_len > batch
 
 
+# A static T up to this size gets its source index from a constant table, one row per
+# length value: (T + 1) * T elements, at most 64 Ki (512 KiB of int64).
+_MAX_TABLE_ELEMENTS = 1 << 16
+
+
+def _table_lookup(
+    op: OpBuilder,
+    lens: ir.Value,
+    sig: Signature,
+    *,
+    scale: int,
+    offsets: Sequence[tuple[int, int]],
+) -> ir.Value | None:
+    """``scale * src + sum(stride * coord)`` by one Gather of a constant table, or None.
+
+    Row ``L`` of the table is the source index for length ``L``, scaled; gathering the
+    rows of the clamped lengths gives the index as [B, T] in one copy, where the
+    arithmetic form runs three broadcasts over it. Only for two static leading axes;
+    time-major nodes transpose the result (so only where the target has Transpose).
+    """
+    t, b = sig.time_axis, sig.batch_axis
+    time_len, batch = sig.dim(t), sig.dim(b)
+    if (
+        sig.lead_rank != 2
+        or time_len is None
+        or batch is None
+        or (time_len + 1) * time_len > _MAX_TABLE_ELEMENTS
+        or sig.opset < 12
+        or not sig.allows("Gather", "Min", "Max")
+        or (t < b and not sig.allows("Transpose"))
+    ):
+        return None
+    lengths = np.arange(time_len + 1, dtype=np.int64)
+    table = np.stack([source_index_numpy(np.array([n]), time_len)[:, 0] for n in lengths])
+    if sig.lens_dtype != ir.DataType.INT64:
+        lens = op.Cast(lens, to=ir.DataType.INT64)
+    clamped = op.Max(op.Min(lens, _const(op, [time_len])), _const(op, [0]))
+    rows = op.Gather(_const(op, table * scale), clamped, axis=0)  # [B, T]
+    bias = np.zeros((batch, 1), dtype=np.int64)
+    for axis, stride in offsets:
+        if axis == b:
+            bias = bias + np.arange(batch, dtype=np.int64)[:, None] * stride
+    if bias.any():
+        rows = op.Add(rows, _const(op, bias))
+    return op.Transpose(rows, perm=[1, 0]) if t < b else rows
+
+
+def _static_int(value: ir.Value | None) -> int | None:
+    """A scale or stride as a number: 1 for None, the constant's value, else None."""
+    if value is None:
+        return 1
+    if value.const_value is None or value.const_value.size != 1:
+        return None
+    return int(value.const_value.numpy().reshape(-1)[0])
+
+
 def _position(axis: int, sig: Signature, swapped: bool) -> int:
     """Where a leading axis sits in the layout the index is computed in."""
     return sig.lead_rank - 1 - axis if swapped else axis
@@ -317,6 +373,22 @@ def _source_index(
     """
     t, b, lead = sig.time_axis, sig.batch_axis, sig.lead_rank
     time_static = sig.dim(t)
+    static_scale = _static_int(scale)
+    static_offsets = [(axis, _static_int(stride)) for axis, stride in offsets]
+    if (
+        sig.lens is None
+        and static_scale is not None
+        and all(stride is not None for _, stride in static_offsets)
+    ):
+        found = _table_lookup(
+            op,
+            lens,
+            sig,
+            scale=static_scale,
+            offsets=[(axis, int(stride or 0)) for axis, stride in static_offsets],
+        )
+        if found is not None:
+            return found
     swapped = (time_static is None or sig.lens is None) and _time_inner(sig)
     offset: ir.Value | None = None
     for axis, stride in offsets:

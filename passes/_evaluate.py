@@ -171,6 +171,18 @@ def _expand(args: list[Any], attrs: dict[str, Any]) -> np.ndarray:
     return np.broadcast_to(args[0], np.broadcast_shapes(args[0].shape, shape)).copy()
 
 
+def _clip(args: list[Any], attrs: dict[str, Any]) -> np.ndarray:
+    """Clip with min/max inputs (opset >= 11) or attributes (older); either may be absent."""
+    low = args[1] if len(args) > 1 and args[1] is not None else attrs.get("min")
+    high = args[2] if len(args) > 2 and args[2] is not None else attrs.get("max")
+    out = np.asarray(args[0])
+    if low is not None:
+        out = np.maximum(out, np.asarray(low, dtype=out.dtype))
+    if high is not None:
+        out = np.minimum(out, np.asarray(high, dtype=out.dtype))
+    return out
+
+
 def _binary(fn: Callable[[Any, Any], Any]) -> Callable[[list[Any], dict[str, Any]], Any]:
     return lambda args, _: fn(args[0], args[1])
 
@@ -209,6 +221,7 @@ _EVALUATORS: dict[str, Callable[[list[Any], dict[str, Any]], Any]] = {
     "And": _binary(np.logical_and),
     "Or": _binary(np.logical_or),
     "Where": lambda args, _: np.where(args[0], args[1], args[2]),
+    "Clip": _clip,
     "Tile": lambda args, _: np.tile(args[0], tuple(int(r) for r in np.asarray(args[1]))),
     "Transpose": lambda args, attrs: np.transpose(args[0], attrs.get("perm")),
 }

@@ -57,6 +57,26 @@ def check_name(strategy: str) -> None:
 
 
 @functools.lru_cache(maxsize=1024)
+def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(op types, the gathers that move the data) of the form emitted for ``sig``."""
+    op = NodeBuilder("probe")
+    output = forms.emit(
+        op, ir.Value(name="input"), ir.Value(name="sequence_lens"), sig, strategy
+    )
+    used = set()
+    moving = set()
+    for node in op.finish(output):
+        used.add(node.op_type)
+        if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
+            used.add("GatherND:batch_dims")
+        if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
+            used.add("Reshape:allowzero")
+        source = node.inputs[0] if node.inputs else None
+        if node.op_type in GATHERS and source is not None and source.const_value is None:
+            moving.add(node.op_type)  # not a lookup in a constant table of indices
+    return frozenset(used), frozenset(moving)
+
+
 def emitted_op_types(sig: forms.Signature, strategy: str) -> frozenset[str]:
     """The op types the form emits for ``sig`` (it is emitted on scratch values).
 
@@ -64,18 +84,7 @@ def emitted_op_types(sig: forms.Signature, strategy: str) -> frozenset[str]:
     variants ``GatherND:batch_dims`` and ``Reshape:allowzero`` too: backends differ on
     them.
     """
-    op = NodeBuilder("probe")
-    output = forms.emit(
-        op, ir.Value(name="input"), ir.Value(name="sequence_lens"), sig, strategy
-    )
-    used = set()
-    for node in op.finish(output):
-        used.add(node.op_type)
-        if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
-            used.add("GatherND:batch_dims")
-        if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
-            used.add("Reshape:allowzero")
-    return frozenset(used)
+    return _emitted(sig, strategy)[0]
 
 
 def is_dynamic(sig: forms.Signature) -> bool:
@@ -86,7 +95,7 @@ def is_dynamic(sig: forms.Signature) -> bool:
 def _misfit(sig: forms.Signature, strategy: str, profile: Profile) -> str | None:
     """None if the form fits the node and the target, else why not."""
     try:
-        used = emitted_op_types(sig, strategy)
+        used, moving = _emitted(sig, strategy)
     except StrategyError as e:
         return str(e)
     dynamic = is_dynamic(sig)
@@ -100,7 +109,7 @@ def _misfit(sig: forms.Signature, strategy: str, profile: Profile) -> str | None
             who = ", ".join(blamed) or "the target"
             return f"strategy {strategy!r} needs {', '.join(missing)}, which {who} lacks"
     dtype = dtype_name(sig.dtype)
-    for gather in sorted(used & set(GATHERS)):
+    for gather in sorted(moving):
         if not profile.moves(gather, dtype):
             who = ", ".join(profile.not_moving(gather, dtype)) or "the target"
             return (
