@@ -261,25 +261,32 @@ def large_model(count: int = 10, total: int = 100_000) -> ir.Model:
     return chain_model(count, relus=(total - count) // count)
 
 
+def _time_direction(
+    proto: onnx.ModelProto,
+    make_pass: Callable[[], ir.passes.PassBase],
+    api: Callable[[onnx.ModelProto], object],
+) -> tuple[float, float, float, onnx.ModelProto]:
+    """(round trip s, pass s, public call s, the call's output) for one direction."""
+    round_trip = _time_once(lambda: ir.to_proto(ir.from_proto(proto)))
+    fresh = ir.from_proto(proto)
+    pass_s = _time_once(lambda: make_pass()(fresh))
+    start = time.perf_counter()
+    output = api(proto)
+    api_s = time.perf_counter() - start
+    assert isinstance(output, onnx.ModelProto)
+    return round_trip, pass_s, api_s, output
+
+
 def time_passes(label: str, model: ir.Model) -> PassTiming:
     """Time the passes on ``model`` and the public API on its ModelProto, one run each."""
     from revseq.passes import RestoreReverseSequencePass
 
-    proto = ir.to_proto(model)
-    round_trip = _time_once(lambda: ir.to_proto(ir.from_proto(proto)))
-    fresh = ir.from_proto(proto)
-    inline_pass = _time_once(lambda: InlineReverseSequencePass()(fresh))
-    start = time.perf_counter()
-    inlined = revseq.inline(proto)
-    inline_api = time.perf_counter() - start
-    assert isinstance(inlined, onnx.ModelProto)
-    inline_round_trip = _time_once(lambda: ir.to_proto(ir.from_proto(inlined)))
-    fresh = ir.from_proto(inlined)
-    restore_pass = _time_once(lambda: RestoreReverseSequencePass()(fresh))
-    start = time.perf_counter()
-    restored = revseq.restore(inlined)
-    restore_api = time.perf_counter() - start
-    assert isinstance(restored, onnx.ModelProto)
+    round_trip, inline_pass, inline_api, inlined = _time_direction(
+        ir.to_proto(model), InlineReverseSequencePass, revseq.inline
+    )
+    inline_round_trip, restore_pass, restore_api, restored = _time_direction(
+        inlined, RestoreReverseSequencePass, revseq.restore
+    )
     return PassTiming(
         label=label,
         nodes=model.graph.num_nodes(),
