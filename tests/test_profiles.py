@@ -81,9 +81,9 @@ def test_onnx2torch_gets_gather_nd_without_batch_dims():
 def test_onnx2torch_unsigned_types_avoid_gather_elements():
     """Probed: torch's gather has no kernel for uint16/32/64."""
     model = one_node([5, 4, 1], elem=TensorProto.UINT16)
-    assert {n.op_type for n in gathers(revseq.inline(model, target="onnx2torch"))} == {
-        "GatherND"
-    }
+    used = {n.op_type for n in gathers(revseq.inline(model, target="onnx2torch"))}
+    # GatherND moves the data; a Gather may look the index up in a constant table.
+    assert "GatherElements" not in used and "GatherND" in used
 
 
 def test_tinygrad_bool_avoids_gather_nd():
