@@ -318,3 +318,40 @@ def test_a_missing_package_is_not_installed_and_get_says_how_to_install(monkeypa
     assert not backends.installed("iree")
     with pytest.raises(backends.BackendUnavailableError, match=r"revseq\[fake\]"):
         backends.get("iree")
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("shared", [False, True])
+def test_inferred_static_forms_and_shared_index_run_on_the_backend(name, shared):
+    """Static input shapes and no value_info: each backend gets (and runs) a static form;
+    two nodes on one lengths input share their index there too."""
+    backend = backend_or_skip(name)
+    nodes = [helper.make_node("Relu", ["x"], ["r"])]
+    nodes.append(helper.make_node("ReverseSequence", ["r", "lens"], ["y0"]))
+    if shared:
+        # Identity, not an arithmetic op: MNN's Neg turns 0.0 into +0.0, not -0.0.
+        nodes.append(helper.make_node("Identity", ["y0"], ["n"]))
+        nodes.append(helper.make_node("ReverseSequence", ["n", "lens"], ["y1"]))
+    graph = helper.make_graph(
+        nodes,
+        "inferred",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [6, 3, 2]),
+            helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [3]),
+        ],
+        [
+            helper.make_tensor_value_info(
+                nodes[-1].output[0], onnx.TensorProto.FLOAT, [6, 3, 2]
+            )
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    inlined = revseq.inline(model, target=name)
+    assert not {"Shape", "Range"} & {n.op_type for n in inlined.graph.node}
+    x = np.random.default_rng(4).standard_normal([6, 3, 2]).astype(np.float32)
+    lens = np.array([6, 0, 2], np.int64)
+    expected = reverse_sequence(np.maximum(x, 0), lens)
+    if shared:
+        expected = reverse_sequence(expected, lens)
+    (got,) = backend.prepare(inlined)({"x": x, "lens": lens})
+    assert got.tobytes() == expected.tobytes()
