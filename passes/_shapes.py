@@ -19,6 +19,7 @@ from __future__ import annotations
 
 __all__ = ["Dim", "ShapeTable", "dim_key", "scalar_dim", "describe_dims"]
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -60,6 +61,46 @@ def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for sub in attr.graphs:
                     yield from _graphs(sub)
+
+
+# In-memory initializers larger than this are serialised for inference as references to
+# external data that is never read: inference needs their types and dims, not their
+# bytes, and copying a model's weights would double its memory for the moment.
+_MAX_COPIED_BYTES = 1 << 16
+
+
+@contextlib.contextmanager
+def _weights_left_out(model: ir.Model) -> Iterator[None]:
+    """Stand large in-memory initializers in by unread external references meanwhile."""
+    swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
+    graphs = [model.graph]
+    for node in ir.traversal.RecursiveGraphIterator(model.graph):
+        for attr in node.attributes.values():
+            if attr.type == ir.AttributeType.GRAPH:
+                graphs.append(attr.value)
+            elif attr.type == ir.AttributeType.GRAPHS:
+                graphs.extend(attr.value)
+    try:
+        for graph in graphs:
+            for value in graph.initializers.values():
+                tensor = value.const_value
+                if tensor is None or isinstance(tensor, ir.ExternalTensor):
+                    continue
+                if tensor.nbytes <= _MAX_COPIED_BYTES:
+                    continue
+                swapped.append((value, tensor))
+                value.const_value = ir.ExternalTensor(
+                    "revseq-shape-inference-only",
+                    0,
+                    tensor.nbytes,
+                    tensor.dtype,
+                    shape=tensor.shape,
+                    name=tensor.name or value.name or "",
+                )
+        yield
+    finally:
+        for value, tensor in swapped:
+            value.const_value = tensor
 
 
 def _dims_of(info: onnx.ValueInfoProto) -> tuple[ir.DataType | None, tuple[Dim, ...] | None]:
@@ -112,8 +153,10 @@ class ShapeTable:
         empty table: the passes then go by the declared shapes, as without inference.
         """
         try:
+            with _weights_left_out(model):
+                proto = ir.to_proto(model)
             inferred = onnx.shape_inference.infer_shapes(
-                ir.to_proto(model), check_type=False, strict_mode=False, data_prop=True
+                proto, check_type=False, strict_mode=False, data_prop=True
             )
         except Exception as e:  # onnx raises several kinds; any means "no inference"
             logger.info("shape inference failed, using declared shapes: %s", e)

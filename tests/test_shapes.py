@@ -347,3 +347,40 @@ def test_cli_no_simplify_decomposes_tf_reverse(tmp_path):
         out = tmp_path / f"out{len(flags)}.onnx"
         assert main(["inline", str(source), "-o", str(out), "-q", *flags]) == 0
         assert expected in _non_constant_ops(onnx.load(out))
+
+
+def test_inference_never_copies_large_weights(monkeypatch):
+    """Inference needs the initializers' dims, not their bytes: a 16 MB weight is passed
+    to onnx as an external reference, and is intact afterwards."""
+    weights = np.arange(4_000_000, dtype=np.float32)
+    nodes = [
+        oh.make_node("Gather", ["w", "index"], ["g"]),
+        oh.make_node("Add", ["x", "g"], ["a"]),
+        oh.make_node("ReverseSequence", ["a", "lens"], ["y"]),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "weights",
+        [
+            oh.make_tensor_value_info("x", TP.FLOAT, ["T", "B", 1]),
+            oh.make_tensor_value_info("lens", TP.INT64, ["B"]),
+        ],
+        [oh.make_tensor_value_info("y", TP.FLOAT, ["T", "B", 1])],
+        initializer=[
+            onnx.numpy_helper.from_array(weights, "w"),
+            onnx.numpy_helper.from_array(np.array([3]), "index"),
+        ],
+    )
+    model = ir.from_proto(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
+    sizes = []
+    infer = onnx.shape_inference.infer_shapes
+
+    def measured(proto, **kwargs):
+        sizes.append(proto.ByteSize())
+        return infer(proto, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", measured)
+    table = ShapeTable.infer(model)
+    assert sizes and sizes[0] < 100_000
+    assert table.dims(_value(model, "a")) == ("T", "B", 1)
+    assert model.graph.initializers["w"].const_value.numpy().tobytes() == weights.tobytes()
