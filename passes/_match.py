@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from revseq.ops.reference import reverse_sequence
 from revseq.passes._evaluate import SUPPORTED_OPS, UnsupportedOp, evaluate_node
-from revseq.passes._shapes import ShapeTable, dim_key, scalar_dim
+from revseq.passes._shapes import ShapeTable, scalar_dim, shape_dim_read
 
 GATHER_OPS = frozenset({"GatherElements", "GatherND", "Gather"})
 VIEW_OPS = frozenset({"Reshape", "Flatten", "Unsqueeze", "Squeeze", "Identity"})
@@ -524,29 +524,31 @@ class Matcher:
 
         Decompositions that share index arithmetic (``revseq.passes._share``) read the
         time and batch dims of the first node's data; they are evaluated as reads of
-        this data's dims.
+        this data's dims, where both dims have the same name (``ShapeTable.named_dim``).
         """
-        if not any(_read_by_shapes_only(v, nodes) for v in others):
-            return {}, others
-        table = self._inferred_table(data)
-        rank = table.rank(data) or 0
-        keys = {dim_key(data, axis, table): axis for axis in range(rank)}
+        in_slice = {id(n) for n in nodes}
         reads: DimReads = {}
         left = []
+        axes: dict[object, int] | None = None  # data's named dims; inferred when needed
         for value in others:
-            readers = [n for n in nodes if any(v is value for v in n.inputs)]
-            found = {}
-            for reader in readers:
-                start = reader.attributes.get_int("start", 0)
-                end = reader.attributes.get_int("end", None)
-                if reader.op_type != "Shape" or end != start + 1 or start < 0:
+            found: DimReads = {}
+            for user, _ in value.uses():
+                if id(user) not in in_slice:
+                    continue
+                read = shape_dim_read(user)
+                if read is None:
                     break
-                key = dim_key(value, start, table)
-                if key is None or (isinstance(key, tuple) and key[0] == "dim"):
+                if axes is None:
+                    table = self._inferred_table(data)
+                    axes = {
+                        table.named_dim(data, axis): axis
+                        for axis in range(table.rank(data) or 0)
+                    }
+                    axes.pop(None, None)
+                key = table.named_dim(value, read[1])
+                if key is None or key not in axes:
                     break
-                if key not in keys:
-                    break
-                found[id(reader)] = keys[key]
+                found[id(user)] = axes[key]
             else:
                 reads.update(found)
                 continue

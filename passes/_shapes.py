@@ -6,18 +6,20 @@ and every If/Loop/Scan body (model-local functions are generic, onnx infers noth
 them), and keeps what it finds in a table: the user's model never receives the inferred
 ``value_info``.
 
-:func:`dim_key` and :func:`scalar_dim` reason about dims symbolically: two dims with
-equal keys are provably equal at run time. A key is the static size (an int), a symbol
-name shared through inference (``("sym", "T")``), or, for a dim nothing names, the
-dim itself (``("dim", id(value), axis)``) after following Transpose, Identity and
-elementwise ops back to their source. The passes use them for lengths that equal the
+:meth:`ShapeTable.dim_key` and :func:`scalar_dim` reason about dims symbolically: two
+dims with equal keys are provably equal at run time. A key is the static size (an int),
+a symbol name (``("sym", "T")``), or the dim of the source it is derived from through
+its producers (shape-keeping ops, Transpose, broadcasts, Expand, Unsqueeze/Squeeze,
+Range, Reshape, the gathers), the dim itself (``("dim", id(value), axis)``) where
+nothing else names it. :func:`shape_dim_read` and :meth:`ShapeTable.named_dim` say
+which ``Shape`` reads read a named dim. The passes use them for lengths that equal the
 time length (tf2onnx's ``tf.reverse`` export), and to share index arithmetic between
 nodes whose time and batch dims are equal.
 """
 
 from __future__ import annotations
 
-__all__ = ["Dim", "ShapeTable", "dim_key", "scalar_dim", "describe_dims"]
+__all__ = ["Dim", "ShapeTable", "scalar_dim", "shape_dim_read", "describe_dims"]
 
 import contextlib
 import logging
@@ -194,11 +196,6 @@ class ShapeTable:
             return value.dtype
         return self._inferred(value, self._dtypes)
 
-    def is_static(self, value: ir.Value) -> bool:
-        """Whether every dim of ``value`` is known as a number."""
-        dims = self.dims(value)
-        return dims is not None and all(isinstance(d, int) for d in dims)
-
     # --- Symbolic reasoning ---------------------------------------------------------
 
     def rank(self, value: ir.Value) -> int | None:
@@ -241,6 +238,17 @@ class ShapeTable:
         key = self._walk_dim(value, axis)
         self._memos[("dim", id(start[0]), start[1])] = (start[0], key)
         return key
+
+    def named_dim(self, value: ir.Value, axis: int) -> DimKey | None:
+        """The dim's key if a size or a symbol names it, else None.
+
+        Reads of dims named alike may stand for one another (shared index arithmetic);
+        a dim known only as itself stands for nothing else.
+        """
+        key = self.dim_key(value, axis)
+        if isinstance(key, int) or (isinstance(key, tuple) and key[0] == "sym"):
+            return key
+        return None
 
     def _walk_dim(self, value: ir.Value, axis: int) -> DimKey:
         anonymous: str | None = None
@@ -298,14 +306,6 @@ def _more_specific(declared: Dim, inferred: Dim) -> Dim:
     return declared if declared is not None else inferred
 
 
-def dim_key(value: ir.Value, axis: int, table: ShapeTable) -> DimKey | None:
-    """A key such that equal keys mean provably equal dims; None if ``axis`` is unknown.
-
-    See :meth:`ShapeTable.dim_key`.
-    """
-    return table.dim_key(value, axis)
-
-
 def scalar_dim(value: ir.Value, table: ShapeTable) -> DimKey | None:
     """The dim every element of the integer ``value`` equals, or None if unknown.
 
@@ -335,17 +335,25 @@ def scalar_dim(value: ir.Value, table: ShapeTable) -> DimKey | None:
     shape_of, start = _shape_element(node)
     if shape_of is None or start is None:
         return None
-    return dim_key(shape_of, start, table)
+    return table.dim_key(shape_of, start)
+
+
+def shape_dim_read(node: ir.Node) -> tuple[ir.Value, int] | None:
+    """(v, k) if ``node`` is ``Shape(v, start=k, end=k+1)``: a read of one dim."""
+    if node.op_type != "Shape" or node.domain not in ("", "ai.onnx") or not node.inputs:
+        return None
+    start = node.attributes.get_int("start", 0)
+    end = node.attributes.get_int("end", None)
+    source = node.inputs[0]
+    if source is None or end is None or start < 0 or end != start + 1:
+        return None
+    return source, start
 
 
 def _shape_element(node: ir.Node) -> tuple[ir.Value | None, int | None]:
     """(v, k) if ``node`` outputs dim ``k`` of ``v`` alone (as 0-D or 1 element)."""
     if node.op_type == "Shape":
-        start = node.attributes.get_int("start", 0)
-        end = node.attributes.get_int("end", None)
-        if end is not None and end == start + 1 and start >= 0:
-            return node.inputs[0], start
-        return None, None
+        return shape_dim_read(node) or (None, None)
     if node.op_type not in ("Gather", "Slice") or not node.inputs:
         return None, None
     shape_node = node.inputs[0].producer() if node.inputs[0] is not None else None

@@ -5,7 +5,7 @@ bidirectional RNN reverses its input and its output) compute the same index. Aft
 inline pass emits each decomposition, a node that computes what an earlier decomposition
 of the same graph already computed is not emitted again: same op, attributes and inputs,
 constants by content, and a read of one dim (``Shape(x, start=k, end=k+1)``) by the
-dim's symbolic key (``revseq.passes._shapes.dim_key``), so that reads of provably equal
+dim's key (``ShapeTable.named_dim``), so that reads of provably equal
 dims of different tensors are one read. Dims are equal by proof (the same tensor seen
 through shape-keeping ops, a Transpose, a broadcast) or by the model's declaration (one
 symbol name, which onnx's shape inference propagates). Only emitted nodes take part: the
@@ -21,7 +21,7 @@ from collections.abc import Hashable, Sequence
 
 import onnx_ir as ir
 
-from revseq.passes._shapes import ShapeTable, dim_key
+from revseq.passes._shapes import ShapeTable, shape_dim_read
 
 
 def _attribute_key(attr: ir.Attr) -> Hashable:
@@ -50,13 +50,11 @@ class IndexSharing:
 
     def key(self, node: ir.Node, inputs: Sequence[ir.Value | None]) -> Hashable:
         """The key of template ``node`` emitted on ``inputs``."""
-        if node.op_type == "Shape" and inputs and inputs[0] is not None:
-            start = node.attributes.get_int("start", 0)
-            end = node.attributes.get_int("end", None)
-            if end is not None and start >= 0 and end == start + 1:
-                dim = dim_key(inputs[0], start, self._shapes)
-                if isinstance(dim, int) or (isinstance(dim, tuple) and dim[0] == "sym"):
-                    return ("dim", dim)
+        read = shape_dim_read(node)
+        if read is not None and inputs[0] is not None:
+            dim = self._shapes.named_dim(inputs[0], read[1])
+            if dim is not None:
+                return ("dim", dim)
         cached = self._attributes.get(id(node))
         if cached is None:
             attributes = tuple(

@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from revseq.passes._node import is_reverse_sequence, signature_of
 from revseq.passes._scopes import ScopedNode, opset_version, walk
-from revseq.passes._shapes import ShapeTable, dim_key, scalar_dim
+from revseq.passes._shapes import ShapeTable, scalar_dim
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def simplification(scoped: ScopedNode, shapes: ShapeTable | None = None) -> str 
     if sig.lens is not None and time_len is not None and all(v >= time_len for v in sig.lens):
         return "Slice"
     full = scalar_dim(lens, table)
-    if full is not None and full == dim_key(data, sig.time_axis, table):
+    if full is not None and full == table.dim_key(data, sig.time_axis):
         return "Slice"
     return None
 

@@ -12,7 +12,7 @@ from onnx import TensorProto as TP
 import revseq
 import revseq.passes
 from revseq.ops.reference import reverse_sequence
-from revseq.passes._shapes import ShapeTable, dim_key, scalar_dim
+from revseq.passes._shapes import ShapeTable, scalar_dim
 from tests.helpers import assert_identical, run_ort
 
 # Ops that compute shapes or indices at run time: a static form needs none of them.
@@ -185,11 +185,11 @@ def test_dims_equal_through_transpose_and_shape_reads():
     model = _ir(tf_reverse_model(0, True, 13))
     table = ShapeTable.infer(model)
     xt, lens = _value(model, "xt"), _value(model, "lens")
-    assert scalar_dim(lens, table) == dim_key(xt, 0, table)
-    assert scalar_dim(lens, table) != dim_key(xt, 1, table)
+    assert scalar_dim(lens, table) == table.dim_key(xt, 0)
+    assert scalar_dim(lens, table) != table.dim_key(xt, 1)
     # Without inference, the dims are still related through the Transpose.
     declared = ShapeTable()
-    assert dim_key(xt, 0, declared) == dim_key(_value(model, "x"), 1, declared)
+    assert declared.dim_key(xt, 0) == declared.dim_key(_value(model, "x"), 1)
 
 
 def test_inferred_dims_merge_with_declared_ones():
@@ -198,7 +198,7 @@ def test_inferred_dims_merge_with_declared_ones():
     relu = _value(model, "r")
     assert relu.shape is None
     assert table.dims(relu) == ("T", 4, 3)
-    assert dim_key(relu, 0, table) == dim_key(_value(model, "x"), 0, table) == ("sym", "T")
+    assert table.dim_key(relu, 0) == table.dim_key(_value(model, "x"), 0) == ("sym", "T")
     assert table.dtype(relu) == ir.DataType.FLOAT
 
 
