@@ -27,7 +27,7 @@ from revseq.passes._node import (
 from revseq.passes._scopes import ScopedNode, opset_version, walk
 from revseq.passes._shapes import ShapeTable
 from revseq.passes._share import IndexSharing
-from revseq.passes.simplify import simplification, try_simplify
+from revseq.passes.simplify import replace_trivial, trivial_form
 
 logger = logging.getLogger(__name__)
 
@@ -86,19 +86,19 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         with gc_paused():
             return self._inline_all(model)
 
-    def _plan(
-        self, scoped: ScopedNode, shapes: ShapeTable
-    ) -> tuple[forms.Signature, str] | None:
-        """The signature and form for a node; None when simplify replaces it instead."""
-        if self.simplify and simplification(scoped, shapes) is not None:
-            return None
+    def _plan(self, scoped: ScopedNode, shapes: ShapeTable) -> tuple[forms.Signature, str]:
+        """The signature and what a node becomes: a form, or "Identity" or "Slice"."""
         opset = opset_version(scoped.owner, "") or DECOMPOSITION_MIN_OPSET
+        sig = signature_of(scoped, opset=opset, shapes=shapes)
+        if self.simplify:
+            trivial = trivial_form(scoped, sig, shapes)
+            if trivial is not None:
+                return sig, trivial
         if opset < DECOMPOSITION_MIN_OPSET:
             raise UnsupportedOpsetError(
                 f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
                 f">= {DECOMPOSITION_MIN_OPSET} and only the main graph is converted"
             )
-        sig = signature_of(scoped, opset=opset, shapes=shapes)
         allowed = self.target.allowed(dynamic=_strategy.is_dynamic(sig))
         sig = dataclasses.replace(sig, allowed=allowed)
         return sig, _strategy.resolve(self.strategy, sig, scoped, self.target)
@@ -119,11 +119,10 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         functions: dict[tuple, ir.Function] = {}
         templates: dict[tuple[str, forms.Signature], Template] = {}
         sharing: dict[int, IndexSharing] = {}  # by graph
-        for scoped, plan in zip(targets, plans, strict=True):
-            if plan is None:
-                try_simplify(scoped, shapes)
+        for scoped, (sig, strategy) in zip(targets, plans, strict=True):
+            if strategy not in forms.FORMS:  # a trivial node: Identity or Slice
+                replace_trivial(scoped, strategy, sig.time_axis)
                 continue
-            sig, strategy = plan
             if self.as_function:
                 _replace_with_call(
                     model, scoped, sig=sig, strategy=strategy, functions=functions, names=names

@@ -11,13 +11,19 @@
 
 from __future__ import annotations
 
-__all__ = ["SimplifyReverseSequencePass", "simplification", "try_simplify"]
+__all__ = [
+    "SimplifyReverseSequencePass",
+    "replace_trivial",
+    "trivial_form",
+    "try_simplify",
+]
 
 import logging
 
 import numpy as np
 import onnx_ir as ir
 
+from revseq.ops.forms import Signature
 from revseq.passes._node import is_reverse_sequence, signature_of
 from revseq.passes._scopes import ScopedNode, opset_version, walk
 from revseq.passes._shapes import ShapeTable, scalar_dim
@@ -40,17 +46,11 @@ class SimplifyReverseSequencePass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=bool(count))
 
 
-def simplification(scoped: ScopedNode, shapes: ShapeTable | None = None) -> str | None:
-    """What a trivial node becomes ("Identity" or "Slice"), or None if it is not trivial."""
-    node = scoped.node
-    if not is_reverse_sequence(node):
-        return None
-    opset = opset_version(scoped.owner, "") or 0
-    if opset < 10:
-        return None
-    table = shapes if shapes is not None else ShapeTable()
-    sig = signature_of(scoped, opset=opset, shapes=table)
-    data, lens = node.inputs
+def trivial_form(scoped: ScopedNode, sig: Signature, shapes: ShapeTable) -> str | None:
+    """What the node ``sig`` describes becomes ("Identity" or "Slice"), or None."""
+    if (opset_version(scoped.owner, "") or 0) < 10:
+        return None  # no Identity or Slice to emit without the default domain
+    data, lens = scoped.node.inputs
     assert data is not None and lens is not None
     time_len = sig.dim(sig.time_axis)
     if (sig.dims is not None and 0 in sig.dims) or (
@@ -59,17 +59,31 @@ def simplification(scoped: ScopedNode, shapes: ShapeTable | None = None) -> str 
         return "Identity"
     if sig.lens is not None and time_len is not None and all(v >= time_len for v in sig.lens):
         return "Slice"
-    full = scalar_dim(lens, table)
-    if full is not None and full == table.dim_key(data, sig.time_axis):
+    full = scalar_dim(lens, shapes)
+    if full is not None and full == shapes.dim_key(data, sig.time_axis):
         return "Slice"
     return None
 
 
 def try_simplify(scoped: ScopedNode, shapes: ShapeTable | None = None) -> bool:
     """Replace one trivial ReverseSequence node; True if it was replaced."""
-    kind = simplification(scoped, shapes)
+    if not is_reverse_sequence(scoped.node):
+        return False
+    table = shapes if shapes is not None else ShapeTable()
+    sig = _signature(scoped, table)
+    kind = trivial_form(scoped, sig, table)
     if kind is None:
         return False
+    replace_trivial(scoped, kind, sig.time_axis)
+    return True
+
+
+def _signature(scoped: ScopedNode, shapes: ShapeTable) -> Signature:
+    return signature_of(scoped, opset=opset_version(scoped.owner, "") or 0, shapes=shapes)
+
+
+def replace_trivial(scoped: ScopedNode, kind: str, time_axis: int) -> None:
+    """Replace the node by what ``trivial_form`` said: Identity, or a step -1 Slice."""
     node = scoped.node
     graph = node.graph
     data, lens = node.inputs
@@ -77,7 +91,6 @@ def try_simplify(scoped: ScopedNode, shapes: ShapeTable | None = None) -> bool:
     if kind == "Identity":
         replacement = ir.Node("", "Identity", [data], name=node.name)
     else:
-        time_axis = signature_of(scoped, opset=10, shapes=shapes).time_axis
         constants = [
             ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", ir.tensor(v))])
             for v in ([-1], [_INT64_MIN], [time_axis], [-1])
@@ -91,7 +104,6 @@ def try_simplify(scoped: ScopedNode, shapes: ShapeTable | None = None) -> bool:
     )
     if kind == "Slice":
         _remove_dead_producers(lens)
-    return True
 
 
 def _remove_dead_producers(value: ir.Value) -> None:
