@@ -326,11 +326,9 @@ def _table_lookup(
         or (t < b and not sig.allows("Transpose"))
     ):
         return None
-    lengths = np.arange(time_len + 1, dtype=np.int64)
-    table = np.stack([source_index_numpy(np.array([n]), time_len)[:, 0] for n in lengths])
-    if sig.lens_dtype != ir.DataType.INT64:
-        lens = op.Cast(lens, to=ir.DataType.INT64)
-    clamped = op.Max(op.Min(lens, _const(op, [time_len])), _const(op, [0]))
+    # Column L of the [T, T+1] source index of lengths 0 .. T is row L of the table.
+    table = np.ascontiguousarray(source_index_numpy(np.arange(time_len + 1), time_len).T)
+    clamped = op.Max(_lengths(op, lens, _const(op, [time_len]), sig), _const(op, [0]))
     rows = op.Gather(_const(op, table * scale), clamped, axis=0)  # [B, T]
     bias = np.zeros((batch, 1), dtype=np.int64)
     for axis, stride in offsets:
