@@ -23,7 +23,7 @@ __all__ = ["Dim", "ShapeTable", "scalar_dim", "shape_dim_read", "describe_dims"]
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 import onnx
@@ -174,6 +174,20 @@ class ShapeTable:
                     shapes[info.name] = dims
         functions = frozenset(id(f.graph) for f in model.functions.values())
         return cls(shapes, dtypes, functions)
+
+    @classmethod
+    def where_needed(cls, model: ir.Model, nodes: Iterable[ir.Node]) -> ShapeTable:
+        """Inferred shapes when some node's data leaves a dim or its type undeclared.
+
+        Otherwise the declared ones alone: inference serialises the whole model.
+        """
+        for node in nodes:
+            data = node.inputs[0] if node.inputs else None
+            if data is None:
+                continue
+            if data.dtype is None or data.shape is None or not data.shape.is_static():
+                return cls.infer(model)
+        return cls()
 
     def dims(self, value: ir.Value) -> tuple[Dim, ...] | None:
         """The value's dims: each the most specific of declared and inferred."""

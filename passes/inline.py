@@ -112,7 +112,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             survey = _Survey(model)
 
         targets, names = survey.targets, survey.names
-        shapes = _shapes_for(model, targets)
+        shapes = ShapeTable.where_needed(model, [s.node for s in targets])
         # Decide every node before changing any, so that a node no form fits leaves the
         # model as it was.
         plans = [self._plan(scoped, shapes) for scoped in targets]
@@ -148,21 +148,6 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             _drop_revseq_import(model)
         logger.info("inlined %d ReverseSequence node(s)", len(targets))
         return ir.passes.PassResult(model, modified=True)
-
-
-def _shapes_for(model: ir.Model, targets: list[ScopedNode]) -> ShapeTable:
-    """Inferred shapes, when some node's declared data shape or type leaves a gap.
-
-    Inference serialises the model once; a model whose nodes all declare static shapes
-    and types does not need it.
-    """
-    for scoped in targets:
-        data = scoped.node.inputs[0]
-        if data is None:
-            continue
-        if data.dtype is None or data.shape is None or not data.shape.is_static():
-            return ShapeTable.infer(model)
-    return ShapeTable()
 
 
 def _needs_upgrade(model: ir.Model) -> bool:

@@ -142,14 +142,12 @@ def _is_constant(value: ir.Value | None) -> bool:
 def describe(model: ir.Model) -> ModelInfo:
     """Summarise ``model`` (every scope: main graph, subgraphs, functions).
 
-    Dims are what the passes plan with: declared, completed by onnx's shape inference
-    (on a copy; the model is not changed).
+    Dims are what the passes plan with: declared, completed where needed by onnx's shape
+    inference (on a copy; the model is not changed).
     """
     scoped_nodes = list(walk(model))
-    shapes = (
-        ShapeTable.infer(model)
-        if any(is_reverse_sequence(s.node) for s in scoped_nodes)
-        else ShapeTable()
+    shapes = ShapeTable.where_needed(
+        model, (s.node for s in scoped_nodes if is_reverse_sequence(s.node))
     )
     nodes = []
     op_types: collections.Counter[str] = collections.Counter()
