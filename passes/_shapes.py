@@ -30,6 +30,8 @@ import onnx
 import onnx.shape_inference
 import onnx_ir as ir
 
+from revseq.passes._scopes import walk
+
 logger = logging.getLogger(__name__)
 
 Dim = int | str | None
@@ -75,15 +77,12 @@ _MAX_COPIED_BYTES = 1 << 16
 def _weights_left_out(model: ir.Model) -> Iterator[None]:
     """Stand large in-memory initializers in by unread external references meanwhile."""
     swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
-    graphs = [model.graph]
-    for node in ir.traversal.RecursiveGraphIterator(model.graph):
-        for attr in node.attributes.values():
-            if attr.type == ir.AttributeType.GRAPH:
-                graphs.append(attr.value)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                graphs.extend(attr.value)
+    graphs = {id(model.graph): model.graph}
+    for scoped in walk(model):  # every graph that holds a node, subgraphs included
+        if scoped.node.graph is not None:
+            graphs.setdefault(id(scoped.node.graph), scoped.node.graph)
     try:
-        for graph in graphs:
+        for graph in graphs.values():
             for value in graph.initializers.values():
                 tensor = value.const_value
                 if tensor is None or isinstance(tensor, ir.ExternalTensor):
