@@ -52,6 +52,21 @@ _FOLDERS: dict[str, Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]] = 
 }
 
 
+def _folded_size(op_type: str, args: list[np.ndarray]) -> int:
+    """The number of elements folding ``op_type`` would produce, without folding it."""
+    if op_type == "Unsqueeze":
+        return args[0].size
+    if op_type == "Concat":
+        return sum(a.size for a in args)
+    if op_type == "Range":
+        start, limit, delta = (a.item() for a in args)
+        return max(0, -(-(limit - start) // delta)) if delta else 0
+    shapes = [a.shape for a in args]
+    if op_type == "Expand":
+        shapes = [args[0].shape, tuple(args[1].tolist())]
+    return int(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64))
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a pass creates many IR objects.
@@ -127,10 +142,10 @@ class NodeBuilder:
         args = [_constant_of(v) for v in inputs]
         if any(a is None for a in args):
             return None
-        result = np.asarray(folder([a for a in args if a is not None], attributes))
-        if result.size > MAX_FOLDED_ELEMENTS:
-            return None
-        return result
+        present = [a for a in args if a is not None]
+        if _folded_size(op_type, present) > MAX_FOLDED_ELEMENTS:
+            return None  # checked first: a static broadcast may be gigabytes
+        return np.asarray(folder(present, attributes))
 
     def _constant(self, tensor: ir.Tensor) -> ir.Value:
         array = tensor.numpy()
