@@ -124,8 +124,10 @@ def source_index_numpy(lens: np.ndarray, time_len: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 
 
-def _const(op: OpBuilder, array: np.ndarray | int | Sequence[int]) -> ir.Value:
-    return op.Constant(value=_small_tensor(np.asarray(array, dtype=np.int64)))
+def _const(
+    op: OpBuilder, array: np.ndarray | int | Sequence[int], dtype: type = np.int64
+) -> ir.Value:
+    return op.Constant(value=_small_tensor(np.asarray(array, dtype=dtype)))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -172,11 +174,17 @@ def _dim_vector(op: OpBuilder, data: ir.Value, axis: int, sig: Signature) -> ir.
     return op.Cast(sliced, to=ir.DataType.INT64)
 
 
+def _squeeze(op: OpBuilder, value: ir.Value, axes: Sequence[int], sig: Signature) -> ir.Value:
+    if not axes:
+        return value
+    if sig.opset >= 13:
+        return op.Squeeze(value, _const(op, list(axes)))
+    return op.Squeeze(value, axes=list(axes))
+
+
 def _scalar(op: OpBuilder, vector: ir.Value, sig: Signature) -> ir.Value:
     """A 1-element tensor as a 0-D one (Range takes scalars)."""
-    if sig.opset >= 13:
-        return op.Squeeze(vector, _const(op, [0]))
-    return op.Squeeze(vector, axes=[0])
+    return _squeeze(op, vector, [0], sig)
 
 
 def _place(op: OpBuilder, vector: ir.Value, axis: int, rank: int, sig: Signature) -> ir.Value:
@@ -200,13 +208,25 @@ def _pad_trailing(
     return op.Reshape(value, op.Concat(op.Shape(value), ones, axis=0))
 
 
-def _lengths(op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature) -> ir.Value:
-    """The lengths as int64 [B], clamped to at most T (negatives act as 0 downstream).
+def _lengths(
+    op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature, itype: type = np.int64
+) -> ir.Value:
+    """The lengths as [B] of the index type, clamped to at most T.
 
     ``time_len`` is a 1-element tensor. With a static T, one Min; with a run-time T,
     Less+Where: tract cannot evaluate Min of a run-time value and a symbolic dim
-    ("Undetermined symbol"), but selects fine.
+    ("Undetermined symbol"), but selects fine. Negatives act as 0 downstream; for int32
+    arithmetic (static T only) they are clamped to 0 too, in the lengths' own type, so a
+    64-bit length never wraps in the Cast.
     """
+    if itype is np.int32:
+        if sig.lens_dtype == ir.DataType.INT32:
+            return op.Max(
+                op.Min(lens, _const(op, [sig.dim(sig.time_axis)], np.int32)),
+                _const(op, [0], np.int32),
+            )
+        clamped = op.Max(op.Min(lens, time_len), _const(op, [0]))
+        return op.Cast(clamped, to=ir.DataType.INT32)
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
     if time_len.const_value is not None and sig.allows("Min") and sig.opset >= 12:
@@ -218,14 +238,16 @@ def _lengths(op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature) 
     raise StrategyError("clamping the lengths needs Less+Where or Min (opset >= 12)")
 
 
-def _iota(op: OpBuilder, size: ir.Value, static: int | None, sig: Signature) -> ir.Value:
-    """0 .. size-1 as int64 (``size`` a 1-element tensor): a constant when static.
+def _iota(
+    op: OpBuilder, size: ir.Value, static: int | None, sig: Signature, itype: type = np.int64
+) -> ir.Value:
+    """0 .. size-1 (``size`` a 1-element tensor): a constant of ``itype`` when static.
 
     Without Range, an inclusive CumSum of ones minus one (no ``exclusive`` attribute:
     one variant fewer for a converter to get wrong).
     """
     if static is not None and static <= _MAX_FOLDED_ELEMENTS:
-        return _const(op, np.arange(static, dtype=np.int64))
+        return _const(op, np.arange(static), itype)
     if sig.allows("Range", "Squeeze"):
         return op.Range(_const(op, 0), _scalar(op, size, sig), _const(op, 1))
     if sig.allows("ConstantOfShape", "CumSum"):
@@ -252,6 +274,7 @@ def _select_source(
     *,
     scale: ir.Value | None,
     offset: ir.Value | None,
+    itype: type = np.int64,
 ) -> ir.Value:
     """``where(t < L, s*(L-1-t) + o, s*t + o)`` for broadcastable ``steps`` and ``lens``.
 
@@ -259,7 +282,8 @@ def _select_source(
     everything but ``s*L`` folds into one constant.
     """
     forward = _affine(op, steps, scale, offset)
-    next_step = op.Add(steps, _const(op, 1))
+    one = _const(op, 1, itype)
+    next_step = op.Add(steps, one)
     bias = next_step if scale is None else op.Mul(next_step, scale)
     if offset is not None:
         bias = op.Sub(bias, offset)
@@ -271,7 +295,7 @@ def _select_source(
         return op.Where(op.Less(lens, next_step), forward, backward)
     if sig.allows("Max", "Min", "Mul", "Add") and sig.opset >= 12:
         # inside = 1 where t < L else 0, by integer clamping.
-        inside = op.Min(op.Max(op.Sub(lens, steps), _const(op, 0)), _const(op, 1))
+        inside = op.Min(op.Max(op.Sub(lens, steps), _const(op, 0, itype)), one)
         return op.Add(forward, op.Mul(inside, op.Sub(backward, forward)))
     raise StrategyError("selecting the source step needs Less+Where or Min+Max+Mul+Add")
 
@@ -292,6 +316,91 @@ def _time_inner(sig: Signature) -> bool:
     if batch is None or batch > _TIME_INNER_MAX_BATCH:
         return False
     return time_len is None or time_len > batch
+
+
+# Time-major nodes whose rows are single elements and whose batch is at most this long
+# are gathered on the data's [B, T] transpose and transposed back: the index is then
+# computed with time innermost and needs no transpose of its own. `python -m
+# revseq.bench`-style paired medians (1 thread, int32 index arithmetic, x native):
+# [2000, 16] 0.81 vs 0.89 transposing the index, [8000, 1] 0.98 vs 2.10, [1000, 8]
+# 0.98 vs 1.11, [500, 32] 0.89 vs 0.93 (in place 1.01); but [512, 64] 0.93 vs 0.86 in
+# place, [256, 128] 0.94 vs 0.80 in place.
+_TRANSPOSE_DATA_MAX_BATCH = 32
+
+
+def _transposes_data(sig: Signature) -> bool:
+    """Whether to gather a rank-2 time-major node on the [B, T] transpose of its data."""
+    if sig.rank != 2 or sig.time_axis != 0 or not sig.allows("Transpose"):
+        return False
+    batch, time_len = sig.dim(1), sig.dim(0)
+    if batch is None or batch > _TRANSPOSE_DATA_MAX_BATCH:
+        return False
+    return time_len is None or time_len > batch
+
+
+def _gathers_matrix(sig: Signature) -> bool:
+    """Whether the node's rows are single elements that GatherElements moves as a matrix."""
+    return (
+        sig.index_covers_data()
+        and sig.allows("GatherElements")
+        and (sig.rank == 2 or sig.allows("Squeeze", "Unsqueeze"))
+    )
+
+
+def _gather_matrix(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
+    """GatherElements on the data as a [T, B] or [B, T] matrix (single-element rows).
+
+    Trailing size-1 axes are squeezed off first and put back after: GatherElements on
+    ``[T, B, 1]`` runs 4x slower in onnxruntime than on ``[T, B]``. A time-major matrix
+    with a short batch is gathered transposed (``_transposes_data``), so that its index
+    is computed with time innermost.
+    """
+    trailing = list(range(2, sig.rank or 2))
+    dims = tuple(sig.dims or (None, None))[:2]
+    matrix_sig = dataclasses.replace(sig, rank=2, dims=dims)
+    matrix = _squeeze(op, data, trailing, sig)
+    if _transposes_data(matrix_sig):
+        transposed = op.Transpose(matrix, perm=[1, 0])
+        batch_major = dataclasses.replace(
+            matrix_sig, batch_axis=0, time_axis=1, dims=(dims[1], dims[0])
+        )
+        src = _source_index(op, transposed, lens, batch_major)
+        gathered = op.Transpose(op.GatherElements(transposed, src, axis=1), perm=[1, 0])
+    else:
+        src = _source_index(op, matrix, lens, matrix_sig)
+        gathered = op.GatherElements(matrix, src, axis=sig.time_axis)
+    return _unsqueeze(op, gathered, trailing, sig)
+
+
+# The variant of a target that runs the index arithmetic in int32 exactly: lengths
+# clamped in int64 and cast, Less, Where, Add, Sub and Mul over int32, a Cast to int64.
+INT32_INDEX = "Index:int32"
+
+# Indexes of at least this many elements are computed in int32 where every value
+# provably fits: onnxruntime's int32 Where, Less and Sub run at about twice the int64
+# speed, and below this size the extra Cast costs more than it saves.
+_INT32_MIN_ELEMENTS = 1 << 12
+
+
+def _index_type(sig: Signature, scale: int, strides: Sequence[tuple[int, int]]) -> type:
+    """np.int32 where the index is large and provably fits in it, else np.int64.
+
+    Only for run-time lengths over static leading axes (with static scale and strides):
+    the largest value is then known at rewrite time.
+    """
+    lead = sig.lead_dims()
+    if (
+        lead is None
+        or sig.lens is not None
+        or sig.opset < 12
+        or not sig.allows("Cast", "Min", "Max", INT32_INDEX)
+    ):
+        return np.int64
+    time_len, batch = lead[sig.time_axis], lead[sig.batch_axis]
+    largest = time_len * abs(scale) + sum(lead[axis] * abs(stride) for axis, stride in strides)
+    if time_len * batch < _INT32_MIN_ELEMENTS or largest >= np.iinfo(np.int32).max:
+        return np.int64
+    return np.int32
 
 
 # A static T up to this size gets its source index from a constant table, one row per
@@ -366,31 +475,53 @@ def _source_index(
 
     Without scale and offsets this is the source index itself, sized 1 on the leading
     axes other than time and batch. ``offsets`` are (axis, stride) pairs: the
-    coordinate along ``axis`` times ``stride`` (None: 1) is added. Time-major nodes
-    with a short batch are computed as [B, T] and transposed (``_time_inner``).
+    coordinate along ``axis`` times ``stride`` (None: 1) is added. The result is int64:
+    from a constant table where one fits, else by arithmetic, which large indexes run
+    in int32 and cast (``_index_type``).
+    """
+    static_scale = _static_int(scale)
+    static_offsets = [(axis, _static_int(stride)) for axis, stride in offsets]
+    if static_scale is not None and all(stride is not None for _, stride in static_offsets):
+        strides = [(axis, int(stride or 0)) for axis, stride in static_offsets]
+        if sig.lens is None:
+            found = _table_lookup(op, lens, sig, scale=static_scale, offsets=strides)
+            if found is not None:
+                return found
+        if _index_type(sig, static_scale, strides) is np.int32:
+            # Every term is static: the constants are made again in int32.
+            scale = None if static_scale == 1 else _const(op, static_scale, np.int32)
+            offsets = [
+                (axis, None if stride == 1 else _const(op, stride, np.int32))
+                for axis, stride in strides
+            ]
+            src = _index_arithmetic(
+                op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int32
+            )
+            return op.Cast(src, to=ir.DataType.INT64)
+    return _index_arithmetic(op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int64)
+
+
+def _index_arithmetic(
+    op: OpBuilder,
+    data: ir.Value,
+    lens: ir.Value,
+    sig: Signature,
+    *,
+    scale: ir.Value | None,
+    offsets: Sequence[tuple[int, ir.Value | None]],
+    itype: type,
+) -> ir.Value:
+    """``_source_index`` by broadcast arithmetic over the leading axes, in ``itype``.
+
+    Time-major nodes with a short batch are computed as [B, T] and transposed
+    (``_time_inner``).
     """
     t, b, lead = sig.time_axis, sig.batch_axis, sig.lead_rank
     time_static = sig.dim(t)
-    static_scale = _static_int(scale)
-    static_offsets = [(axis, _static_int(stride)) for axis, stride in offsets]
-    if (
-        sig.lens is None
-        and static_scale is not None
-        and all(stride is not None for _, stride in static_offsets)
-    ):
-        found = _table_lookup(
-            op,
-            lens,
-            sig,
-            scale=static_scale,
-            offsets=[(axis, int(stride or 0)) for axis, stride in static_offsets],
-        )
-        if found is not None:
-            return found
     swapped = (time_static is None or sig.lens is None) and _time_inner(sig)
     offset: ir.Value | None = None
     for axis, stride in offsets:
-        grid = _axis_grid(op, data, axis, sig, _position(axis, sig, swapped))
+        grid = _axis_grid(op, data, axis, sig, _position(axis, sig, swapped), itype=itype)
         term = _affine(op, grid, stride, None)
         offset = term if offset is None else op.Add(offset, term)
     if time_static is not None and sig.lens is not None:
@@ -402,12 +533,16 @@ def _source_index(
         return _affine(op, _const(op, table.reshape(shape)), scale, offset)
     time_len = _dim_vector(op, data, t, sig)
     clamped = _place(
-        op, _lengths(op, lens, time_len, sig), _position(b, sig, swapped), lead, sig
+        op, _lengths(op, lens, time_len, sig, itype), _position(b, sig, swapped), lead, sig
     )
     steps = _place(
-        op, _iota(op, time_len, time_static, sig), _position(t, sig, swapped), lead, sig
+        op,
+        _iota(op, time_len, time_static, sig, itype),
+        _position(t, sig, swapped),
+        lead,
+        sig,
     )
-    src = _select_source(op, steps, clamped, sig, scale=scale, offset=offset)
+    src = _select_source(op, steps, clamped, sig, scale=scale, offset=offset, itype=itype)
     if swapped:
         src = op.Transpose(src, perm=[1, 0])
     return src
@@ -421,7 +556,13 @@ def _lead_shape(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
 
 
 def _axis_grid(
-    op: OpBuilder, data: ir.Value, axis: int, sig: Signature, position: int | None = None
+    op: OpBuilder,
+    data: ir.Value,
+    axis: int,
+    sig: Signature,
+    position: int | None = None,
+    *,
+    itype: type = np.int64,
 ) -> ir.Value:
     """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others.
 
@@ -429,7 +570,7 @@ def _axis_grid(
     """
     size = _dim_vector(op, data, axis, sig)
     where = axis if position is None else position
-    return _place(op, _iota(op, size, sig.dim(axis), sig), where, sig.lead_rank, sig)
+    return _place(op, _iota(op, size, sig.dim(axis), sig, itype), where, sig.lead_rank, sig)
 
 
 def _product_of_dims(op: OpBuilder, data: ir.Value, start: int, sig: Signature) -> ir.Value:
@@ -450,7 +591,12 @@ def _product_of_dims(op: OpBuilder, data: ir.Value, start: int, sig: Signature) 
 
 
 def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
-    """The design card's form: GatherElements with an index as large as the data."""
+    """The design card's form: GatherElements with an index as large as the data.
+
+    Single-element rows are gathered as a matrix (``_gather_matrix``).
+    """
+    if _gathers_matrix(sig):
+        return _gather_matrix(op, data, lens, sig)
     src = _source_index(op, data, lens, sig)
     src = _pad_trailing(op, src, data, sig.lead_rank, sig)
     if not sig.index_covers_data():
@@ -490,7 +636,13 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     are gathered with GatherElements on a 1-D view (Gather copies element by element).
     onnxruntime's Gather loses string elements when a gathered slice holds more than one
     (BACKENDS.md), so string data (or data of unknown type) is gathered with GatherND.
+    Rows of one element over two leading axes are gathered as a matrix, as in
+    ``gather_elements``.
     """
+    if _gathers_matrix(sig):
+        return _gather_matrix(op, data, lens, sig)
+    dims = sig.dims
+    static_shape = dims is not None and all(d is not None for d in dims)
     t, lead = sig.time_axis, sig.lead_rank
     static = sig.lead_dims()
     strides: list[ir.Value | None] = []
@@ -510,8 +662,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         scale=strides[t],
         offsets=[(axis, strides[axis]) for axis in range(lead) if axis != t],
     )
-    dims = sig.dims
-    if dims is not None and static is not None and all(d is not None for d in dims):
+    if static_shape and dims is not None and static is not None:
         trailing = [int(d) for d in dims[lead:] if d is not None]
         # allowzero only where a static dim is 0: without zeros Reshape's default reading
         # is the same, and some converters (onnx2torch) lack the attribute.

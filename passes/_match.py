@@ -67,34 +67,44 @@ class _Verdict:
     reason: str
 
 
-def _gathers_rows(gather: ir.Node) -> bool:
-    """Whether a gather may read a ``[rows, ...]`` view.
-
-    Gather may, GatherND with ``batch_dims == 0`` (the row form gathers strings so), and
-    GatherElements on a Reshape (the row form gathers single elements on a 1-D view).
-    """
-    if gather.op_type == "Gather":
-        return True
-    if gather.op_type == "GatherElements":
-        source = gather.inputs[0].producer() if gather.inputs[0] is not None else None
-        return source is not None and source.op_type == "Reshape"
-    return gather.op_type == "GatherND" and gather.attributes.get_int("batch_dims", 0) == 0
+# Views a form puts between the data and its gather (a row view, a matrix without its
+# trailing size-1 axes, a time-major matrix transposed) and after it (their inverses).
+_DATA_VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Transpose"})
+_OUTPUT_VIEWS = frozenset({"Reshape", "Unsqueeze", "Transpose"})
+_MAX_VIEWS = 2
 
 
-def _data_source(gather: ir.Node) -> ir.Value | None:
-    """The tensor a gather reads: for a gather of rows, the tensor behind the row view.
+def _data_sources(gather: ir.Node) -> list[ir.Value]:
+    """The tensors a gather may read the data as, farthest first.
 
-    GatherElements and GatherND read the data itself. A Gather (or a GatherND without
-    batch dims) may read a ``[rows, rest]`` view made by one Flatten or Reshape; views
-    further up belong to the user's graph and are left alone.
+    The gather's input, and the inputs of up to two views above it (``_DATA_VIEWS``):
+    the row form reads a ``[rows, rest]`` view, the matrix form a squeezed and possibly
+    transposed one. The proof decides which reading holds.
     """
     value = gather.inputs[0] if gather.inputs else None
-    if value is None or not _gathers_rows(gather):
-        return value
-    node = value.producer()
-    if node is not None and node.op_type in ("Flatten", "Reshape") and node.domain == "":
-        return node.inputs[0]
-    return value
+    if value is None:
+        return []
+    found = [value]
+    while len(found) <= _MAX_VIEWS:
+        node = found[-1].producer()
+        if (
+            node is None
+            or node.domain not in ("", "ai.onnx")
+            or node.op_type not in _DATA_VIEWS
+            or not node.inputs
+            or node.inputs[0] is None
+        ):
+            break
+        found.append(node.inputs[0])
+    return found[::-1]
+
+
+def _may_be_data(value: ir.Value) -> bool:
+    """Whether a gather's source may be run-time data: not a constant nor a shape."""
+    producer = value.producer()
+    return value.const_value is None and (
+        producer is None or producer.op_type not in _SHAPE_READERS
+    )
 
 
 def _slice_of(
@@ -139,7 +149,7 @@ def _check_data_use(nodes: Sequence[ir.Node], data: ir.Value, gather: ir.Node) -
     """The data may only feed Shape/Size and the view chain into the gather."""
     allowed = {id(gather)}
     node = gather.inputs[0].producer() if gather.inputs[0] is not None else None
-    while node is not None and node.op_type in VIEW_OPS:
+    while node is not None and node.op_type in _DATA_VIEWS | VIEW_OPS:
         allowed.add(id(node))
         node = node.inputs[0].producer() if node.inputs[0] is not None else None
     in_slice = {id(n) for n in nodes}
@@ -455,33 +465,40 @@ class Matcher:
         return table
 
     def candidates(self, gather: ir.Node) -> list[ir.Value]:
-        """Values to test for a gather: for a gather of rows, first the Reshape back.
+        """Values to test for a gather, farthest first: its output and up to two views.
 
-        Only that one Reshape is taken in: an Identity or Reshape a user put after a
-        ReverseSequence is the user's node and stays.
+        A view is taken in only where it is the single use of a value that is not a graph
+        output: the row form's Reshape back, the matrix form's Transpose and Unsqueeze.
         """
-        value = gather.outputs[0]
-        if not _gathers_rows(gather) or value.is_graph_output() or len(value.uses()) != 1:
-            return [value]
-        user = next(iter(value.uses())).node
-        if user.op_type != "Reshape" or user.domain not in ("", "ai.onnx"):
-            return [value]
-        return [user.outputs[0], value]
+        found = [gather.outputs[0]]
+        while len(found) <= _MAX_VIEWS:
+            value = found[-1]
+            if value.is_graph_output() or len(value.uses()) != 1:
+                break
+            user = next(iter(value.uses())).node
+            if user.op_type not in _OUTPUT_VIEWS or user.domain not in ("", "ai.onnx"):
+                break
+            found.append(user.outputs[0])
+        return found[::-1]
 
     def match(self, gather: ir.Node) -> Match | NoMatch:
-        """Prove that the gather (or a view of its result) is a ReverseSequence."""
+        """Prove that the gather (or a view of its result) is a ReverseSequence.
+
+        Readings of the data and of the result are tried with the most views taken in
+        first, so a decomposition fuses whole where it can.
+        """
         if gather.op_type not in GATHER_OPS or gather.domain not in ("", "ai.onnx"):
             return NoMatch("not a gather", gather)
-        data = _data_source(gather)
-        if data is None:
-            return NoMatch("the gather has no data input", gather)
-        source = data.producer()
-        if data.const_value is not None or (
-            source is not None and source.op_type in _SHAPE_READERS
-        ):
+        sources = [data for data in _data_sources(gather) if _may_be_data(data)]
+        if not sources:
             return NoMatch("the gather reads a shape or a constant, not data", gather)
+        outputs = self.candidates(gather)
+        pairs = sorted(
+            itertools.product(enumerate(sources), enumerate(outputs)),
+            key=lambda p: (p[0][0] + p[1][0], p[0][0]),
+        )
         reasons = []
-        for output in self.candidates(gather):
+        for (_, data), (_, output) in pairs:
             result = self._match_output(output, data, gather)
             if isinstance(result, Match):
                 return result

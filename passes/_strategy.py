@@ -24,22 +24,21 @@ AUTO_PREFERENCE: tuple[str, ...] = ("gather_nd", "gather_elements", "gather_rows
 by ``revseq.bench``. With dynamic shapes the row form needs a Flatten and a Reshape back,
 GatherND gathers the rows of the data itself.
 
-Rank-2 data (``Signature.index_covers_data`` without trailing axes): GatherElements
-needs no data-sized index there and goes first, static or not. With trailing size-1
-axes it does not: GatherElements on ``[T, B, 1]`` runs 4x slower in onnxruntime than on
-the same elements without that axis.
+Single-element rows over two leading axes (``Signature.index_covers_data``):
+GatherElements needs no data-sized index there and goes first, static or not; it
+gathers the data as a matrix, trailing size-1 axes squeezed off.
 """
 
 STATIC_PREFERENCE: tuple[str, ...] = ("gather_rows", "gather_nd", "gather_elements")
 """The order for static shapes: the row form's Gather reads a view with the data's own
-trailing dims, so its output needs no Reshape, and single-element rows are gathered by
-GatherElements on a 1-D view. ``python -m revseq.bench`` (onnxruntime 1.32, 1 thread):
-geomean 0.95x native for the row form, 1.59x GatherND, 2.64x GatherElements.
+trailing dims, so its output needs no Reshape. ``python -m revseq.bench``
+(onnxruntime 1.32, 1 thread): geomean 0.95x native for the row form, 1.59x GatherND,
+2.64x GatherElements.
 """
 
 
 def _auto_order(sig: forms.Signature) -> tuple[str, ...]:
-    if sig.index_covers_data() and sig.rank == 2:
+    if sig.index_covers_data():
         return ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
     if not is_dynamic(sig):
         return STATIC_PREFERENCE

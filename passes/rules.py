@@ -79,28 +79,49 @@ class FuseGather(_FuseBase):
 
 
 class FuseGatherView(_FuseBase):
-    """Reshape(gather(view of X, flat index)): the row form, reshaped back."""
+    """A gather, then views of its result.
 
-    def __init__(self, op_type: str) -> None:
-        super().__init__(f"FuseReverseSequence{op_type}View")
+    The row form's Reshape back, the matrix form's Transpose and Unsqueeze
+    (``revseq.ops.forms``).
+    """
+
+    def __init__(self, op_type: str, views: tuple[str, ...]) -> None:
+        super().__init__(f"FuseReverseSequence{op_type}{''.join(views)}")
         self._op_type = op_type
+        self._views = views
 
-    def pattern(self, op, rows, indices, shape):
-        """A gather of rows or of single elements, then the Reshape back."""
-        gathered = getattr(op, self._op_type)(rows, indices, _allow_other_attributes=True)
-        return op.Reshape(gathered, shape, _allow_other_attributes=True)
+    def pattern(self, op, data, indices):
+        """The gather, then each view in turn (their other inputs and attributes free)."""
+        value = getattr(op, self._op_type)(data, indices, _allow_other_attributes=True)
+        for view in self._views:
+            value = getattr(op, view)(
+                value, _allow_other_inputs=True, _allow_other_attributes=True
+            )
+        return value
 
     def _gather_of(self, root: ir.Node) -> ir.Node:
-        source = root.inputs[0]
-        producer = source.producer() if source is not None else None
-        return producer if producer is not None else root
+        node = root
+        for _ in self._views:
+            source = node.inputs[0]
+            producer = source.producer() if source is not None else None
+            if producer is None:
+                break
+            node = producer
+        return node
 
+
+# The views each form ends in, longest first: a rule matching fewer views is tried after.
+_VIEW_CHAINS = (("Transpose", "Unsqueeze"), ("Reshape",), ("Transpose",), ("Unsqueeze",))
 
 fuse_gather_rule = RewriteRuleSet(
     [FuseGather.rule(op_type) for op_type in ("GatherElements", "GatherND", "Gather")]
 )
 fuse_gather_view_rule = RewriteRuleSet(
-    [FuseGatherView.rule(op_type) for op_type in ("Gather", "GatherElements", "GatherND")]
+    [
+        FuseGatherView.rule(op_type, views)
+        for views in _VIEW_CHAINS
+        for op_type in ("Gather", "GatherElements", "GatherND")
+    ]
 )
 
 rules = RewriteRuleSet([*fuse_gather_view_rule.rules, *fuse_gather_rule.rules])

@@ -1,0 +1,185 @@
+"""The layouts and index types the forms choose for speed: each exact, each restorable.
+
+Large static indexes run their arithmetic in int32 where the target allows it (and
+provably fits); time-major single-element rows with a short batch are gathered on the
+data's transpose; trailing size-1 axes are squeezed off. None of it may change a value
+(invalid lengths included) or keep restore from fusing the node back whole.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+import pytest
+from onnx import helper
+from onnxscript import rewriter
+
+import revseq
+from revseq.ops import forms
+from revseq.ops.reference import reverse_sequence
+from revseq.passes._builder import NodeBuilder
+from revseq.passes.rules import rules
+
+_INT32_INDEX = {"Cast", "Min", "Max", "Index:int32"}
+
+
+def _model(dims, batch_axis: int, time_axis: int, *, int32_lens: bool = False):
+    domain = "revseq" if int32_lens else ""
+    node = helper.make_node(
+        "ReverseSequence",
+        ["x", "lens"],
+        ["y"],
+        batch_axis=batch_axis,
+        time_axis=time_axis,
+        domain=domain,
+    )
+    lens_type = onnx.TensorProto.INT32 if int32_lens else onnx.TensorProto.INT64
+    graph = helper.make_graph(
+        [node],
+        "layout",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(dims)),
+            helper.make_tensor_value_info("lens", lens_type, [dims[batch_axis]]),
+        ],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(dims))],
+    )
+    imports = [helper.make_opsetid("", 18)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, 1))
+    return helper.make_model(graph, opset_imports=imports)
+
+
+def _run(model: onnx.ModelProto, feeds, *, optimized: bool) -> np.ndarray:
+    options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)[0]
+
+
+def _int32_casts(model: onnx.ModelProto) -> int:
+    return sum(
+        n.op_type == "Cast" and n.attribute[0].i == onnx.TensorProto.INT32
+        for n in model.graph.node
+    )
+
+
+def _reads_of_x(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node if "x" in n.input]
+
+
+CASES = [
+    # dims, batch_axis, time_axis, what reads x first
+    ((2000, 16), 1, 0, "Transpose"),
+    ((600, 8, 1), 1, 0, "Squeeze"),
+    ((8, 600, 1, 1), 0, 1, "Squeeze"),
+    ((512, 64), 1, 0, "GatherElements"),
+    ((64, 512), 0, 1, "GatherElements"),
+    ((700, 6, 2), 1, 0, "Reshape"),
+]
+
+
+@pytest.mark.parametrize("int32_lens", [False, True], ids=["int64-lens", "int32-lens"])
+@pytest.mark.parametrize(("dims", "batch_axis", "time_axis", "first"), CASES)
+def test_large_static_indexes_are_exact_in_int32(
+    dims, batch_axis, time_axis, first, int32_lens
+):
+    model = _model(dims, batch_axis, time_axis, int32_lens=int32_lens)
+    inlined = revseq.inline(model, target="any")
+    assert _int32_casts(inlined) == (0 if int32_lens else 1)
+    assert _reads_of_x(inlined) == [first]
+    time_len, batch = dims[time_axis], dims[batch_axis]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(dims).astype(np.float32)
+    lens_type = np.int32 if int32_lens else np.int64
+    big = np.iinfo(lens_type).max
+    # Valid lengths, and invalid ones that must clamp: below 0 and above T, as far as
+    # the lengths' type goes (an int64 length must not wrap in the cast to int32).
+    valid = rng.integers(0, time_len, batch, endpoint=True)
+    valid[:3] = [time_len, 0, 1]
+    invalid = valid.copy()
+    invalid[:4] = [-1, time_len + 1, big, -big - 1]
+    if not int32_lens:
+        invalid[4:6] = [(1 << 32) + 2, -(1 << 32) + 2]
+    for values in (valid, invalid):
+        lens = values.astype(lens_type)
+        clamped = np.clip(lens.astype(np.int64), 0, time_len)
+        expected = reverse_sequence(x, clamped, batch_axis=batch_axis, time_axis=time_axis)
+        for optimized in (False, True):
+            got = _run(inlined, {"x": x, "lens": lens}, optimized=optimized)
+            assert got.tobytes() == expected.tobytes(), (lens[:6], optimized)
+
+
+@pytest.mark.parametrize(("dims", "batch_axis", "time_axis", "first"), CASES)
+def test_every_layout_restores_to_one_node(dims, batch_axis, time_axis, first):
+    model = _model(dims, batch_axis, time_axis)
+    for target in (None, "any"):
+        inlined = revseq.inline(model, target=target)
+        assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
+        fused = rewriter.rewrite(ir.from_proto(inlined), pattern_rewrite_rules=rules)
+        assert [n.op_type for n in fused.graph if n.op_type != "Identity"] == [
+            "ReverseSequence"
+        ]
+
+
+def test_small_indexes_stay_int64():
+    """Below 4,096 index elements the casts cost more than int32 saves."""
+    inlined = revseq.inline(_model((60, 8), 1, 0), target="any")
+    assert _int32_casts(inlined) == 0
+
+
+def _emitted_casts(dims, batch_axis: int, time_axis: int, allowed) -> list[int]:
+    """The Cast target types of the row form emitted for a static signature."""
+    sig = forms.Signature(
+        batch_axis=batch_axis,
+        time_axis=time_axis,
+        rank=len(dims),
+        dims=tuple(dims),
+        dtype=ir.DataType.FLOAT,
+        lens_dtype=ir.DataType.INT64,
+        lens=None,
+        opset=18,
+        allowed=allowed,
+    )
+    op = NodeBuilder("probe")
+    output = forms.emit(op, ir.Value(name="x"), ir.Value(name="lens"), sig, "gather_rows")
+    return [n.attributes["to"].value for n in op.finish(output) if n.op_type == "Cast"]
+
+
+def test_int32_only_where_the_index_fits_and_the_target_allows_it():
+    # 600 x 8 rows: int32. 40,000 x 60,000 rows overflow int32: int64 throughout.
+    assert _emitted_casts((600, 8, 2), 1, 0, None) == [ir.DataType.INT32, ir.DataType.INT64]
+    assert _emitted_casts((40_000, 60_000, 2), 1, 0, None) == []
+    without = frozenset(revseq.TARGETS["onnxruntime"].allowed(dynamic=False) or ()) - {
+        "Index:int32"
+    }
+    assert _emitted_casts((600, 8, 2), 1, 0, without) == []
+
+
+def test_the_transpose_needs_a_target_that_has_it():
+    model = _model((2000, 16), 1, 0)
+    allowed = set(revseq.TARGETS["onnxruntime"].allowed(dynamic=False) or ()) - {"Transpose"}
+    inlined = revseq.inline(model, target=allowed)
+    assert "Transpose" not in {n.op_type for n in inlined.graph.node}
+    x = np.random.default_rng(1).standard_normal((2000, 16)).astype(np.float32)
+    lens = np.arange(16, dtype=np.int64) * 125
+    expected = reverse_sequence(x, lens)
+    assert _run(inlined, {"x": x, "lens": lens}, optimized=True).tobytes() == (
+        expected.tobytes()
+    )
+
+
+def test_dynamic_time_with_a_short_static_batch_is_gathered_transposed():
+    model = _model(("T", 8), 1, 0)
+    inlined = revseq.inline(model)
+    assert _reads_of_x(inlined)[0] == "Transpose"
+    for time_len in (1, 8, 9, 300):
+        x = np.random.default_rng(time_len).standard_normal((time_len, 8)).astype(np.float32)
+        lens = np.minimum(np.arange(8, dtype=np.int64) * 40, time_len)
+        got = _run(inlined, {"x": x, "lens": lens}, optimized=False)
+        assert got.tobytes() == reverse_sequence(x, lens).tobytes()
+    assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
