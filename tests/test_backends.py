@@ -355,3 +355,42 @@ def test_inferred_static_forms_and_shared_index_run_on_the_backend(name, shared)
         expected = reverse_sequence(expected, lens)
     (got,) = backend.prepare(inlined)({"x": x, "lens": lens})
     assert got.tobytes() == expected.tobytes()
+
+
+def _casts_to_int32(model: onnx.ModelProto) -> bool:
+    return any(
+        n.op_type == "Cast" and n.attribute[0].i == onnx.TensorProto.INT32
+        for n in model.graph.node
+    )
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize(
+    ("dims", "batch_axis", "time_axis"),
+    [((600, 8), 1, 0), ((600, 8, 1), 1, 0), ((8, 600, 1), 0, 1), ((700, 6, 2), 1, 0)],
+    ids=["matrix-transposed", "squeezed-transposed", "squeezed", "rows"],
+)
+@pytest.mark.parametrize("name", BACKENDS)
+def test_large_static_indexes_run_on_the_backend(name, dims, batch_axis, time_axis):
+    """Indexes of 4,096 elements and more, static: int32 index arithmetic where the
+    target's profile allows it, time-major single-element rows gathered on the data's
+    transpose. Exact with lengths T, 0, 1 and between, default and backend target."""
+    backend = backend_or_skip(name)
+    model = model_of(dims, "float32", batch_axis, time_axis)
+    time_len, batch = dims[time_axis], dims[batch_axis]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(dims).astype(np.float32)
+    lens = rng.integers(0, time_len, batch, endpoint=True)
+    lens[:3] = [time_len, 0, 1]
+    expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+    for target in (None, name):
+        inlined = revseq.inline(model, target=target)
+        profile = TARGETS[target or "portable"]
+        allowed = profile.allowed(dynamic=False)
+        assert _casts_to_int32(inlined) == (allowed is None or "Index:int32" in allowed)
+        if len(dims) == 2 or dims[-1] == 1:
+            assert ("Transpose" in {n.op_type for n in inlined.graph.node}) == (time_axis == 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            (got,) = backend.prepare(inlined)({"x": x, "lens": lens})
+        assert got.tobytes() == expected.tobytes(), target

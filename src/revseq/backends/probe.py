@@ -149,6 +149,22 @@ OP_PROBES: tuple[Probe, ...] = (
             "k = Less (t, lb)\nback = Sub (lb, n)\ny = Where (k, back, t)"
         ),
     ),
+    # The index arithmetic in int32, as the forms run large static indexes: lengths
+    # clamped to [0, T] in int64 and cast, the select over [T, B], a flat row index.
+    Probe(
+        "Index:int32",
+        ("Index:int32",),
+        lambda d: (
+            "t1 = Constant <value = int64[1] {5}> ()\nc = Min (lens, t1)\n"
+            "c0 = Max (c, zero1)\nL = Cast <to = 6> (c0)\n"
+            "t = Constant <value = int32[5, 1] {0, 1, 2, 3, 4}> ()\n"
+            "one32 = Constant <value = int32[1] {1}> ()\n"
+            "b32 = Constant <value = int32[1] {3}> ()\n"
+            "lb = Unsqueeze (L, zero1)\nn = Add (t, one32)\nk = Less (lb, n)\n"
+            "back = Sub (lb, n)\nsrc = Where (k, t, back)\nscaled = Mul (src, b32)\n"
+            "y = Cast <to = 7> (scaled)"
+        ),
+    ),
     Probe("Min", ("Min",), lambda d: f"{_T1}\ny = Min (lens, t1)"),
     Probe("Max", ("Max",), lambda d: f"{_T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
     Probe("Add", ("Add",), lambda d: f"{_T1}\ny = Add (lens, t1)"),
@@ -383,7 +399,13 @@ def run_dtype_probes(backend: Backend) -> list[ProbeResult]:
 
 
 # Layouts the form probes run: (dims with T and B placeholders, batch_axis, time_axis).
-_FORM_LAYOUTS = ((("T", "B", 3), 1, 0), (("B", "T", 2, 3), 0, 1))
+# Rows of three elements time-major, of six batch-major, and single-element rows (the
+# matrix form: squeezed, and at the static (5, 4) transposed too).
+_FORM_LAYOUTS = (
+    (("T", "B", 3), 1, 0),
+    (("B", "T", 2, 3), 0, 1),
+    (("T", "B", 1), 1, 0),
+)
 
 
 def _one_node_model(dims: tuple, batch_axis: int, time_axis: int) -> onnx.ModelProto:
