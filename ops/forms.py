@@ -300,11 +300,13 @@ def _select_source(
     raise StrategyError("selecting the source step needs Less+Where or Min+Max+Mul+Add")
 
 
-# Time-major nodes with at most this many batch entries compute their index as [B, T]
-# and transpose it: onnxruntime's broadcasting loops over the innermost dimension, and
-# `python -m revseq.bench` measured (1 thread, run-time lengths) [1000, 8, 1]: 1.56x
-# native in [T, B] vs 1.12x as [B, T] + Transpose; [2000, 16]: 1.20x vs 1.05x; but
-# [512, 64]: 0.93x in [T, B] vs 1.08x, where the Transpose costs more than it saves.
+# Time-major nodes with rows of several elements and at most this many batch entries
+# compute their index as [B, T] and transpose it (single-element rows transpose the data
+# instead: `_transposes_data`). onnxruntime's broadcasting loops over the innermost
+# dimension; paired medians (1 thread, run-time lengths, int32 arithmetic, x native):
+# [1000, 8, 4] 1.86 vs 2.28 in place, [2000, 16, 2] 1.46 vs 1.72, [600, 4, 16] 1.53 vs
+# 2.10, [400, 32, 2] 1.66 vs 1.68. (Rows of a few elements are slow either way:
+# onnxruntime's Gather spends about 10 ns per row.)
 _TIME_INNER_MAX_BATCH = 16
 
 

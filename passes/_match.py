@@ -1,8 +1,10 @@
 """Recognise a ReverseSequence decomposition ending at a gather, by evaluating it.
 
-A candidate is a value ``Y`` computed by a gather (GatherElements, GatherND, or Gather on
-a reshaped view, possibly reshaped back). Its *backward slice* is every node ``Y``
-depends on, stopping at run-time values. The candidate is a ReverseSequence when:
+A candidate is a value ``Y`` computed by a gather (GatherElements, GatherND or Gather),
+possibly through views of the data before it and of its result after it (the row
+form's reshapes, the matrix form's squeeze and transposes). Its *backward slice* is
+every node ``Y`` depends on, stopping at run-time values. The candidate is a
+ReverseSequence when:
 
 1. the slice reads exactly two run-time values: the data ``X`` (only through ``Shape``,
    ``Size`` and the views that feed the gather, so the index never depends on the data)
