@@ -208,6 +208,9 @@ def _pad_trailing(
     return op.Reshape(value, op.Concat(op.Shape(value), ones, axis=0))
 
 
+_INDEX_TYPES = {np.int32: ir.DataType.INT32, np.int64: ir.DataType.INT64}
+
+
 def _lengths(
     op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature, itype: type = np.int64
 ) -> ir.Value:
@@ -216,17 +219,10 @@ def _lengths(
     ``time_len`` is a 1-element tensor. With a static T, one Min; with a run-time T,
     Less+Where: tract cannot evaluate Min of a run-time value and a symbolic dim
     ("Undetermined symbol"), but selects fine. Negatives act as 0 downstream; for int32
-    arithmetic (static T only) they are clamped to 0 too, in the lengths' own type, so a
-    64-bit length never wraps in the Cast.
+    arithmetic (static T only) see ``_lengths_in_range``.
     """
     if itype is np.int32:
-        if sig.lens_dtype == ir.DataType.INT32:
-            return op.Max(
-                op.Min(lens, _const(op, [sig.dim(sig.time_axis)], np.int32)),
-                _const(op, [0], np.int32),
-            )
-        clamped = op.Max(op.Min(lens, time_len), _const(op, [0]))
-        return op.Cast(clamped, to=ir.DataType.INT32)
+        return _lengths_in_range(op, lens, sig, itype)
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
     if time_len.const_value is not None and sig.allows("Min") and sig.opset >= 12:
@@ -236,6 +232,24 @@ def _lengths(
     if sig.allows("Min") and sig.opset >= 12:
         return op.Min(lens, time_len)
     raise StrategyError("clamping the lengths needs Less+Where or Min (opset >= 12)")
+
+
+def _lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type) -> ir.Value:
+    """The lengths clamped to [0, T] (T static), as [B] of ``itype``.
+
+    Clamped in the lengths' own type before any Cast, so a 64-bit length never wraps
+    into range: one Clip where the target has it, else Min and Max.
+    """
+    time_len = sig.dim(sig.time_axis)
+    assert time_len is not None
+    own = np.int32 if sig.lens_dtype == ir.DataType.INT32 else np.int64
+    if own is np.int64 and sig.lens_dtype != ir.DataType.INT64:
+        lens = op.Cast(lens, to=ir.DataType.INT64)
+    if sig.allows("Clip"):
+        clamped = op.Clip(lens, _const(op, 0, own), _const(op, time_len, own))
+    else:
+        clamped = op.Max(op.Min(lens, _const(op, [time_len], own)), _const(op, [0], own))
+    return clamped if own is itype else op.Cast(clamped, to=_INDEX_TYPES[itype])
 
 
 def _iota(
@@ -366,10 +380,10 @@ def _gather_matrix(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature
         batch_major = dataclasses.replace(
             matrix_sig, batch_axis=0, time_axis=1, dims=(dims[1], dims[0])
         )
-        src = _source_index(op, transposed, lens, batch_major)
+        src = _source_index(op, transposed, lens, batch_major, gather="GatherElements")
         gathered = op.Transpose(op.GatherElements(transposed, src, axis=1), perm=[1, 0])
     else:
-        src = _source_index(op, matrix, lens, matrix_sig)
+        src = _source_index(op, matrix, lens, matrix_sig, gather="GatherElements")
         gathered = op.GatherElements(matrix, src, axis=sig.time_axis)
     return _unsqueeze(op, gathered, trailing, sig)
 
@@ -384,25 +398,28 @@ INT32_INDEX = "Index:int32"
 _INT32_MIN_ELEMENTS = 1 << 12
 
 
-def _index_type(sig: Signature, scale: int, strides: Sequence[tuple[int, int]]) -> type:
-    """np.int32 where the index is large and provably fits in it, else np.int64.
-
-    Only for run-time lengths over static leading axes (with static scale and strides):
-    the largest value is then known at rewrite time.
-    """
+def _fits_int32(sig: Signature, scale: int, strides: Sequence[tuple[int, int]]) -> bool:
+    """Whether every value of the index provably fits in int32 (static leading axes)."""
     lead = sig.lead_dims()
-    if (
-        lead is None
-        or sig.lens is not None
-        or sig.opset < 12
-        or not sig.allows("Cast", "Min", "Max", INT32_INDEX)
-    ):
-        return np.int64
-    time_len, batch = lead[sig.time_axis], lead[sig.batch_axis]
-    largest = time_len * abs(scale) + sum(lead[axis] * abs(stride) for axis, stride in strides)
-    if time_len * batch < _INT32_MIN_ELEMENTS or largest >= np.iinfo(np.int32).max:
-        return np.int64
-    return np.int32
+    if lead is None:
+        return False
+    largest = lead[sig.time_axis] * abs(scale) + sum(
+        lead[axis] * abs(stride) for axis, stride in strides
+    )
+    return largest < np.iinfo(np.int32).max
+
+
+def _int32_arithmetic(sig: Signature) -> bool:
+    """Whether to run the index arithmetic in int32 (given that it fits)."""
+    lead = sig.lead_dims()
+    return (
+        lead is not None
+        and sig.lens is None
+        and sig.opset >= 12
+        and sig.allows("Cast", INT32_INDEX)
+        and (sig.allows("Clip") or sig.allows("Min", "Max"))
+        and lead[sig.time_axis] * lead[sig.batch_axis] >= _INT32_MIN_ELEMENTS
+    )
 
 
 # A static T up to this size gets its source index from a constant table, one row per
@@ -417,6 +434,7 @@ def _table_lookup(
     *,
     scale: int,
     offsets: Sequence[tuple[int, int]],
+    itype: type,
 ) -> ir.Value | None:
     """``scale * src + sum(stride * coord)`` by one Gather of a constant table, or None.
 
@@ -433,20 +451,21 @@ def _table_lookup(
         or batch is None
         or (time_len + 1) * time_len > _MAX_TABLE_ELEMENTS
         or sig.opset < 12
-        or not sig.allows("Gather", "Min", "Max")
+        or not sig.allows("Gather")
+        or not (sig.allows("Clip") or sig.allows("Min", "Max"))
         or (t < b and not sig.allows("Transpose"))
     ):
         return None
     # Column L of the [T, T+1] source index of lengths 0 .. T is row L of the table.
     table = np.ascontiguousarray(source_index_numpy(np.arange(time_len + 1), time_len).T)
-    clamped = op.Max(_lengths(op, lens, _const(op, [time_len]), sig), _const(op, [0]))
-    rows = op.Gather(_const(op, table * scale), clamped, axis=0)  # [B, T]
+    clamped = _lengths_in_range(op, lens, sig, np.int64)
+    rows = op.Gather(_const(op, table * scale, itype), clamped, axis=0)  # [B, T]
     bias = np.zeros((batch, 1), dtype=np.int64)
     for axis, stride in offsets:
         if axis == b:
             bias = bias + np.arange(batch, dtype=np.int64)[:, None] * stride
     if bias.any():
-        rows = op.Add(rows, _const(op, bias))
+        rows = op.Add(rows, _const(op, bias, itype))
     return op.Transpose(rows, perm=[1, 0]) if t < b else rows
 
 
@@ -472,24 +491,35 @@ def _source_index(
     *,
     scale: ir.Value | None = None,
     offsets: Sequence[tuple[int, ir.Value | None]] = (),
+    gather: str | None = None,
 ) -> ir.Value:
     """``scale * src + sum(stride * coord)`` over the leading axes, in the data's order.
 
     Without scale and offsets this is the source index itself, sized 1 on the leading
     axes other than time and batch. ``offsets`` are (axis, stride) pairs: the
-    coordinate along ``axis`` times ``stride`` (None: 1) is added. The result is int64:
-    from a constant table where one fits, else by arithmetic, which large indexes run
-    in int32 and cast (``_index_type``).
+    coordinate along ``axis`` times ``stride`` (None: 1) is added. It comes from a
+    constant table where one fits, else from arithmetic, which large indexes run in
+    int32. The result is int64, or int32 where every value fits and ``gather``, the op
+    that reads it, takes int32 indices on the target (``Gather:int32``).
     """
     static_scale = _static_int(scale)
     static_offsets = [(axis, _static_int(stride)) for axis, stride in offsets]
     if static_scale is not None and all(stride is not None for _, stride in static_offsets):
         strides = [(axis, int(stride or 0)) for axis, stride in static_offsets]
+        fits = _fits_int32(sig, static_scale, strides)
+        direct = fits and gather is not None and sig.allows(f"{gather}:int32")
         if sig.lens is None:
-            found = _table_lookup(op, lens, sig, scale=static_scale, offsets=strides)
+            found = _table_lookup(
+                op,
+                lens,
+                sig,
+                scale=static_scale,
+                offsets=strides,
+                itype=np.int32 if direct else np.int64,
+            )
             if found is not None:
                 return found
-        if _index_type(sig, static_scale, strides) is np.int32:
+        if fits and _int32_arithmetic(sig):
             # Every term is static: the constants are made again in int32.
             scale = None if static_scale == 1 else _const(op, static_scale, np.int32)
             offsets = [
@@ -499,7 +529,7 @@ def _source_index(
             src = _index_arithmetic(
                 op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int32
             )
-            return op.Cast(src, to=ir.DataType.INT64)
+            return src if direct else op.Cast(src, to=ir.DataType.INT64)
     return _index_arithmetic(op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int64)
 
 
@@ -599,7 +629,7 @@ def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signatur
     """
     if _gathers_matrix(sig):
         return _gather_matrix(op, data, lens, sig)
-    src = _source_index(op, data, lens, sig)
+    src = _source_index(op, data, lens, sig, gather="GatherElements")
     src = _pad_trailing(op, src, data, sig.lead_rank, sig)
     if not sig.index_covers_data():
         src = op.Expand(src, _shape(op, data))
@@ -656,6 +686,13 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             strides.append(_product_of_dims(op, data, axis + 1, sig))
         else:
             strides.append(None)
+    single = static_shape and sig.row_size() == 1 and sig.allows("GatherElements")
+    if single:
+        gather: str | None = "GatherElements"
+    elif sig.dtype in (ir.DataType.STRING, None):
+        gather = None  # GatherND, which takes int64 indices only
+    else:
+        gather = "Gather"
     flat = _source_index(
         op,
         data,
@@ -663,6 +700,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         sig,
         scale=strides[t],
         offsets=[(axis, strides[axis]) for axis in range(lead) if axis != t],
+        gather=gather,
     )
     if static_shape and dims is not None and static is not None:
         trailing = [int(d) for d in dims[lead:] if d is not None]
@@ -670,7 +708,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         # is the same, and some converters (onnx2torch) lack the attribute.
         zeros = {"allowzero": 1} if 0 in dims else {}
         rows = int(np.prod(static, dtype=np.int64))
-        if sig.row_size() == 1 and sig.allows("GatherElements"):
+        if single:
             flat_view = op.Reshape(data, _const(op, [rows]), **zeros)
             flat_index = op.Reshape(flat, _const(op, [rows]), **zeros)
             gathered = op.GatherElements(flat_view, flat_index, axis=0)

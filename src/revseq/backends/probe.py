@@ -165,6 +165,20 @@ OP_PROBES: tuple[Probe, ...] = (
             "y = Cast <to = 7> (scaled)"
         ),
     ),
+    # Lengths clamped to [0, T] in one op, int64 and int32 (-2 .. T+2 here), then used
+    # as indices, as the forms use them (an integer type must survive the Clip).
+    Probe(
+        "Clip",
+        ("Clip",),
+        lambda d: (
+            "two = Constant <value = int64[1] {2}> ()\nl = Sub (lens, two)\n"
+            "top = Constant <value = int64 {4}> ()\nc = Clip (l, zero, top)\n"
+            "l32 = Cast <to = 6> (l)\nzero32 = Constant <value = int32 {0}> ()\n"
+            "top32 = Constant <value = int32 {4}> ()\nc32 = Clip (l32, zero32, top32)\n"
+            "tab = Constant <value = float[5] {0.5, 1.5, 2.5, 3.5, 4.5}> ()\n"
+            "g = Gather (tab, c)\ng32 = Gather (tab, c32)\ny = Concat <axis = 0> (g, g32)"
+        ),
+    ),
     Probe("Min", ("Min",), lambda d: f"{_T1}\ny = Min (lens, t1)"),
     Probe("Max", ("Max",), lambda d: f"{_T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
     Probe("Add", ("Add",), lambda d: f"{_T1}\ny = Add (lens, t1)"),
@@ -186,6 +200,14 @@ OP_PROBES: tuple[Probe, ...] = (
         lambda d: (
             f"{_source(d)}\nu = Unsqueeze (src, two1)\ns = Shape (x)\n"
             "idx = Expand (u, s)\ny = GatherElements <axis = 0> (x, idx)"
+        ),
+    ),
+    Probe(
+        "GatherElements:int32",
+        ("GatherElements:int32",),
+        lambda d: (
+            f"{_source(d)}\ni32 = Cast <to = 6> (src)\nu = Unsqueeze (i32, two1)\n"
+            "s = Shape (x)\nidx = Expand (u, s)\ny = GatherElements <axis = 0> (x, idx)"
         ),
     ),
     Probe(
@@ -211,6 +233,15 @@ OP_PROBES: tuple[Probe, ...] = (
             f"{_source(d)}\nscaled = Mul (src, b1)\nflat = Add (scaled, bgrid)\n"
             "rows = Flatten <axis = 2> (x)\ng = Gather <axis = 0> (rows, flat)\n"
             "s = Shape (x)\ny = Reshape (g, s)"
+        ),
+    ),
+    Probe(
+        "Gather:int32",
+        ("Gather:int32",),
+        lambda d: (
+            f"{_source(d)}\nscaled = Mul (src, b1)\nflat = Add (scaled, bgrid)\n"
+            "f32 = Cast <to = 6> (flat)\nrows = Flatten <axis = 2> (x)\n"
+            "g = Gather <axis = 0> (rows, f32)\ns = Shape (x)\ny = Reshape (g, s)"
         ),
     ),
     Probe("Flatten", ("Flatten",), lambda d: "y = Flatten <axis = 2> (x)"),
