@@ -345,8 +345,16 @@ _TRANSPOSE_DATA_MAX_BATCH = 32
 
 
 def _transposes_data(sig: Signature) -> bool:
-    """Whether to gather a rank-2 time-major node on the [B, T] transpose of its data."""
-    if sig.rank != 2 or sig.time_axis != 0 or not sig.allows("Transpose"):
+    """Whether to gather a rank-2 time-major node on the [B, T] transpose of its data.
+
+    Not with constant lengths: a constant index costs nothing to compute in any layout.
+    """
+    if (
+        sig.rank != 2
+        or sig.time_axis != 0
+        or sig.lens is not None
+        or not sig.allows("Transpose")
+    ):
         return False
     batch, time_len = sig.dim(1), sig.dim(0)
     if batch is None or batch > _TRANSPOSE_DATA_MAX_BATCH:

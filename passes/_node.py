@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "remove_if_dead",
     "REVSEQ_DOMAIN",
     "ONNX_MIN_OPSET",
     "DECOMPOSITION_MIN_OPSET",
@@ -167,3 +168,28 @@ def validate_all(scoped_nodes: Iterable[ScopedNode]) -> None:
     for scoped in scoped_nodes:
         if is_reverse_sequence(scoped.node):
             signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
+
+
+def remove_if_dead(value: ir.Value) -> None:
+    """Remove what computed ``value`` (nodes, or an initializer) as far as nothing reads it.
+
+    Called on a replaced node's lengths: folded into constants or made needless by a
+    simpler form, they would stay behind as dead code (onnxruntime warns of an unused
+    initializer). A graph input, a graph output and anything still read stay.
+    """
+    if value.uses() or value.is_graph_output() or value.is_graph_input():
+        return
+    if value.is_initializer():
+        graph = value.graph
+        if graph is not None and graph.initializers.get(value.name or "") is value:
+            graph.initializers.pop(value.name or "")
+        return
+    node = value.producer()
+    if node is None or node.graph is None:
+        return
+    if any(out.uses() or out.is_graph_output() for out in node.outputs):
+        return
+    inputs = [v for v in node.inputs if v is not None]
+    node.graph.remove(node, safe=True)
+    for source in inputs:
+        remove_if_dead(source)

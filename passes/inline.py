@@ -21,6 +21,7 @@ from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,
     REVSEQ_DOMAIN,
     is_reverse_sequence,
+    remove_if_dead,
     signature_of,
     validate_all,
 )
@@ -192,6 +193,7 @@ def _replace_with_template(
     ir.convenience.replace_nodes_and_values(
         container, node, [node], nodes, list(node.outputs), [output]
     )
+    remove_if_dead(lens)  # constant lengths are folded into the index
 
 
 def _replace_with_call(

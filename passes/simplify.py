@@ -24,7 +24,7 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.forms import Signature
-from revseq.passes._node import is_reverse_sequence, signature_of
+from revseq.passes._node import is_reverse_sequence, remove_if_dead, signature_of
 from revseq.passes._scopes import ScopedNode, opset_version, walk
 from revseq.passes._shapes import ShapeTable, scalar_dim
 
@@ -102,18 +102,4 @@ def replace_trivial(scoped: ScopedNode, kind: str, time_axis: int) -> None:
     ir.convenience.replace_nodes_and_values(
         graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs)
     )
-    if kind == "Slice":
-        _remove_dead_producers(lens)
-
-
-def _remove_dead_producers(value: ir.Value) -> None:
-    """Remove the chain that computed ``value`` as far as nothing else reads it."""
-    node = value.producer()
-    if node is None or node.graph is None:
-        return
-    if any(out.uses() or out.is_graph_output() for out in node.outputs):
-        return
-    inputs = [v for v in node.inputs if v is not None]
-    node.graph.remove(node, safe=True)
-    for source in inputs:
-        _remove_dead_producers(source)
+    remove_if_dead(lens)

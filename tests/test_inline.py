@@ -481,6 +481,20 @@ def test_static_shapes_and_constant_lengths_fold_to_one_gather():
         "Gather",
     ]
 
+    # The lengths initializer, folded into the index, does not stay behind unused.
+    assert not inlined.graph.initializer
+
+
+def test_constant_lengths_read_elsewhere_stay():
+    model = one_node_model("float32", [5, 4, 3], (1, 0))
+    model.graph.initializer.append(oh.make_tensor("lens_c", TP.INT64, [4], [5, 2, 0, 3]))
+    model.graph.node[0].input[1] = "lens_c"
+    del model.graph.input[1]
+    model.graph.node.append(oh.make_node("Identity", ["lens_c"], ["lens_out"]))
+    model.graph.output.append(oh.make_tensor_value_info("lens_out", TP.INT64, [4]))
+    inlined = revseq.inline(model)
+    assert [i.name for i in inlined.graph.initializer] == ["lens_c"]
+
 
 # --- Opsets ----------------------------------------------------------------------------
 

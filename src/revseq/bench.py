@@ -71,8 +71,12 @@ SUITE: tuple[Case, ...] = (
 _QUICK = (SUITE[0], SUITE[1], SUITE[3], SUITE[5], SUITE[8])
 
 
-def native_model(case: Case) -> onnx.ModelProto:
-    """A one-node ReverseSequence model with the case's static shape."""
+def native_model(case: Case, lens: np.ndarray | None = None) -> onnx.ModelProto:
+    """A one-node ReverseSequence model with the case's static shape.
+
+    With ``lens``, the lengths are that constant instead of an input: inlined, the model
+    is one gather with a constant index (what onnxruntime's gather costs alone).
+    """
     elem = _TYPES[case.dtype][1]
     node = onnx.helper.make_node(
         "ReverseSequence",
@@ -83,14 +87,20 @@ def native_model(case: Case) -> onnx.ModelProto:
         name="rs",
     )
     batch = case.shape[case.batch_axis]
+    inputs = [onnx.helper.make_tensor_value_info("x", elem, case.shape)]
+    initializers = []
+    if lens is None:
+        inputs.append(
+            onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [batch])
+        )
+    else:
+        initializers.append(onnx.numpy_helper.from_array(lens.astype(np.int64), "lens"))
     graph = onnx.helper.make_graph(
         [node],
         "bench",
-        [
-            onnx.helper.make_tensor_value_info("x", elem, case.shape),
-            onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [batch]),
-        ],
+        inputs,
         [onnx.helper.make_tensor_value_info("y", elem, case.shape)],
+        initializer=initializers,
     )
     return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
 
@@ -215,6 +225,9 @@ def run_speed(
             {s: revseq.inline(native, strategy=s, target="onnxruntime") for s in strategies}
         )
         feeds = _inputs(case, rng)
+        # The same lengths as a constant: one gather with a constant index, the floor
+        # the index arithmetic adds to.
+        models["gather alone"] = revseq.inline(native_model(case, feeds["lens"]))
         for n in threads:
             variants = _variants({**models, "ort copy": copy_model(case)}, feeds, n)
             result = paired_medians(variants, rounds=rounds, budget_s=budget_s)
@@ -402,9 +415,15 @@ def _format_summary(rows: list[dict[str, object]]) -> str:
             f"{name}: worst shape at 1 thread {worst['case'].label} "  # type: ignore[union-attr]
             f"({worst['result'][name][1]:.2f}x native)"  # type: ignore[index]
         )
+    lines.append("")
+    ratios = [r["result"]["portable"][1] / r["result"]["gather alone"][1] for r in one]  # type: ignore[index]
+    lines.append(
+        "portable vs gather alone (the same gather, its index a constant) at 1 thread: "
+        f"geomean {statistics.geometric_mean(ratios):.2f}x, worst {max(ratios):.2f}x"
+    )
     big = [r for r in one if r["case"].nbytes >= 2**20]  # type: ignore[union-attr]
     lines.append("")
-    for name in ("portable", "auto") if big else ():
+    for name in ("portable", "auto", "gather alone") if big else ():
         for baseline in ("memcpy", "ort copy"):
             ratios = [r["result"][name][1] / r["result"][baseline][1] for r in big]  # type: ignore[index]
             lines.append(
