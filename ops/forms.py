@@ -238,7 +238,7 @@ def _lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type
     """The lengths clamped to [0, T] (T static), as [B] of ``itype``.
 
     Clamped in the lengths' own type before any Cast, so a 64-bit length never wraps
-    into range: one Clip where the target has it, else Min and Max.
+    into range: one Clip where the target has it, else Min and Max (``_clamps``).
     """
     time_len = sig.dim(sig.time_axis)
     assert time_len is not None
@@ -250,6 +250,11 @@ def _lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type
     else:
         clamped = op.Max(op.Min(lens, _const(op, [time_len], own)), _const(op, [0], own))
     return clamped if own is itype else op.Cast(clamped, to=_INDEX_TYPES[itype])
+
+
+def _clamps(sig: Signature) -> bool:
+    """Whether the target can clamp lengths to [0, T] (Clip, or Min and Max; opset 12)."""
+    return sig.opset >= 12 and (sig.allows("Clip") or sig.allows("Min", "Max"))
 
 
 def _iota(
@@ -397,7 +402,9 @@ def _gather_matrix(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature
 
 
 # The variant of a target that runs the index arithmetic in int32 exactly: lengths
-# clamped in int64 and cast, Less, Where, Add, Sub and Mul over int32, a Cast to int64.
+# clamped in int64 and cast, Less, Where, Add, Sub and Mul over int32, and a Cast to
+# int64 for a gather that takes no int32 indices (variants "Gather:int32" and
+# "GatherElements:int32"; GatherND takes int64 only).
 INT32_INDEX = "Index:int32"
 
 # Indexes of at least this many elements are computed in int32 where every value
@@ -423,9 +430,8 @@ def _int32_arithmetic(sig: Signature) -> bool:
     return (
         lead is not None
         and sig.lens is None
-        and sig.opset >= 12
         and sig.allows("Cast", INT32_INDEX)
-        and (sig.allows("Clip") or sig.allows("Min", "Max"))
+        and _clamps(sig)
         and lead[sig.time_axis] * lead[sig.batch_axis] >= _INT32_MIN_ELEMENTS
     )
 
@@ -458,9 +464,8 @@ def _table_lookup(
         or time_len is None
         or batch is None
         or (time_len + 1) * time_len > _MAX_TABLE_ELEMENTS
-        or sig.opset < 12
         or not sig.allows("Gather")
-        or not (sig.allows("Clip") or sig.allows("Min", "Max"))
+        or not _clamps(sig)
         or (t < b and not sig.allows("Transpose"))
     ):
         return None
