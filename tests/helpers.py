@@ -1,11 +1,14 @@
-"""Helpers the test modules share: run a model, compare outputs bit for bit, list ops."""
+"""Helpers the test modules share: make a one-node model, run it, compare outputs bit for
+bit, list ops."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from revseq.backends import onnxruntime as ort_adapter
+from revseq.ops.profiles import ELEMENT_TYPES
 from revseq.ops.reference import reference_evaluator
 
 
@@ -47,3 +50,36 @@ def all_op_types(model: onnx.ModelProto) -> list[str]:
     for function in model.functions:
         visit(function.node)
     return found
+
+
+def model_of(
+    dims,
+    dtype: str,
+    batch_axis: int,
+    time_axis: int,
+    *,
+    domain: str = "",
+    lens_type: int = onnx.TensorProto.INT64,
+) -> onnx.ModelProto:
+    node = helper.make_node(
+        "ReverseSequence",
+        ["x", "lens"],
+        ["y"],
+        domain=domain,
+        batch_axis=batch_axis,
+        time_axis=time_axis,
+    )
+    elem = ELEMENT_TYPES[dtype]
+    graph = helper.make_graph(
+        [node],
+        "rs",
+        [
+            helper.make_tensor_value_info("x", elem, list(dims)),
+            helper.make_tensor_value_info("lens", lens_type, [dims[batch_axis]]),
+        ],
+        [helper.make_tensor_value_info("y", elem, list(dims))],
+    )
+    imports = [helper.make_opsetid("", 18)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, 1))
+    return helper.make_model(graph, opset_imports=imports, ir_version=9)

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import onnx
 import pytest
-from helpers import assert_identical
+from helpers import assert_identical, model_of
 from onnx import helper
 
 import revseq
@@ -42,39 +42,6 @@ def types_of(name: str) -> list[str]:
     if profile is None or profile.dtypes is None:
         return list(ELEMENT_TYPES)
     return [t for t in ELEMENT_TYPES if any(profile.moves(g, t) for g in GATHERS)]
-
-
-def model_of(
-    dims,
-    dtype: str,
-    batch_axis: int,
-    time_axis: int,
-    *,
-    domain: str = "",
-    lens_type: int = onnx.TensorProto.INT64,
-) -> onnx.ModelProto:
-    node = helper.make_node(
-        "ReverseSequence",
-        ["x", "lens"],
-        ["y"],
-        domain=domain,
-        batch_axis=batch_axis,
-        time_axis=time_axis,
-    )
-    elem = ELEMENT_TYPES[dtype]
-    graph = helper.make_graph(
-        [node],
-        "rs",
-        [
-            helper.make_tensor_value_info("x", elem, list(dims)),
-            helper.make_tensor_value_info("lens", lens_type, [dims[batch_axis]]),
-        ],
-        [helper.make_tensor_value_info("y", elem, list(dims))],
-    )
-    imports = [helper.make_opsetid("", 18)]
-    if domain:
-        imports.append(helper.make_opsetid(domain, 1))
-    return helper.make_model(graph, opset_imports=imports, ir_version=9)
 
 
 def dims_for(rank: int, batch_axis: int, time_axis: int, dynamic: bool, size) -> tuple:

@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
-import onnxruntime as ort
 import pytest
-from onnx import helper
+from helpers import model_of, run_ort
 from onnxscript import rewriter
 
 import revseq
@@ -24,39 +23,20 @@ from revseq.passes.rules import rules
 
 
 def _model(dims, batch_axis: int, time_axis: int, *, int32_lens: bool = False):
-    domain = "revseq" if int32_lens else ""
-    node = helper.make_node(
-        "ReverseSequence",
-        ["x", "lens"],
-        ["y"],
-        batch_axis=batch_axis,
-        time_axis=time_axis,
-        domain=domain,
+    if not int32_lens:
+        return model_of(dims, "float32", batch_axis, time_axis)
+    return model_of(
+        dims,
+        "float32",
+        batch_axis,
+        time_axis,
+        domain="revseq",
+        lens_type=onnx.TensorProto.INT32,
     )
-    lens_type = onnx.TensorProto.INT32 if int32_lens else onnx.TensorProto.INT64
-    graph = helper.make_graph(
-        [node],
-        "layout",
-        [
-            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(dims)),
-            helper.make_tensor_value_info("lens", lens_type, [dims[batch_axis]]),
-        ],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(dims))],
-    )
-    imports = [helper.make_opsetid("", 18)]
-    if domain:
-        imports.append(helper.make_opsetid(domain, 1))
-    return helper.make_model(graph, opset_imports=imports)
 
 
 def _run(model: onnx.ModelProto, feeds, *, optimized: bool) -> np.ndarray:
-    options = ort.SessionOptions()
-    if not optimized:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return session.run(None, feeds)[0]
+    return run_ort(model, feeds, optimize=optimized)[0]
 
 
 def _int32_casts(model: onnx.ModelProto) -> int:
