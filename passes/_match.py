@@ -23,7 +23,7 @@ identical decompositions is probed once.
 
 from __future__ import annotations
 
-__all__ = ["Match", "NoMatch", "Matcher", "GATHER_OPS", "VIEW_OPS"]
+__all__ = ["Match", "NoMatch", "Matcher", "GATHER_OPS"]
 
 import dataclasses
 import hashlib
@@ -38,7 +38,6 @@ from revseq.passes._evaluate import SUPPORTED_OPS, UnsupportedOp, evaluate_node
 from revseq.passes._shapes import ShapeTable, scalar_dim, shape_dim_read
 
 GATHER_OPS = frozenset({"GatherElements", "GatherND", "Gather"})
-VIEW_OPS = frozenset({"Reshape", "Flatten", "Unsqueeze", "Squeeze", "Identity"})
 _SHAPE_READERS = frozenset({"Shape", "Size"})
 _LENGTH_TYPES = (ir.DataType.INT64, ir.DataType.INT32)
 
@@ -148,12 +147,10 @@ def _slice_of(
 
 
 def _check_data_use(nodes: Sequence[ir.Node], data: ir.Value, gather: ir.Node) -> str | None:
-    """The data may only feed Shape/Size and the view chain into the gather."""
-    allowed = {id(gather)}
-    node = gather.inputs[0].producer() if gather.inputs[0] is not None else None
-    while node is not None and node.op_type in _DATA_VIEWS | VIEW_OPS:
-        allowed.add(id(node))
-        node = node.inputs[0].producer() if node.inputs[0] is not None else None
+    """The data may only feed Shape/Size and the views (``_data_sources``) into the gather."""
+    sources = _data_sources(gather)
+    after = next((i + 1 for i, v in enumerate(sources) if v is data), len(sources))
+    allowed = {id(gather)} | {id(v.producer()) for v in sources[after:]}
     in_slice = {id(n) for n in nodes}
     for user, index in data.uses():
         if id(user) not in in_slice:
