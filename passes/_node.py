@@ -173,9 +173,10 @@ def validate_all(scoped_nodes: Iterable[ScopedNode]) -> None:
 def remove_if_dead(value: ir.Value) -> None:
     """Remove what computed ``value`` (nodes, or an initializer) as far as nothing reads it.
 
-    Called on a replaced node's lengths: folded into constants or made needless by a
-    simpler form, they would stay behind as dead code (onnxruntime warns of an unused
-    initializer). A graph input, a graph output and anything still read stay.
+    Called on what a rewrite left unread: a replaced node's lengths (folded into
+    constants, or made needless by a simpler form) and a fused decomposition's output.
+    Left behind, they are dead code (onnxruntime warns of an unused initializer). A
+    graph input, a graph output and anything still read stay.
     """
     if value.uses() or value.is_graph_output() or value.is_graph_input():
         return

@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from revseq.passes._builder import gc_paused
 from revseq.passes._match import GATHER_OPS, Match, Matcher, NoMatch
-from revseq.passes._node import REVSEQ_DOMAIN, validate_all
+from revseq.passes._node import REVSEQ_DOMAIN, remove_if_dead, validate_all
 from revseq.passes._scopes import walk
 from revseq.passes.inline import FUNCTION_DOMAIN
 
@@ -169,20 +169,8 @@ def _fuse(anchor: ir.Node, match: Match) -> bool:
     ir.convenience.replace_nodes_and_values(
         graph, producer, [], [node], [match.output], [node.outputs[0]]
     )
-    for dead in reversed(match.nodes):
-        _remove_if_unused(dead)
+    remove_if_dead(match.output)  # the decomposition, as far as nothing else reads it
     return not onnx_domain
-
-
-def _remove_if_unused(node: ir.Node) -> None:
-    """Remove ``node`` if nothing reads it, then the Constant nodes it alone read."""
-    if node.graph is None or any(out.uses() or out.is_graph_output() for out in node.outputs):
-        return
-    sources = [v.producer() for v in node.inputs if v is not None]
-    node.graph.remove(node, safe=True)
-    for source in sources:
-        if source is not None and source.op_type == "Constant":
-            _remove_if_unused(source)
 
 
 def _drop_unused_functions(model: ir.Model) -> None:
