@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import onnx
+import pytest
 
 import revseq
 from revseq import bench
@@ -32,3 +33,20 @@ def test_suite_holds_the_issue_shapes_and_native_models_are_valid():
         onnx.checker.check_model(model)
         inlined = revseq.inline(model)
         assert bench.extra_bytes(inlined) >= 0
+
+
+def test_shape_selects_suite_rows_and_speed_only_stops_after_the_memory_table(capsys):
+    argv = ["--shape", "1000,8,1", "--speed-only", "--rounds", "5", "--budget", "0.1"]
+    assert bench.main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| [")]
+    assert rows and all(line.startswith("| [1000, 8, 1] ") for line in rows)
+    assert "Pass speed" not in out
+
+
+def test_a_shape_outside_the_suite_is_refused_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--shape", "3,4"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert "no suite case of shape 3,4" in error

@@ -454,14 +454,38 @@ def _format_memory(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(d) for d in text.split(","))
+    except ValueError:
+        message = f"not a shape: {text!r} (write e.g. 128,32,64)"
+        raise argparse.ArgumentTypeError(message) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the speed, memory and pass-speed tables."""
     parser = argparse.ArgumentParser(prog="python -m revseq.bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few small cases, 1 thread")
     parser.add_argument("--rounds", type=int, default=41, help="rounds per case (max)")
     parser.add_argument("--budget", type=float, default=6.0, help="seconds per case (soft)")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        type=_shape,
+        help="only the suite's cases of this shape, e.g. 128,32,64 (repeatable)",
+    )
+    parser.add_argument(
+        "--speed-only", action="store_true", help="the speed and memory tables only"
+    )
     args = parser.parse_args(argv)
     cases = _QUICK if args.quick else SUITE
+    if args.shape:
+        unknown = set(args.shape) - {case.shape for case in SUITE}
+        if unknown:
+            shapes = "; ".join(",".join(map(str, c.shape)) for c in SUITE)
+            wrong = ",".join(map(str, sorted(unknown)[0]))
+            parser.error(f"no suite case of shape {wrong}; the suite has {shapes}")
+        cases = tuple(case for case in SUITE if case.shape in args.shape)
     threads = (1,) if args.quick else (1, 2)
     rows = run_speed(cases, threads, args.rounds, args.budget)
     out = sys.stdout
@@ -471,6 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write(_format_summary(rows) + "\n\n")
     out.write("## Extra memory: intermediate tensors (shape inference upper bound)\n\n")
     out.write(_format_memory(rows) + "\n\n")
+    if args.speed_only:
+        return 0
     counts = (100, 1000) if args.quick else (100, 1000, 2000, 5000)
     timings = [time_passes(f"chain of {n} ReverseSequence", chain_model(n)) for n in counts]
     if not args.quick:
