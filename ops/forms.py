@@ -727,15 +727,15 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             gathered = op.GatherElements(flat_view, flat_index, axis=0)
             return op.Reshape(gathered, _const(op, [*static, *trailing]), **zeros)
         view = op.Reshape(data, _const(op, [rows, *trailing]), **zeros)
-        if sig.dtype in (ir.DataType.STRING, None):
-            return op.GatherND(view, _unsqueeze(op, flat, [lead], sig))
-        return op.Gather(view, flat, axis=0)
-    view = op.Flatten(data, axis=lead)
-    if sig.dtype in (ir.DataType.STRING, None):
+    else:
+        view = op.Flatten(data, axis=lead)
+    if gather is None:
         # A string, or an unknown type (inside a function), may hit that Gather bug.
         gathered = op.GatherND(view, _unsqueeze(op, flat, [lead], sig))
     else:
         gathered = op.Gather(view, flat, axis=0)
+    if static_shape:
+        return gathered  # the view kept the trailing dims: the data's shape already
     return op.Reshape(gathered, _shape(op, data), allowzero=1)  # a run-time 0 must survive
 
 
