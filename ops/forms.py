@@ -329,14 +329,19 @@ def _select_source(
 _TIME_INNER_MAX_BATCH = 16
 
 
+def _short_batch(sig: Signature, most: int) -> bool:
+    """Whether the batch is static, at most ``most`` long, and shorter than a static T."""
+    batch, time_len = sig.dim(sig.batch_axis), sig.dim(sig.time_axis)
+    if batch is None or batch > most:
+        return False
+    return time_len is None or time_len > batch
+
+
 def _time_inner(sig: Signature) -> bool:
     """Whether to compute a time-major node's index with time as the inner axis."""
     if sig.lead_rank != 2 or sig.time_axis > sig.batch_axis or not sig.allows("Transpose"):
         return False
-    batch, time_len = sig.dim(sig.batch_axis), sig.dim(sig.time_axis)
-    if batch is None or batch > _TIME_INNER_MAX_BATCH:
-        return False
-    return time_len is None or time_len > batch
+    return _short_batch(sig, _TIME_INNER_MAX_BATCH)
 
 
 # Time-major nodes whose rows are single elements and whose batch is at most this long
@@ -361,10 +366,7 @@ def _transposes_data(sig: Signature) -> bool:
         or not sig.allows("Transpose")
     ):
         return False
-    batch, time_len = sig.dim(1), sig.dim(0)
-    if batch is None or batch > _TRANSPOSE_DATA_MAX_BATCH:
-        return False
-    return time_len is None or time_len > batch
+    return _short_batch(sig, _TRANSPOSE_DATA_MAX_BATCH)
 
 
 def _gathers_matrix(sig: Signature) -> bool:
