@@ -19,6 +19,7 @@ __all__ = [
     "Runner",
     "get",
     "installed",
+    "unavailable",
 ]
 
 from revseq.backends._adapter import (
@@ -29,4 +30,5 @@ from revseq.backends._adapter import (
     Runner,
     get,
     installed,
+    unavailable,
 )

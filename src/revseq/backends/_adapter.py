@@ -10,6 +10,8 @@ __all__ = [
     "Runner",
     "get",
     "installed",
+    "one_line",
+    "unavailable",
 ]
 
 import dataclasses
@@ -62,8 +64,8 @@ class BackendUnavailableError(RevseqError):
     """The backend's packages are not installed."""
 
 
-def _one_line(error: BaseException, limit: int = 300) -> str:
-    """The first meaningful line of an error (backends print pages of C++ frames)."""
+def one_line(error: BaseException, limit: int = 300) -> str:
+    """An error as one line, its type first (backends print pages of C++ frames)."""
     text = " ".join(str(error).split()) or type(error).__name__
     return f"{type(error).__name__}: {text[:limit]}"
 
@@ -108,7 +110,7 @@ class Backend:
         except BackendError:
             raise
         except Exception as e:  # each backend raises its own types
-            raise BackendError(self.name, "convert", _one_line(e)) from e
+            raise BackendError(self.name, "convert", one_line(e)) from e
         declared = [_declared_dtype(o) for o in model.graph.output]
 
         def runner(feeds: Inputs) -> list[np.ndarray]:
@@ -117,7 +119,7 @@ class Backend:
             except BackendError:
                 raise
             except Exception as e:
-                raise BackendError(self.name, "run", _one_line(e)) from e
+                raise BackendError(self.name, "run", one_line(e)) from e
             if len(outputs) != len(declared):  # MNN returns nothing on a failed forward
                 raise BackendError(
                     self.name,
@@ -155,19 +157,28 @@ def _as_declared(array: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
     return np.ascontiguousarray(array).view(dtype)
 
 
-def installed(name: str) -> bool:
-    """Whether the backend's packages are importable (importing none but parents).
+def unavailable(name: str) -> str | None:
+    """Why the backend cannot run on this machine, or None when it can.
 
-    ``find_spec`` of a dotted name imports its parent package, and raises when that is
-    missing.
+    Its packages must be importable (checked without importing them: ``find_spec`` of a
+    dotted name imports only its parent package), and whatever else the adapter needs
+    (tinygrad's CPU device needs a C compiler) must be there.
     """
-    for module_name in _module(name).IMPORTS:
+    module = _module(name)
+    for module_name in module.IMPORTS:
         try:
-            if importlib.util.find_spec(module_name) is None:
-                return False
+            found = importlib.util.find_spec(module_name) is not None
         except ImportError:  # the dotted name's parent package is missing
-            return False
-    return True
+            found = False
+        if not found:
+            return f'backend {name!r} is not installed: pip install "revseq[{module.EXTRA}]"'
+    missing = getattr(module, "missing_requirement", None)
+    return missing() if missing is not None else None
+
+
+def installed(name: str) -> bool:
+    """Whether the backend can run here (see :func:`unavailable`)."""
+    return unavailable(name) is None
 
 
 def _module(name: str) -> types.ModuleType:
@@ -182,14 +193,12 @@ def get(name: str) -> Backend:
     """The adapter for ``name``.
 
     Raises:
-        BackendUnavailableError: The name is unknown or the backend is not installed.
+        BackendUnavailableError: The name is unknown or the backend cannot run here.
     """
-    module = _module(name)
-    if not installed(name):
-        raise BackendUnavailableError(
-            f'backend {name!r} is not installed: pip install "revseq[{module.EXTRA}]"'
-        )
-    return Backend(name, module)
+    reason = unavailable(name)
+    if reason is not None:
+        raise BackendUnavailableError(reason)
+    return Backend(name, _module(name))
 
 
 def input_names(model: onnx.ModelProto) -> list[str]:

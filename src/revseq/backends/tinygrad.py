@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 
 import numpy as np
@@ -13,6 +14,16 @@ from revseq.backends._adapter import write_model
 DISTRIBUTION = "tinygrad"
 EXTRA = "tinygrad"
 IMPORTS = ("tinygrad",)
+
+
+def missing_requirement() -> str | None:
+    """Tinygrad's CPU device compiles every kernel, its own start-up ones too, with clang."""
+    if shutil.which("clang") is None:
+        return (
+            "backend 'tinygrad' cannot run here: its CPU device compiles kernels with "
+            "clang, which is not on the PATH (apt-get install clang)"
+        )
+    return None
 
 
 def prepare(model: onnx.ModelProto):
