@@ -17,7 +17,7 @@ from onnx import helper
 
 import revseq
 from revseq import backends
-from revseq.equivalence import _random_array
+from revseq._inputs import random_array
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
 from revseq.ops.reference import reverse_sequence
@@ -31,8 +31,9 @@ LAYOUTS = {"time_major": (1, 0), "batch_major": (0, 1)}
 
 
 def backend_or_skip(name: str) -> backends.Backend:
-    if not backends.installed(name):
-        pytest.skip(f'{name} is not installed (pip install "revseq[{name}]")')
+    reason = backends.unavailable(name)
+    if reason is not None:
+        pytest.skip(reason)
     return backends.get(name)
 
 
@@ -96,7 +97,7 @@ def run_and_compare(
         for size in SIZES if dynamic else SIZES[:1]:
             dims = dims_for(rank, batch_axis, time_axis, False, size)
             time_len, batch = size
-            x = _random_array(rng, ELEMENT_TYPES[dtype], dims)
+            x = random_array(rng, ELEMENT_TYPES[dtype], dims)
             for kind, pattern in patterns.items():
                 values = [
                     time_len
@@ -218,15 +219,20 @@ def test_every_form_the_profile_allows(name, form, dynamic, layout):
 
 @pytest.mark.backend
 @pytest.mark.parametrize("name", BACKENDS)
-def test_check_runs_the_candidate_on_the_backend(name):
+def test_check_runs_the_decompositions_on_the_backend(name):
     backend_or_skip(name)
     model = model_of(("T", "B", 3), "float32", 1, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         report = revseq.check(model, revseq.inline(model, target=name), backend=name)
     assert report.ok, report
-    assert report.engines["candidate"] == backends.get(name).label
-    assert report.engines["reference"] == "onnxruntime"
+    assert report.engines["decompositions"] == backends.get(name).label
+    assert report.engines == {
+        **report.engines,
+        "reference": "onnxruntime",
+        "candidate": "onnxruntime",
+    }
+    assert all(node.engine == backends.get(name).label for node in report.nodes)
 
 
 def test_check_on_a_backend_finds_what_it_computes_wrong():

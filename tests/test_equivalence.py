@@ -38,8 +38,14 @@ def test_identical_models_are_ok():
     assert report.trials == 3
     assert report.optimizations == ("off", "on")
     assert report.outputs_compared == 6
-    assert report.engines == {"reference": "onnxruntime", "candidate": "onnxruntime"}
+    assert report.engines == {
+        "reference": "onnxruntime",
+        "candidate": "onnxruntime",
+        "decompositions": "onnxruntime",
+    }
     assert "bit-identical" in str(report)
+    (node,) = report.nodes
+    assert node.ok and node.name == "rs" and node.longest >= 2
 
 
 def test_a_difference_gives_a_counterexample():

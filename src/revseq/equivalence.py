@@ -1,14 +1,22 @@
-"""Equivalence checking: run two models on the same inputs and compare outputs bit for bit.
+"""Equivalence checking: is the candidate the reference, bit for bit, where it will run?
 
-Numeric outputs are equal when their dtype, shape and bytes are (so NaN payloads and -0.0
-count); string outputs when every element is. No tolerance, ever: a rewrite that moves
-data must move it exactly.
+Two questions, answered on the same generated inputs:
 
-onnxruntime runs both models, with graph optimisations off and on. Where it cannot
-(complex types, bfloat16 inputs its Python API cannot take, opsets newer than it loads),
-onnx's ReferenceEvaluator runs that model instead, and the report says so. A model using
-the ``revseq`` domain op gets revseq's own definition of it attached (a model-local
-function) so that a runtime can execute it.
+- **The whole model, in onnxruntime**: both models run in onnxruntime (graph
+  optimisations off and on), every output compared bit for bit. This proves the rewrite
+  changed nothing else.
+- **Each decomposition, node by node, on the backend** (onnxruntime when none is named):
+  for every ReverseSequence of the reference, the candidate's replacement of it is cut
+  out (:mod:`revseq._counterparts`) and run alone on the backend, on the values the node
+  actually receives in a reference run, with the model's own lengths and with generated
+  ones spanning 0, 1 and T; its output is compared bit for bit with the native op's.
+  Only the reversal is compared across runtimes, so a MatMul that rounds differently on
+  the backend, or an RNN the backend lacks, stands in nobody's way.
+
+Comparing the whole model across runtimes is available too (``whole_model=True``), with
+an explicit tolerance, and is reported as such. A check in which no reversal of two or
+more steps happened cannot tell a reversal from the identity: it says so (``exercised``)
+and never calls that "bit-identical".
 """
 
 from __future__ import annotations
@@ -17,37 +25,40 @@ __all__ = ["CheckReport", "Counterexample", "NodeReport", "check", "check_nodes"
 
 import dataclasses
 import logging
-import os
 from collections.abc import Callable, Sequence
 
-import ml_dtypes
 import numpy as np
 import onnx
-import onnx.external_data_helper
 import onnx_ir as ir
 
-from revseq.backends import onnxruntime as ort_adapter
+from revseq._compare import first_difference, first_difference_beyond
+from revseq._counterparts import Counterpart, counterparts
+from revseq._inputs import InputGenerator, Inputs, lengths_pattern, random_array
+from revseq._runners import (
+    ModelLike,
+    Runner,
+    capture,
+    main_opset,
+    runners,
+    to_proto,
+    with_definition,
+)
 from revseq.ops.errors import CheckError, RevseqError
-from revseq.ops.function import definition
-from revseq.ops.reference import reference_evaluator
 from revseq.passes import InlineReverseSequencePass
-from revseq.passes._node import REVSEQ_DOMAIN, is_reverse_sequence, signature_of
+from revseq.passes._node import REVSEQ_DOMAIN, is_reverse_sequence
 from revseq.passes._scopes import walk
 
 logger = logging.getLogger(__name__)
 
-ModelLike = onnx.ModelProto | ir.Model | str | os.PathLike
-Inputs = dict[str, np.ndarray]
-
-# Sizes given to symbolic dimensions, trial after trial; 1 comes early on purpose.
-_SIZES = (3, 1, 4, 2, 5)
-_ORT_MAX_OPSET = 27
-_COMPLEX = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
+# Sizes of a nested node's unknown dims, trial after trial (its data is generated).
+_NESTED_SIZES = (3, 4, 2, 5)
+# Ranks a nested node of unknown rank is checked at (those its axes allow).
+_UNKNOWN_RANKS = (2, 3, 4)
 
 
 @dataclasses.dataclass(frozen=True)
 class Counterexample:
-    """The first difference found."""
+    """The first difference found in the whole models' outputs."""
 
     trial: int
     inputs: Inputs
@@ -58,17 +69,65 @@ class Counterexample:
 
 
 @dataclasses.dataclass(frozen=True)
+class NodeReport:
+    """The outcome of running one node's decomposition alone against the native op.
+
+    Attributes:
+        name: The reference node's name ("" when unnamed).
+        scope: Where it sits.
+        engine: What ran the decomposition ("onnxruntime", "tract 0.23.9", ...).
+        runs: Runs compared (trials x lengths sets).
+        longest: The longest reversal that happened (the largest min(length, T)).
+        difference: The first difference: the element, both values, the trial and the
+            lengths; None when every run was bit-identical.
+        error: Why the node could not be checked alone.
+        note: What the check assumed (a nested node's generated data).
+    """
+
+    name: str
+    scope: str
+    engine: str
+    runs: int = 0
+    longest: int = 0
+    difference: str | None = None
+    error: str | None = None
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether every run was bit-identical to the native op."""
+        return self.error is None and self.difference is None
+
+    def __str__(self) -> str:
+        label = f"{self.name or '(unnamed)'} in {self.scope}"
+        if self.error is not None:
+            return f"NOT CHECKED {label}: {self.error}"
+        if self.difference is not None:
+            return f"DIFFERENT {label} on {self.engine}: {self.difference}"
+        verdict = "bit-identical" if self.longest >= 2 else "INCONCLUSIVE (no reversal >= 2)"
+        return (
+            f"OK {label} on {self.engine}: {self.runs} run(s) against the native op, "
+            f"{verdict}, longest reversal {self.longest}{self.note}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class CheckReport:
     """The outcome of :func:`check`.
 
     Attributes:
-        ok: Every output of every trial was bit-identical.
+        ok: No difference: every whole-model output and every node's decomposition
+            matched (bit for bit, or within ``tolerance`` where one was given).
         trials: Input sets run.
-        outputs_compared: Output tensors compared (trials x levels x outputs).
-        engines: What ran each model: "onnxruntime" or "onnx.reference (why)".
+        outputs_compared: Whole-model output tensors compared (trials x levels x outputs).
+        engines: What ran each model: "onnxruntime", "onnx.reference (why)", a backend.
         optimizations: The onnxruntime optimisation levels run ("off", "on").
-        counterexample: The first difference, when not ``ok``.
+        counterexample: The first whole-model difference, when there is one.
         message: One line saying what happened.
+        nodes: Each ReverseSequence's decomposition, run alone against the native op.
+        exercised: Some reversal of two or more steps happened (else the check cannot
+            tell a reversal from the identity). True for models without the op.
+        tolerance: (rtol, atol) where the whole models were compared across runtimes.
     """
 
     ok: bool
@@ -78,15 +137,26 @@ class CheckReport:
     optimizations: tuple[str, ...]
     counterexample: Counterexample | None
     message: str
+    nodes: tuple[NodeReport, ...] = ()
+    exercised: bool = True
+    tolerance: tuple[float, float] | None = None
+
+    @property
+    def verdict(self) -> str:
+        """OK, DIFFERENT or INCONCLUSIVE (no difference, but no real reversal either)."""
+        if not self.ok:
+            return "DIFFERENT"
+        return "OK" if self.exercised else "INCONCLUSIVE"
 
     def __str__(self) -> str:
         engines = ", ".join(f"{k}: {v}" for k, v in self.engines.items())
         lines = [
-            f"{'OK' if self.ok else 'DIFFERENT'}: {self.message}",
+            f"{self.verdict}: {self.message}",
             f"  trials: {self.trials}, optimisation levels: {', '.join(self.optimizations)}, "
             f"outputs compared: {self.outputs_compared}",
             f"  engines: {engines}",
         ]
+        lines.extend(f"  node {node}" for node in self.nodes)
         c = self.counterexample
         if c is not None:
             lines.append(f"  first difference: trial {c.trial}, output {c.output_name!r}")
@@ -97,128 +167,6 @@ class CheckReport:
             for name, value in c.inputs.items():
                 lines.append(f"  input {name}: {value.dtype} {list(value.shape)}")
         return "\n".join(lines)
-
-
-@dataclasses.dataclass(frozen=True)
-class NodeReport:
-    """The outcome of checking one ReverseSequence node in isolation."""
-
-    name: str
-    scope: str
-    report: CheckReport | None
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Whether the node's decomposition was bit-identical to the op."""
-        return self.report is not None and self.report.ok
-
-    def __str__(self) -> str:
-        label = f"{self.name or '(unnamed)'} in {self.scope}"
-        if self.report is None:
-            return f"ERROR {label}: {self.error}"
-        return f"{'OK' if self.ok else 'DIFFERENT'} {label}: {self.report.message}"
-
-
-def _to_proto(model: ModelLike) -> onnx.ModelProto:
-    """A self-contained proto: external weights read in, since runtimes load from bytes."""
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, (str, os.PathLike)):
-        from revseq import _io
-
-        model = _io.load_model(model)  # validates the file and its external data
-    if not isinstance(model, ir.Model):
-        raise TypeError(f"expected a model or a path, got {type(model).__name__}")
-    base_dirs = {
-        str(value.const_value.base_dir)
-        for graph in model.graphs()
-        for value in graph.initializers.values()
-        if isinstance(value.const_value, ir.ExternalTensor)
-    }
-    proto = ir.to_proto(model)
-    for base_dir in base_dirs:
-        onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
-    return proto
-
-
-def _with_definition(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """Attach revseq's definition of the ``revseq`` domain op, if the model uses it."""
-    if not any(op.domain == REVSEQ_DOMAIN for op in proto.opset_import):
-        return proto
-    if any(f.domain == REVSEQ_DOMAIN and f.name == "ReverseSequence" for f in proto.functions):
-        return proto
-    opset = next((op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")), 0)
-    copy = onnx.ModelProto()
-    copy.CopyFrom(proto)
-    try:
-        copy.functions.append(definition(opset))
-    except ValueError as e:
-        raise CheckError(f"cannot run the revseq domain op at opset {opset}: {e}") from e
-    return copy
-
-
-def _elem_types(proto: onnx.ModelProto) -> set[int]:
-    graph = proto.graph
-    infos = [*graph.input, *graph.output, *graph.value_info]
-    types = {i.type.tensor_type.elem_type for i in infos if i.type.HasField("tensor_type")}
-    types |= {t.data_type for t in graph.initializer}
-    return types
-
-
-def _reference_evaluator_reason(proto: onnx.ModelProto) -> str | None:
-    """Why onnxruntime cannot run ``proto`` (so the ReferenceEvaluator must), or None."""
-    types = _elem_types(proto)
-    if types & _COMPLEX:
-        return "onnxruntime has no complex types"
-    if onnx.TensorProto.BFLOAT16 in {
-        i.type.tensor_type.elem_type for i in [*proto.graph.input, *proto.graph.output]
-    }:
-        return "onnxruntime's Python API takes and returns no bfloat16 arrays"
-    opset = next((op.version for op in proto.opset_import if op.domain in ("", "ai.onnx")), 0)
-    if opset > _ORT_MAX_OPSET:
-        return f"onnxruntime loads opsets up to {_ORT_MAX_OPSET}, the model has {opset}"
-    return None
-
-
-Runner = Callable[[Inputs], list[np.ndarray]]
-
-
-def _runners(proto: onnx.ModelProto, levels: Sequence[str]) -> tuple[dict[str, Runner], str]:
-    """One runner per optimisation level (one in all for the ReferenceEvaluator)."""
-    reason = _reference_evaluator_reason(proto)
-    if reason is None:
-        try:
-            runners: dict[str, Runner] = {
-                level: ort_adapter.prepare(proto, optimize=level == "on") for level in levels
-            }
-            return runners, "onnxruntime"
-        except Exception as e:  # onnxruntime's own error types vary by build
-            reason = f"onnxruntime cannot load it: {' '.join(str(e).split())[:160]}"
-    try:
-        evaluator = reference_evaluator(proto)
-    except Exception as e:
-        raise CheckError(
-            f"neither onnxruntime nor onnx.reference can run the model ({reason}; "
-            f"{' '.join(str(e).split())[:160]})"
-        ) from e
-    return {level: (lambda feeds: evaluator.run(None, feeds)) for level in levels}, (
-        f"onnx.reference ({reason})"
-    )
-
-
-def _backend_runners(
-    proto: onnx.ModelProto, name: str, levels: Sequence[str]
-) -> tuple[dict[str, Runner], str]:
-    """The candidate on a backend adapter: one runner, whatever the level."""
-    from revseq import backends
-
-    try:
-        backend = backends.get(name)
-        runner = backend.prepare(proto)
-    except RevseqError as e:
-        raise CheckError(str(e)) from e
-    return {level: runner for level in levels}, backend.label
 
 
 def _guard(proto: onnx.ModelProto, label: str) -> None:
@@ -233,192 +181,359 @@ def _guard(proto: onnx.ModelProto, label: str) -> None:
         raise CheckError(f"{label}: {e}") from e
 
 
-@dataclasses.dataclass(frozen=True)
-class _LengthsInput:
-    data: str | None
-    data_dims: tuple[int | str | None, ...] | None
-    time_axis: int
-    batch_axis: int
-
-
-def _trace_to_input(value: ir.Value | None, inputs: set[str]) -> str | None:
-    while value is not None:
-        if value.name in inputs and value.producer() is None:
-            return value.name
-        node = value.producer()
-        if node is None or node.op_type not in ("Cast", "Identity") or not node.inputs:
-            return None
-        value = node.inputs[0]
-    return None
-
-
-def _call_arguments(model: ir.Model) -> dict[int, list[ir.Value | None]]:
-    """For each function parameter (by id), the arguments its call sites pass."""
-    arguments: dict[int, list[ir.Value | None]] = {}
-    for scoped in walk(model):
-        function = model.functions.get(scoped.node.op_identifier())
-        if function is None:
-            continue
-        for parameter, argument in zip(function.inputs, scoped.node.inputs, strict=False):
-            arguments.setdefault(id(parameter), []).append(argument)
-    return arguments
-
-
-def _lengths_inputs(model: ir.Model) -> dict[str, _LengthsInput]:
-    """Graph inputs that feed a ``sequence_lens``, with the data input they go with.
-
-    Lengths reach a node directly, through Cast/Identity, from an outer scope, or as
-    the argument of a call to the model-local function that holds the node.
-    """
-    names = {v.name for v in model.graph.inputs if v.name}
-    arguments = _call_arguments(model)
-
-    def sources(value: ir.Value | None) -> list[ir.Value | None]:
-        passed = arguments.get(id(value)) if value is not None else None
-        return passed if passed else [value]
-
-    found: dict[str, _LengthsInput] = {}
-    for scoped in walk(model):
-        node = scoped.node
-        if not is_reverse_sequence(node) or len(node.inputs) != 2:
-            continue
-        for lens, data in zip(sources(node.inputs[1]), sources(node.inputs[0]), strict=False):
-            source = _trace_to_input(lens, names)
-            if source is None or source in found:
-                continue
-            dims = None
-            if data is not None and data.shape is not None:
-                dims = tuple(
-                    d if isinstance(d, int) else (d.value if d else None) for d in data.shape
-                )
-            found[source] = _LengthsInput(
-                data=_trace_to_input(data, names),
-                data_dims=dims,
-                time_axis=node.attributes.get_int("time_axis", 0),
-                batch_axis=node.attributes.get_int("batch_axis", 1),
-            )
-    return found
-
-
-def _random_array(rng: np.random.Generator, elem: int, shape: tuple[int, ...]) -> np.ndarray:
-    np_type = onnx.helper.tensor_dtype_to_np_dtype(elem)
-    size = int(np.prod(shape))
-    if elem == onnx.TensorProto.STRING:
-        words = np.array(["", "a", "revseq", "ñandú", "🙂", "two words"], dtype=object)
-        return rng.choice(words, size=shape).astype(object)
-    if elem == onnx.TensorProto.BOOL:
-        return rng.integers(0, 2, shape).astype(np.bool_)
-    if elem in _COMPLEX:
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_type)
-    if np.issubdtype(np_type, np.integer):
-        info = np.iinfo(np_type)
-        return rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True)
-    if elem == onnx.TensorProto.BFLOAT16:
-        np_type = ml_dtypes.bfloat16
-    values = rng.standard_normal(size).astype(np.float64)
-    specials = [np.nan, -0.0, np.inf, -np.inf, 1e-40, -1e-310]
-    for i, special in enumerate(specials[: max(0, size // 4)]):
-        values[rng.integers(0, size)] = special if i else values[0]
-    array = values.astype(np_type).reshape(shape)
-    if size and np_type in (np.float32, np.float64, np.float16):
-        # A NaN with a non-default payload: a copy must keep it.
-        flat = array.reshape(-1)
-        bits = flat.view(np.dtype(f"u{flat.itemsize}"))
-        bits[rng.integers(0, size)] = {2: 0x7E01, 4: 0x7FC00123, 8: 0x7FF8000000000123}[
-            flat.itemsize
-        ]
-    return array
-
-
-def _concrete_dims(
-    info: onnx.ValueInfoProto, trial: int, symbols: dict[str, int]
-) -> tuple[int, ...]:
-    dims = []
-    for axis, dim in enumerate(info.type.tensor_type.shape.dim):
-        if dim.HasField("dim_value"):
-            dims.append(dim.dim_value)
-            continue
-        key = dim.dim_param or f"{info.name}:{axis}"
-        if key not in symbols:
-            symbols[key] = _SIZES[(trial + len(symbols)) % len(_SIZES)]
-        dims.append(symbols[key])
-    return tuple(dims)
-
-
-def generate_inputs(
-    proto: onnx.ModelProto, trial: int, seed: int, *, also: onnx.ModelProto | None = None
-) -> Inputs:
-    """Random inputs for one trial of ``proto`` (whose signature ``also`` shares).
-
-    Symbolic dims get sizes that vary by trial (1 among them); an input that feeds a
-    ``sequence_lens`` in either model gets lengths in [0, T] that include 0, 1 and T
-    across trials; everything else gets random values of its type, with NaNs (one with
-    a non-default payload), infinities, -0.0 and subnormals for floats.
-    """
-    rng = np.random.default_rng([seed, trial])
+def _run_inputs(proto: onnx.ModelProto) -> list[str]:
     initializers = {t.name for t in proto.graph.initializer}
-    infos = [i for i in proto.graph.input if i.name not in initializers]
-    lengths = _lengths_inputs(ir.from_proto(proto))
-    if also is not None:
-        lengths = {**_lengths_inputs(ir.from_proto(also)), **lengths}
-    symbols: dict[str, int] = {}
-    shapes = {i.name: _concrete_dims(i, trial, symbols) for i in infos}
-    feeds: Inputs = {}
-    for info in infos:
-        elem = info.type.tensor_type.elem_type
-        shape = shapes[info.name]
-        spec = lengths.get(info.name)
-        if spec is None:
-            feeds[info.name] = _random_array(rng, elem, shape)
-            continue
-        time_len = _time_length(spec, shapes)
-        values = rng.integers(0, time_len, shape, endpoint=True)
-        flat = values.reshape(-1)
-        if flat.size:
-            flat[0] = (0, 1, time_len)[trial % 3]
-            flat[-1] = (time_len, 0, 1)[trial % 3] if flat.size > 1 else flat[0]
-        feeds[info.name] = values.astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    return [i.name for i in proto.graph.input if i.name not in initializers]
+
+
+def _has_reverse_sequence(proto: onnx.ModelProto) -> bool:
+    return any(is_reverse_sequence(s.node) for s in walk(ir.from_proto(proto)))
+
+
+class _Engine:
+    """What runs the candidate's decompositions: onnxruntime or a backend's worker."""
+
+    def __init__(self, backend: str | None) -> None:
+        self._backend = None
+        self.label = "onnxruntime"
+        if backend is not None:
+            from revseq.backends._isolated import isolated
+
+            self._backend = isolated(backend)
+            self.label = self._backend.label
+
+    def prepare(self, model: onnx.ModelProto) -> Runner:
+        if self._backend is not None:
+            return self._backend.prepare(model)
+        by_level, _ = runners(model, ("on",))
+        return by_level["on"]
+
+
+class _Native:
+    """The native op alone, run by onnxruntime (onnx.reference for complex types)."""
+
+    def __init__(self) -> None:
+        self._runners: dict[tuple, Runner] = {}
+
+    def __call__(self, cp: Counterpart, opset: int, data: np.ndarray, lens: np.ndarray):
+        elem = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
+        lens_elem = onnx.helper.np_dtype_to_tensor_dtype(lens.dtype)
+        key = (cp.domain, cp.batch_axis, cp.time_axis, elem, lens_elem, data.ndim, opset)
+        if key not in self._runners:
+            node = onnx.helper.make_node(
+                "ReverseSequence",
+                ["input", "sequence_lens"],
+                ["output"],
+                domain=cp.domain,
+                batch_axis=cp.batch_axis,
+                time_axis=cp.time_axis,
+            )
+            dims = [f"d{i}" for i in range(data.ndim)]
+            graph = onnx.helper.make_graph(
+                [node],
+                "native",
+                [
+                    onnx.helper.make_tensor_value_info("input", elem, dims),
+                    onnx.helper.make_tensor_value_info(
+                        "sequence_lens", lens_elem, [dims[cp.batch_axis % data.ndim]]
+                    ),
+                ],
+                [onnx.helper.make_tensor_value_info("output", elem, dims)],
+            )
+            imports = [onnx.helper.make_opsetid("", opset)]
+            if cp.domain == REVSEQ_DOMAIN:
+                imports.append(onnx.helper.make_opsetid(REVSEQ_DOMAIN, 1))
+            model = onnx.helper.make_model(graph, opset_imports=imports, ir_version=10)
+            self._runners[key] = runners(with_definition(model), ("on",))[0]["on"]
+        return self._runners[key]({"input": data, "sequence_lens": lens})[0]
+
+
+def _native_opset(proto: onnx.ModelProto, cp: Counterpart) -> int:
+    # The revseq definition needs opset 14; the ONNX op exists from 10 (11 inlines).
+    return max(main_opset(proto) or 17, 14 if cp.domain == REVSEQ_DOMAIN else 10)
+
+
+def _nested_feeds(
+    cp: Counterpart, trial: int, rng: np.random.Generator
+) -> list[tuple[np.ndarray, str]]:
+    """Generated data for a node whose actual inputs a reference run cannot read out."""
+    elem = int(cp.data_dtype or ir.DataType.FLOAT)
+    if cp.data_dims is not None:
+        shapes = [cp.data_dims]
+        note = " (data generated: the node runs inside a subgraph or function)"
+    else:
+        low = max(cp.batch_axis, cp.time_axis, -cp.batch_axis - 1, -cp.time_axis - 1) + 1
+        shapes = [(None,) * rank for rank in _UNKNOWN_RANKS if rank >= low]
+        note = (
+            f" (data generated, rank unknown: checked at ranks "
+            f"{', '.join(str(len(s)) for s in shapes)})"
+        )
+    feeds = []
+    for i, dims in enumerate(shapes):
+        concrete = tuple(
+            d if isinstance(d, int) else _NESTED_SIZES[(trial + i + axis) % len(_NESTED_SIZES)]
+            for axis, d in enumerate(dims)
+        )
+        feeds.append((random_array(rng, elem, concrete), note))
     return feeds
 
 
-def _time_length(spec: _LengthsInput, shapes: dict[str, tuple[int, ...]]) -> int:
-    if spec.data is not None and spec.data in shapes:
-        dims = shapes[spec.data]
-        return dims[spec.time_axis % len(dims)]
-    if spec.data_dims is not None:
-        static = spec.data_dims[spec.time_axis % len(spec.data_dims)]
-        if isinstance(static, int):
-            return static
-    return 1
+@dataclasses.dataclass
+class _NodeState:
+    cp: Counterpart
+    runners: dict[tuple, Runner] = dataclasses.field(default_factory=dict)
+    runs: int = 0
+    longest: int = 0
+    difference: str | None = None
+    note: str = ""
 
 
-def _first_difference(
-    expected: np.ndarray, got: np.ndarray
-) -> tuple[tuple[int, ...] | None, object, object] | None:
-    """None when identical; else (index or None, reference value, candidate value)."""
-    expected, got = np.asarray(expected), np.asarray(got)
-    if expected.shape != got.shape or expected.dtype != got.dtype:
-        return (
-            None,
-            f"{expected.dtype} {list(expected.shape)}",
-            f"{got.dtype} {list(got.shape)}",
+def _check_counterparts(
+    reference: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    found: Sequence[Counterpart],
+    input_sets: Sequence[Inputs],
+    engine: _Engine,
+    *,
+    seed: int,
+    progress: Callable[[str], None] | None,
+) -> list[NodeReport]:
+    """Run each counterpart alone against the native op on every input set."""
+    native = _Native()
+    found = [_alone(cp) for cp in found]
+    states = {id(cp): _NodeState(cp) for cp in found if cp.error is None}
+    main = [s for s in states.values() if s.cp.scope == "main"]
+    wanted = sorted({n for s in main for n in (*s.cp.inputs, s.cp.data, s.cp.lengths)})
+    for trial, feeds in enumerate(input_sets):
+        values = capture(reference, feeds, wanted) if main else {}
+        rng = np.random.default_rng([seed, trial, 1])
+        for state in states.values():
+            cases = (
+                [(values, "")]
+                if state.cp.scope == "main"
+                else _nested_cases(state.cp, trial, rng)
+            )
+            for case, note in cases:
+                if state.difference is None:
+                    state.note = note
+                    _run_case(
+                        state,
+                        case,
+                        trial,
+                        rng=rng,
+                        reference=reference,
+                        candidate=candidate,
+                        native=native,
+                        engine=engine,
+                    )
+        if progress is not None:
+            progress(f"check: trial {trial + 1}/{len(input_sets)} of the decompositions done")
+    reports = []
+    for cp in found:
+        state = states.get(id(cp))
+        if state is None:
+            reports.append(NodeReport(cp.name, cp.scope, engine.label, error=cp.error))
+            continue
+        reports.append(
+            NodeReport(
+                cp.name,
+                cp.scope,
+                engine.label,
+                runs=state.runs,
+                longest=state.longest,
+                difference=state.difference,
+                note=state.note,
+            )
         )
-    if expected.dtype == object:
-        differs = np.array(
-            [a != b for a, b in zip(expected.reshape(-1), got.reshape(-1), strict=True)],
-            dtype=bool,
-        ).reshape(expected.shape)
-    else:
-        if expected.tobytes() == got.tobytes():
-            return None
-        width = expected.dtype.itemsize
-        a = np.ascontiguousarray(expected).view(np.uint8).reshape((*expected.shape, width))
-        b = np.ascontiguousarray(got).view(np.uint8).reshape((*got.shape, width))
-        differs = (a != b).any(axis=-1)
-    if not differs.any():
-        return None
-    index = tuple(int(i) for i in np.argwhere(differs)[0])
-    return index, expected.item(index), got.item(index)
+    return reports
+
+
+def _alone(cp: Counterpart) -> Counterpart:
+    """``cp``, or why it cannot run alone: a nested node's other inputs are not known."""
+    extra = [n for n in cp.inputs if n not in (cp.data, cp.lengths)]
+    if cp.error is None and cp.scope != "main" and extra:
+        return dataclasses.replace(
+            cp,
+            error=f"its replacement reads {extra[0]!r} from outside the node, inside a "
+            "subgraph or function: checked in the whole model only",
+        )
+    return cp
+
+
+def _nested_cases(
+    cp: Counterpart, trial: int, rng: np.random.Generator
+) -> list[tuple[Inputs, str]]:
+    """Generated data (and zero lengths, replaced by generated ones) for a nested node."""
+    lens_type = onnx.helper.tensor_dtype_to_np_dtype(
+        int(cp.lengths_dtype or ir.DataType.INT64)
+    )
+    cases = []
+    for data, note in _nested_feeds(cp, trial, rng):
+        batch = data.shape[cp.batch_axis % data.ndim]
+        cases.append(({cp.data: data, cp.lengths: np.zeros((batch,), lens_type)}, note))
+    return cases
+
+
+def _run_case(
+    state: _NodeState,
+    values: Inputs,
+    trial: int,
+    *,
+    rng: np.random.Generator,
+    reference: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    native: _Native,
+    engine: _Engine,
+) -> None:
+    """The node's own lengths, then generated ones (0, 1 and T among them)."""
+    cp = state.cp
+    data = np.asarray(values[cp.data])
+    time_len = data.shape[cp.time_axis % data.ndim]
+    own = np.asarray(values[cp.lengths])
+    variants = [own] if cp.scope == "main" else []
+    if cp.lengths_vary:
+        # 0, 1 and T across trials, and every batch entry at T (a batch of 1 sees T too).
+        variants.append(lengths_pattern(rng, time_len, own.shape, trial).astype(own.dtype))
+        variants.append(np.full(own.shape, time_len, own.dtype))
+    opset = _native_opset(reference, cp)
+    for lens in variants:
+        feeds = {name: np.asarray(values[name]) for name in cp.inputs}
+        if cp.lengths in feeds:
+            feeds[cp.lengths] = lens
+        expected = np.asarray(native(cp, opset, data, lens))
+        runner = _counterpart_runner(state, feeds, expected, candidate, engine)
+        try:
+            got = runner(feeds)[0]
+        except RevseqError as e:
+            raise CheckError(f"{cp.label}: {e}") from e
+        state.runs += 1
+        reversed_steps = int(np.clip(lens, 0, time_len).max()) if lens.size else 0
+        state.longest = max(state.longest, reversed_steps)
+        difference = first_difference(expected, got)
+        if difference is not None:
+            shown = lens.reshape(-1)[:16].tolist()
+            state.difference = (
+                f"output {cp.output!r} differs {difference.where}: native "
+                f"{difference.expected!r}, candidate {difference.got!r} (trial {trial}, "
+                f"T={time_len}, lengths {shown})"
+            )
+            return
+
+
+def _declared_dims(
+    known: tuple[int | str | None, ...] | None, shape: tuple[int, ...], *, nested: bool
+) -> tuple[int | str | None, ...]:
+    """The dims a cut model declares for an input: what the candidate knows of them.
+
+    Unknown dims stay symbolic (None) for a main-graph node, whose values come from a
+    run of the model; a nested node's data is generated, and its unknown dims are
+    declared as the generated sizes.
+    """
+    if known is None or len(known) != len(shape):
+        known = (None,) * len(shape)
+    if nested:
+        return tuple(
+            d if d is not None else size for d, size in zip(known, shape, strict=True)
+        )
+    return known
+
+
+def _counterpart_runner(
+    state: _NodeState,
+    feeds: Inputs,
+    expected: np.ndarray,
+    candidate: onnx.ModelProto,
+    engine: _Engine,
+) -> Runner:
+    cp = state.cp
+    types = {n: onnx.helper.np_dtype_to_tensor_dtype(a.dtype) for n, a in feeds.items()}
+    output_type = onnx.helper.np_dtype_to_tensor_dtype(expected.dtype)
+    dims = tuple(
+        _declared_dims(d, feeds[n].shape, nested=cp.scope != "main")
+        for n, d in zip(cp.inputs, cp.input_dims, strict=True)
+    )
+    key = (tuple(sorted(types.items())), output_type, dims)
+    if key not in state.runners:
+        cut = dataclasses.replace(cp, input_dims=dims)
+        model = with_definition(
+            cut.model(
+                types,
+                output_type,
+                functions=list(candidate.functions),
+                ir_version=candidate.ir_version,
+            )
+        )
+        try:
+            state.runners[key] = engine.prepare(model)
+        except RevseqError as e:
+            raise CheckError(f"{cp.label}: {e}") from e
+    return state.runners[key]
+
+
+def _compare_whole(
+    ref_runners: dict[str, Runner],
+    cand_runners: dict[str, Runner],
+    input_sets: Sequence[Inputs],
+    output_names: Sequence[str],
+    levels: Sequence[str],
+    *,
+    tolerance: tuple[float, float] | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[int, Counterexample | None, str]:
+    """Whole-model outputs: (compared, first counterexample, where it was)."""
+    compared = 0
+    for trial, feeds in enumerate(input_sets):
+        for level in levels:
+            try:
+                expected = ref_runners[level](feeds)
+                got = cand_runners[level](feeds)
+            except RevseqError:
+                raise
+            except Exception as e:
+                raise CheckError(
+                    f"running trial {trial} failed: {' '.join(str(e).split())[:200]}"
+                ) from e
+            for name, a, b in zip(output_names, expected, got, strict=True):
+                compared += 1
+                if tolerance is None:
+                    difference = first_difference(a, b)
+                else:
+                    rtol, atol = tolerance
+                    difference = first_difference_beyond(a, b, rtol=rtol, atol=atol)
+                if difference is None:
+                    continue
+                example = Counterexample(
+                    trial, feeds, name, difference.index, difference.expected, difference.got
+                )
+                return (
+                    compared,
+                    example,
+                    (
+                        f"output {name!r} differs {difference.where} in trial {trial} "
+                        f"(optimisations {level})"
+                    ),
+                )
+        if progress is not None:
+            progress(f"check: trial {trial + 1}/{len(input_sets)} of the whole models done")
+    return compared, None, ""
+
+
+def _exercised(
+    nodes: Sequence[NodeReport], generator: InputGenerator, input_sets: Sequence[Inputs]
+) -> bool:
+    """Whether some reversal of 2 or more steps happened.
+
+    Nodes run alone say so themselves; without them (the op only in the candidate),
+    lengths of 2 or more in a lengths input (never above its nodes' T) say so.
+    """
+    if nodes:
+        return any(n.longest >= 2 for n in nodes)
+    return any(
+        feeds[name].size and int(np.max(feeds[name])) >= 2
+        for feeds in input_sets
+        for name in generator.lengths
+        if name in feeds
+    )
 
 
 def check(
@@ -432,8 +547,11 @@ def check(
     labels: tuple[str, str] = ("reference", "candidate"),
     progress: Callable[[str], None] | None = None,
     backend: str | None = None,
+    whole_model: bool = False,
+    rtol: float = 0.0,
+    atol: float = 0.0,
 ) -> CheckReport:
-    """Run both models on the same inputs and compare every output bit for bit.
+    """Check that ``candidate`` computes what ``reference`` does, where it will run.
 
     Args:
         reference: The model taken as right (ModelProto, onnx_ir.Model or path).
@@ -445,31 +563,33 @@ def check(
             (True); by default both.
         labels: How errors name the two models (the CLI passes their paths).
         progress: Called with a line after each trial (the CLI prints it to stderr).
-        backend: Run the candidate on this backend (a name in
-            ``revseq.backends.ADAPTERS``: "tvm", "onnx2torch", ...) instead of
-            onnxruntime; the reference still runs in onnxruntime (graph optimisations
-            on, unless ``optimize`` says otherwise).
+        backend: Run each ReverseSequence's decomposition alone on this backend (a name
+            in ``revseq.backends.ADAPTERS``), in a child process, instead of in
+            onnxruntime. The whole models are still compared in onnxruntime.
+        whole_model: Instead of node by node, run the whole candidate on ``backend`` and
+            compare its outputs with the reference's in onnxruntime within ``rtol`` and
+            ``atol`` (on finite generated inputs): a comparison across runtimes, whose
+            arithmetic may round differently; never reported as bit-identical.
+        rtol: Relative tolerance of ``whole_model``.
+        atol: Absolute tolerance of ``whole_model``.
 
     Returns:
         A report; a difference is ``ok=False``, not an exception.
 
     Raises:
         CheckError: The models cannot be compared (different inputs or outputs, a model
-            no runtime can run, an invalid ReverseSequence node, a backend that is not
-            installed or refuses the candidate).
+            no runtime can run, an invalid ReverseSequence node, no trials).
+        BackendError: The backend is not installed, refuses a decomposition or crashes.
     """
-    ref = _with_definition(_to_proto(reference))
-    cand = _with_definition(_to_proto(candidate))
-    ref_inputs = [
-        i.name
-        for i in ref.graph.input
-        if i.name not in {t.name for t in ref.graph.initializer}
-    ]
-    cand_inputs = [
-        i.name
-        for i in cand.graph.input
-        if i.name not in {t.name for t in cand.graph.initializer}
-    ]
+    if inputs is None and trials < 1:
+        raise CheckError(f"trials must be at least 1, got {trials}")
+    if whole_model and backend is None:
+        raise CheckError("a whole-model comparison across runtimes needs a backend")
+    if rtol < 0 or atol < 0:
+        raise CheckError(f"tolerances must be >= 0, got rtol={rtol}, atol={atol}")
+    ref = with_definition(to_proto(reference))
+    cand = with_definition(to_proto(candidate))
+    ref_inputs, cand_inputs = _run_inputs(ref), _run_inputs(cand)
     if sorted(ref_inputs) != sorted(cand_inputs):
         raise CheckError(f"the models take different inputs: {ref_inputs} vs {cand_inputs}")
     if len(ref.graph.output) != len(cand.graph.output):
@@ -480,160 +600,155 @@ def check(
     _guard(ref, labels[0])
     _guard(cand, labels[1])
     if optimize is None:
-        levels: tuple[str, ...] = ("on",) if backend is not None else ("off", "on")
+        levels: tuple[str, ...] = ("on",) if whole_model else ("off", "on")
     else:
         levels = ("on",) if optimize else ("off",)
-    ref_runners, ref_engine = _runners(ref, levels)
-    if backend is None:
-        cand_runners, cand_engine = _runners(cand, levels)
-    else:
-        cand_runners, cand_engine = _backend_runners(cand, backend, levels)
-    engines = {"reference": ref_engine, "candidate": cand_engine}
-    input_sets = (
-        list(inputs)
-        if inputs is not None
-        else [generate_inputs(ref, trial, seed, also=cand) for trial in range(trials)]
+    generator = InputGenerator(
+        [ref, cand], seed=seed, capture=capture, specials=not whole_model
     )
+    input_sets = (
+        list(inputs) if inputs is not None else [generator.trial(t) for t in range(trials)]
+    )
+    engine = _Engine(backend)  # a backend that is not installed fails here, first
+    ref_runners, ref_engine = runners(ref, levels)
     output_names = [o.name for o in ref.graph.output]
-    compared = 0
-    for trial, feeds in enumerate(input_sets):
-        if progress is not None and trial:
-            progress(f"check: trial {trial}/{len(input_sets)} identical")
-        for level in levels:
-            try:
-                expected = ref_runners[level](feeds)
-                got = cand_runners[level](feeds)
-            except Exception as e:
-                raise CheckError(
-                    f"running trial {trial} failed: {' '.join(str(e).split())[:200]}"
-                ) from e
-            for name, a, b in zip(output_names, expected, got, strict=True):
-                compared += 1
-                difference = _first_difference(a, b)
-                if difference is None:
-                    continue
-                index, ref_value, cand_value = difference
-                where = f"at {list(index)}" if index is not None else "in dtype/shape"
-                return CheckReport(
-                    ok=False,
-                    trials=len(input_sets),
-                    outputs_compared=compared,
-                    engines=engines,
-                    optimizations=levels,
-                    counterexample=Counterexample(
-                        trial, feeds, name, index, ref_value, cand_value
-                    ),
-                    message=(
-                        f"output {name!r} differs {where} in trial {trial} "
-                        f"(optimisations {level})"
-                    ),
-                )
+    if whole_model:
+        runner = engine.prepare(cand)
+        cand_runners = dict.fromkeys(levels, runner)
+        cand_engine = engine.label
+        tolerance: tuple[float, float] | None = (rtol, atol)
+    else:
+        cand_runners, cand_engine = runners(cand, levels)
+        tolerance = None
+    compared, example, where = _compare_whole(
+        ref_runners, cand_runners, input_sets, output_names, levels,
+        tolerance=tolerance, progress=progress,
+    )  # fmt: skip
+    nodes: list[NodeReport] = []
+    if not whole_model:
+        nodes = _nodes_report(ref, cand, input_sets, engine, seed=seed, progress=progress)
+    engines = {"reference": ref_engine, "candidate": cand_engine}
+    if nodes:
+        engines["decompositions"] = engine.label
+    if backend is not None and not whole_model:
+        _require_checked(nodes, backend, labels[0])
+    checked = [n for n in nodes if n.error is None]
+    different = [n for n in checked if n.difference is not None]
+    ok = example is None and not different
+    exercised = True
+    if _has_reverse_sequence(ref) or _has_reverse_sequence(cand):
+        exercised = _exercised(checked, generator, input_sets)
+    if different:
+        first = different[0]
+        message = f"node {first.name or '(unnamed)'} in {first.scope}: {first.difference}"
+        if example is not None:
+            message += f"; whole model: {where}"
+    elif example is not None:
+        message = where
+    elif tolerance is not None:
+        message = (
+            f"{len(input_sets)} trial(s), {compared} whole-model outputs compared across "
+            f"runtimes, within rtol={rtol:g}, atol={atol:g}"
+        )
+    else:
+        message = (
+            f"{len(input_sets)} trial(s) x {len(levels)} optimisation level(s), "
+            f"{compared} outputs compared"
+        )
+        if checked:
+            message += f"; {len(checked)} decomposition(s) run alone on {engine.label}"
+        message += (
+            ", bit-identical"
+            if exercised
+            else ", identical, but no ReverseSequence reversed 2 or more steps: this "
+            "cannot tell a reversal from the identity"
+        )
     return CheckReport(
-        ok=True,
+        ok=ok,
         trials=len(input_sets),
         outputs_compared=compared,
         engines=engines,
         optimizations=levels,
-        counterexample=None,
-        message=(
-            f"{len(input_sets)} trial(s) x {len(levels)} optimisation level(s), "
-            f"{compared} outputs compared, bit-identical"
-        ),
+        counterexample=example,
+        message=message,
+        nodes=tuple(nodes),
+        exercised=exercised,
+        tolerance=tolerance,
     )
 
 
-# Ranks a node of unknown rank is checked at (those its axes allow).
-_UNKNOWN_RANKS = (2, 3, 4)
+def _require_checked(nodes: Sequence[NodeReport], backend: str, label: str) -> None:
+    """On a backend, every node must be checked: the whole model ran in onnxruntime."""
+    if not nodes:
+        raise CheckError(
+            f"{label} holds no ReverseSequence: nothing to check on {backend} node by node "
+            "(compare the whole models across runtimes with --whole-model and a tolerance)"
+        )
+    for node in nodes:
+        if node.error is not None:
+            raise CheckError(
+                f"node {node.name or '(unnamed)'} in {node.scope}: not checked on {backend}: "
+                f"{node.error}"
+            )
 
 
-def _single_node_models(node: ir.Node, opset: int) -> list[tuple[onnx.ModelProto, str]]:
-    """The node alone, its inputs as graph inputs: native op vs decomposition.
-
-    A node whose data has no known type or rank (in a Loop body or a function) is
-    checked as float32 at each rank its axes allow; the note says so.
-    """
-    data, lens = node.inputs
-    assert data is not None and lens is not None
-    batch_axis = node.attributes.get_int("batch_axis", 1)
-    time_axis = node.attributes.get_int("time_axis", 0)
-    dtype = data.dtype or ir.DataType.FLOAT
-    if data.shape is not None:
-        shapes = [
-            [
-                d if isinstance(d, int) else (d.value or f"d{i}")
-                for i, d in enumerate(data.shape)
-            ]
-        ]
-        note = ""
-    else:
-        low = max(batch_axis, time_axis, -batch_axis - 1, -time_axis - 1) + 1
-        shapes = [[f"d{i}" for i in range(rank)] for rank in _UNKNOWN_RANKS if rank >= low]
-        note = f" (rank unknown: checked at ranks {', '.join(str(len(d)) for d in shapes)}"
-        note += f" as {dtype.name.lower()})" if data.dtype is None else ")"
-    models = []
-    for dims in shapes:
-        rs = onnx.helper.make_node(
-            "ReverseSequence",
-            ["input", "sequence_lens"],
-            ["output"],
-            domain=node.domain,
-            batch_axis=batch_axis,
-            time_axis=time_axis,
-        )
-        graph = onnx.helper.make_graph(
-            [rs],
-            "node",
-            [
-                onnx.helper.make_tensor_value_info("input", int(dtype), dims),
-                onnx.helper.make_tensor_value_info(
-                    "sequence_lens",
-                    int(lens.dtype or ir.DataType.INT64),
-                    [dims[batch_axis % len(dims)]],
-                ),
-            ],
-            [onnx.helper.make_tensor_value_info("output", int(dtype), dims)],
-        )
-        imports = [onnx.helper.make_opsetid("", opset)]
-        if node.domain == REVSEQ_DOMAIN:
-            imports.append(onnx.helper.make_opsetid(REVSEQ_DOMAIN, 1))
-        models.append(
-            (onnx.helper.make_model(graph, opset_imports=imports, ir_version=10), note)
-        )
-    return models
+def _nodes_report(
+    reference: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    input_sets: Sequence[Inputs],
+    engine: _Engine,
+    *,
+    seed: int,
+    progress: Callable[[str], None] | None,
+) -> list[NodeReport]:
+    if not _has_reverse_sequence(reference):
+        return []
+    found = counterparts(ir.from_proto(reference), ir.from_proto(candidate))
+    return _check_counterparts(
+        reference, candidate, found, input_sets, engine, seed=seed, progress=progress
+    )
 
 
 def check_nodes(
-    model: ModelLike, *, strategy: str = "auto", trials: int = 3, seed: int = 0
+    model: ModelLike,
+    *,
+    strategy: str = "auto",
+    trials: int = 3,
+    seed: int = 0,
+    backend: str | None = None,
 ) -> list[NodeReport]:
     """Check every ReverseSequence node of ``model`` against its decomposition, alone.
 
-    Each node becomes a one-node model with the node's types, shapes and attributes; the
-    native op (or, for the ``revseq`` domain, revseq's definition) is the reference and
-    ``revseq.inline(..., strategy=strategy)`` the candidate. A user learns which node,
-    if any, breaks.
+    The model is inlined (``revseq.inline(..., strategy=strategy)``); each node's
+    replacement is then run alone (on ``backend``, or in onnxruntime) on the values the
+    node receives in a run of the model, with its own and generated lengths, and compared
+    bit for bit with the native op. A user learns which node, if any, breaks.
+
+    Raises:
+        CheckError: No trials, or the model cannot be run.
+        RevseqError: A node is invalid or cannot be inlined.
     """
     from revseq._api import inline
 
-    ir_model = model if isinstance(model, ir.Model) else ir.from_proto(_to_proto(model))
-    reports = []
-    for scoped in walk(ir_model):
-        node = scoped.node
-        if not is_reverse_sequence(node):
-            continue
-        version = scoped.owner.opset_imports.get("", 17)
-        # The revseq definition needs opset 14; the ONNX op exists from 10 (11 inlines).
-        opset = max(version, 14 if node.domain == REVSEQ_DOMAIN else 11)
-        try:
-            signature_of(scoped, opset=opset)  # an invalid node is an error, not a check
-            for single, note in _single_node_models(node, opset):
-                report = check(
-                    single, inline(single, strategy=strategy), trials=trials, seed=seed
-                )
-                report = dataclasses.replace(report, message=report.message + note)
-                if not report.ok:
-                    break
-        except RevseqError as e:
-            reports.append(NodeReport(node.name or "", scoped.scope, None, str(e)))
-            continue
-        reports.append(NodeReport(node.name or "", scoped.scope, report))
-    return reports
+    if trials < 1:
+        raise CheckError(f"trials must be at least 1, got {trials}")
+    reference = with_definition(to_proto(model))
+    _guard(reference, "model")
+    candidate = with_definition(inline(reference, strategy=strategy))
+    generator = InputGenerator([reference], seed=seed, capture=capture)
+    input_sets = [generator.trial(t) for t in range(trials)]
+    engine = _Engine(backend)
+    return _nodes_report(reference, candidate, input_sets, engine, seed=seed, progress=None)
+
+
+def generate_inputs(
+    proto: onnx.ModelProto, trial: int, seed: int, *, also: onnx.ModelProto | None = None
+) -> Inputs:
+    """The inputs :func:`check` generates for trial ``trial`` of ``proto``.
+
+    Symbolic dims get sizes that vary by trial (1 among them); an input that feeds a
+    ``sequence_lens`` gets lengths in [0, T] that include 0, 1 and T across trials, T
+    being what its nodes actually see; everything else gets random values of its type.
+    """
+    models = [proto] if also is None else [proto, also]
+    return InputGenerator(models, seed=seed, capture=capture).trial(trial)

@@ -22,7 +22,8 @@ from onnx import helper
 
 import revseq
 from revseq import backends
-from revseq.equivalence import _first_difference, _random_array
+from revseq._compare import first_difference
+from revseq._inputs import random_array
 from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
@@ -65,10 +66,10 @@ def _cell(backend: backends.Backend, form: str, dtype: str, dynamic: bool) -> st
     try:
         runner = backend.prepare(inlined)
         for time_len, batch in ((5, 4), (3, 2)) if dynamic else ((5, 4),):
-            x = _random_array(rng, ELEMENT_TYPES[dtype], (time_len, batch, 3))
+            x = random_array(rng, ELEMENT_TYPES[dtype], (time_len, batch, 3))
             lens = np.array(([0, 1, time_len, 2] * batch)[:batch], np.int64)
             got = runner({"x": x, "lens": lens})[0]
-            if _first_difference(reverse_sequence(x, lens), got) is not None:
+            if first_difference(reverse_sequence(x, lens), got) is not None:
                 return "WRONG"
     except backends.BackendError:
         return "FAIL"

@@ -343,9 +343,9 @@ class ProbeResult:
 
 
 def _same(expected: np.ndarray, got: np.ndarray) -> bool:
-    from revseq.equivalence import _first_difference
+    from revseq._compare import first_difference
 
-    return _first_difference(expected, got) is None
+    return first_difference(expected, got) is None
 
 
 def _run_exact(
@@ -415,14 +415,14 @@ def _gather_model(gather: str, elem: int) -> onnx.ModelProto:
 
 def run_dtype_probes(backend: Backend) -> list[ProbeResult]:
     """Every gather on every element type, static shapes."""
-    from revseq.equivalence import _random_array
+    from revseq._inputs import random_array
 
     results = []
     for gather in GATHERS:
         for name in ELEMENT_TYPES:
             elem = ELEMENT_TYPES[name]
             model = _gather_model(gather, elem)
-            x = _random_array(np.random.default_rng(1), elem, (4, 3, 2))
+            x = random_array(np.random.default_rng(1), elem, (4, 3, 2))
             expected = np.flip(x, axis=0).copy()
             failure = _run_exact(backend, model, [{"x": x}], lambda _, e=expected: [e])
             results.append(ProbeResult(f"{gather}[{name}]", "static", (gather, name), failure))

@@ -1,0 +1,284 @@
+"""Inputs for a check: random values of every type, lengths that exercise the reversal.
+
+A check proves nothing about a reversal unless some lengths are 2 or more: a reversal of
+at most one step is the identity. The lengths a ``sequence_lens`` input gets therefore
+span 0..T of the node it feeds, with T learned from the data the node actually receives
+(a first run of the model with every length 0), whatever computes that data: a MatMul,
+an RNN, a Transpose.
+"""
+
+from __future__ import annotations
+
+__all__ = ["InputGenerator", "Inputs", "LengthsInput", "lengths_pattern", "random_array"]
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from revseq.passes._node import is_reverse_sequence
+from revseq.passes._scopes import walk
+
+logger = logging.getLogger(__name__)
+
+Inputs = dict[str, np.ndarray]
+
+# Sizes given to symbolic dimensions, trial after trial; 1 comes early on purpose.
+_SIZES = (3, 1, 4, 2, 5)
+_COMPLEX = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
+
+
+def random_array(
+    rng: np.random.Generator, elem: int, shape: tuple[int, ...], *, specials: bool = True
+) -> np.ndarray:
+    """Random values of the ONNX element type ``elem``.
+
+    With ``specials``, floats include NaN (one with a non-default payload), infinities,
+    -0.0 and subnormals: a copy must keep every byte. Without, they are finite normals,
+    for comparisons across runtimes whose arithmetic may round differently.
+    """
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    size = int(np.prod(shape))
+    if elem == onnx.TensorProto.STRING:
+        words = np.array(["", "a", "revseq", "ñandú", "🙂", "two words"], dtype=object)
+        return rng.choice(words, size=shape).astype(object)
+    if elem == onnx.TensorProto.BOOL:
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if elem in _COMPLEX:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_type)
+    if np.issubdtype(np_type, np.integer):
+        info = np.iinfo(np_type)
+        return rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True)
+    if elem == onnx.TensorProto.BFLOAT16:
+        np_type = ml_dtypes.bfloat16
+    values = rng.standard_normal(size).astype(np.float64)
+    if not specials:
+        return values.astype(np_type).reshape(shape)
+    for i, special in enumerate([np.nan, -0.0, np.inf, -np.inf, 1e-40, -1e-310][: size // 4]):
+        values[rng.integers(0, size)] = special if i else values[0]
+    array = values.astype(np_type).reshape(shape)
+    if size and np_type in (np.float32, np.float64, np.float16):
+        # A NaN with a non-default payload: a copy must keep it.
+        flat = array.reshape(-1)
+        bits = flat.view(np.dtype(f"u{flat.itemsize}"))
+        bits[rng.integers(0, size)] = {2: 0x7E01, 4: 0x7FC00123, 8: 0x7FF8000000000123}[
+            flat.itemsize
+        ]
+    return array
+
+
+def lengths_pattern(
+    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], trial: int
+) -> np.ndarray:
+    """Lengths in [0, T]; across three trials the first and last include 0, 1 and T."""
+    values = rng.integers(0, time_len, shape, endpoint=True)
+    flat = values.reshape(-1)
+    if flat.size:
+        flat[0] = (0, 1, time_len)[trial % 3]
+        flat[-1] = (time_len, 0, 1)[trial % 3] if flat.size > 1 else flat[0]
+    return values
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthsInput:
+    """A graph input that feeds some node's ``sequence_lens``.
+
+    Attributes:
+        data: The graph input the node's data comes from unchanged, if any.
+        data_dims: The node's data dims as declared (a size, a symbol or None).
+        time_axis: The node's time axis.
+        observed: Main-graph data values whose time length the lengths must not exceed
+            (read from a first run), with their time axes.
+    """
+
+    data: str | None
+    data_dims: tuple[int | str | None, ...] | None
+    time_axis: int
+    observed: tuple[tuple[str, int], ...] = ()
+
+
+def _trace_to_input(value: ir.Value | None, inputs: set[str]) -> str | None:
+    while value is not None:
+        if value.name in inputs and value.producer() is None:
+            return value.name
+        node = value.producer()
+        if node is None or node.op_type not in ("Cast", "Identity") or not node.inputs:
+            return None
+        value = node.inputs[0]
+    return None
+
+
+def _call_arguments(model: ir.Model) -> dict[int, list[ir.Value | None]]:
+    """For each function parameter (by id), the arguments its call sites pass."""
+    arguments: dict[int, list[ir.Value | None]] = {}
+    for scoped in walk(model):
+        function = model.functions.get(scoped.node.op_identifier())
+        if function is None:
+            continue
+        for parameter, argument in zip(function.inputs, scoped.node.inputs, strict=False):
+            arguments.setdefault(id(parameter), []).append(argument)
+    return arguments
+
+
+def lengths_inputs(model: ir.Model) -> dict[str, LengthsInput]:
+    """Graph inputs that feed a ``sequence_lens``, with what their time length is.
+
+    Lengths reach a node directly, through Cast/Identity, from an outer scope, or as
+    the argument of a call to the model-local function that holds the node.
+    """
+    names = {v.name for v in model.graph.inputs if v.name}
+    arguments = _call_arguments(model)
+
+    def sources(value: ir.Value | None) -> list[ir.Value | None]:
+        passed = arguments.get(id(value)) if value is not None else None
+        return passed if passed else [value]
+
+    found: dict[str, LengthsInput] = {}
+    for scoped in walk(model):
+        node = scoped.node
+        if not is_reverse_sequence(node) or len(node.inputs) != 2:
+            continue
+        time_axis = node.attributes.get_int("time_axis", 0)
+        for lens, data in zip(sources(node.inputs[1]), sources(node.inputs[0]), strict=False):
+            source = _trace_to_input(lens, names)
+            if source is None:
+                continue
+            observed = found[source].observed if source in found else ()
+            if data is not None and data.name and scoped.scope == "main":
+                observed = (*observed, (data.name, time_axis))
+            if source in found:
+                found[source] = dataclasses.replace(found[source], observed=observed)
+                continue
+            dims = None
+            if data is not None and data.shape is not None:
+                dims = tuple(
+                    d if isinstance(d, int) else (d.value if d else None) for d in data.shape
+                )
+            found[source] = LengthsInput(
+                data=_trace_to_input(data, names),
+                data_dims=dims,
+                time_axis=time_axis,
+                observed=observed,
+            )
+    return found
+
+
+def _concrete_dims(
+    info: onnx.ValueInfoProto, trial: int, symbols: dict[str, int]
+) -> tuple[int, ...]:
+    dims = []
+    for axis, dim in enumerate(info.type.tensor_type.shape.dim):
+        if dim.HasField("dim_value"):
+            dims.append(dim.dim_value)
+            continue
+        key = dim.dim_param or f"{info.name}:{axis}"
+        if key not in symbols:
+            symbols[key] = _SIZES[(trial + len(symbols)) % len(_SIZES)]
+        dims.append(symbols[key])
+    return tuple(dims)
+
+
+Capture = Callable[[onnx.ModelProto, Inputs, Sequence[str]], dict[str, np.ndarray]]
+"""Runs a model and returns the named values (intermediate ones included)."""
+
+
+class InputGenerator:
+    """Input sets for trial after trial of a model (and of a model with its signature).
+
+    Symbolic dims get sizes that vary by trial (1 among them); an input that feeds a
+    ``sequence_lens`` gets lengths in [0, T] that include 0, 1 and T across trials, with
+    T the time length its nodes see (read from a first run with every length 0 where a
+    node's data is computed); everything else gets random values of its type.
+    """
+
+    def __init__(
+        self,
+        models: Sequence[onnx.ModelProto],
+        *,
+        seed: int = 0,
+        capture: Capture | None = None,
+        specials: bool = True,
+    ) -> None:
+        self.model = models[0]
+        self.seed = seed
+        self.specials = specials
+        self._capture = capture
+        self._owners: dict[str, onnx.ModelProto] = {}
+        self.lengths: dict[str, LengthsInput] = {}
+        for model in reversed(models):  # the first model's view wins
+            for name, spec in lengths_inputs(ir.from_proto(model)).items():
+                self.lengths[name] = spec
+                if spec.observed:
+                    self._owners[name] = model
+
+    def trial(self, trial: int) -> Inputs:
+        """The inputs of trial ``trial`` (the same for the same seed and trial)."""
+        rng = np.random.default_rng([self.seed, trial])
+        initializers = {t.name for t in self.model.graph.initializer}
+        infos = [i for i in self.model.graph.input if i.name not in initializers]
+        symbols: dict[str, int] = {}
+        shapes = {i.name: _concrete_dims(i, trial, symbols) for i in infos}
+        feeds: Inputs = {}
+        for info in infos:
+            if info.name not in self.lengths:
+                elem = info.type.tensor_type.elem_type
+                feeds[info.name] = random_array(
+                    rng, elem, shapes[info.name], specials=self.specials
+                )
+        time_lengths = self._time_lengths(feeds, shapes)
+        for info in infos:
+            if info.name in self.lengths:
+                values = lengths_pattern(
+                    rng, time_lengths[info.name], shapes[info.name], trial
+                )
+                elem = info.type.tensor_type.elem_type
+                feeds[info.name] = values.astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+        return {i.name: feeds[i.name] for i in infos}
+
+    def _time_lengths(
+        self, feeds: Inputs, shapes: dict[str, tuple[int, ...]]
+    ) -> dict[str, int]:
+        """The time length each lengths input must stay within, for these inputs."""
+        lengths: dict[str, int] = {}
+        observed_by_model: dict[int, list[str]] = {}
+        for name, spec in self.lengths.items():
+            if spec.observed and self._capture is not None:
+                observed_by_model.setdefault(id(self._owners[name]), []).append(name)
+                continue
+            lengths[name] = _declared_time_length(spec, shapes)
+        for names in observed_by_model.values():
+            model = self._owners[names[0]]
+            zero = {
+                n: np.zeros(shapes[n], onnx.helper.tensor_dtype_to_np_dtype(_elem(model, n)))
+                for n in self.lengths
+                if n in shapes
+            }
+            wanted = sorted({d for n in names for d, _ in self.lengths[n].observed})
+            assert self._capture is not None
+            values = self._capture(model, {**feeds, **zero}, wanted)
+            for name in names:
+                lengths[name] = min(
+                    values[data].shape[axis % values[data].ndim]
+                    for data, axis in self.lengths[name].observed
+                )
+        return lengths
+
+
+def _elem(model: onnx.ModelProto, name: str) -> int:
+    return next(i.type.tensor_type.elem_type for i in model.graph.input if i.name == name)
+
+
+def _declared_time_length(spec: LengthsInput, shapes: dict[str, tuple[int, ...]]) -> int:
+    """T from the data input's shape, or its declared static time dim; else 1."""
+    if spec.data is not None and spec.data in shapes:
+        dims = shapes[spec.data]
+        return dims[spec.time_axis % len(dims)]
+    if spec.data_dims is not None:
+        static = spec.data_dims[spec.time_axis % len(spec.data_dims)]
+        if isinstance(static, int):
+            return static
+    return 1

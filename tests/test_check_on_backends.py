@@ -1,0 +1,212 @@
+"""``revseq check`` as the proof it promises: wrong decompositions fail, right ones pass,
+on onnxruntime and on every installed backend, node by node, whatever feeds the node."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from test_cli import assert_one_line_error, revseq
+
+import revseq as api
+from revseq import backends
+from revseq.models import FOLDER as MODELS
+
+TP = onnx.TensorProto
+BACKENDS = ["onnx2torch", "tvm", "tinygrad", "tract"]
+
+
+def _backend_or_skip(name: str) -> None:
+    reason = backends.unavailable(name)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _matmul_model(decomposition: list[onnx.NodeProto] | None) -> onnx.ModelProto:
+    """x[T,B,8] -> MatMul -> Relu -> ReverseSequence (or ``decomposition``) -> Add."""
+    rng = np.random.default_rng(0)
+    inits = [
+        onnx.numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), "w"),
+        onnx.numpy_helper.from_array(np.ones(8, np.float32), "b"),
+    ]
+    nodes = [oh.make_node("MatMul", ["x", "w"], ["mm"]), oh.make_node("Relu", ["mm"], ["act"])]
+    if decomposition is None:
+        nodes.append(oh.make_node("ReverseSequence", ["act", "lens"], ["rev"], name="rs"))
+    else:
+        nodes += decomposition
+        for name, value in {"one": [1], "zero": [0], "ax1": [1], "ax2": [2]}.items():
+            shape = [] if name in ("one", "zero") else [1]
+            inits.append(oh.make_tensor(name, TP.INT64, shape, value))
+    nodes.append(oh.make_node("Add", ["rev", "b"], ["y"]))
+    graph = oh.make_graph(
+        nodes,
+        "g",
+        [
+            oh.make_tensor_value_info("x", TP.FLOAT, ["T", "B", 8]),
+            oh.make_tensor_value_info("lens", TP.INT64, ["B"]),
+        ],
+        [oh.make_tensor_value_info("y", TP.FLOAT, ["T", "B", 8])],
+        inits,
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def _one_step_too_few() -> onnx.ModelProto:
+    """Model W: L' = lens - 1, where(t < L', L' - 1 - t, t), GatherElements."""
+    return _matmul_model(
+        [
+            oh.make_node("Sub", ["lens", "one"], ["short"]),
+            oh.make_node("Shape", ["act"], ["shape"]),
+            oh.make_node("Gather", ["shape", "zero"], ["T"], axis=0),
+            oh.make_node("Range", ["zero", "T", "one"], ["t"]),
+            oh.make_node("Unsqueeze", ["t", "ax1"], ["t2"]),
+            oh.make_node("Less", ["t2", "short"], ["inside"]),
+            oh.make_node("Sub", ["short", "one"], ["last"]),
+            oh.make_node("Sub", ["last", "t2"], ["mirror"]),
+            oh.make_node("Where", ["inside", "mirror", "t2"], ["step"]),
+            oh.make_node("Unsqueeze", ["step", "ax2"], ["step3"]),
+            oh.make_node("Expand", ["step3", "shape"], ["index"]),
+            oh.make_node("GatherElements", ["act", "index"], ["rev"], axis=0),
+        ]
+    )
+
+
+def _planted_off_by_one(model: onnx.ModelProto) -> onnx.ModelProto:
+    """revseq's default output with every decomposition reading ``lengths - 1``."""
+    inlined = api.inline(model)
+    lengths = {n.input[1] for n in model.graph.node if n.op_type == "ReverseSequence"}
+    for node in inlined.graph.node:
+        for i, name in enumerate(node.input):
+            if name in lengths:
+                node.input[i] = f"{name}_planted"
+    for name in lengths:
+        inlined.graph.node.insert(
+            0, oh.make_node("Sub", [name, "planted_one"], [f"{name}_planted"])
+        )
+    inlined.graph.initializer.append(oh.make_tensor("planted_one", TP.INT64, [], [1]))
+    return inlined
+
+
+def test_a_decomposition_one_step_short_behind_a_matmul_fails_in_onnxruntime():
+    report = api.check(_matmul_model(None), _one_step_too_few())
+    assert not report.ok and report.verdict == "DIFFERENT"
+    (node,) = report.nodes
+    assert node.name == "rs" and node.difference is not None
+    assert "native" in node.difference and "candidate" in node.difference
+    assert "node rs in main" in report.message
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_decomposition_one_step_short_fails_on_the_backend(name):
+    _backend_or_skip(name)
+    report = api.check(_matmul_model(None), _one_step_too_few(), backend=name)
+    assert not report.ok
+    assert report.nodes[0].difference is not None
+    assert report.engines["decompositions"] == backends.get(name).label
+
+
+def test_lengths_span_the_time_length_the_node_sees_not_one():
+    """The data is a MatMul's output without a declared shape: T is read from a run."""
+    report = api.check(_matmul_model(None), api.inline(_matmul_model(None)), trials=3)
+    assert report.ok and report.exercised
+    assert report.nodes[0].longest >= 2
+
+
+def _static_time(time_len: int) -> onnx.ModelProto:
+    graph = oh.make_graph(
+        [oh.make_node("ReverseSequence", ["x", "lens"], ["y"], name="rs")],
+        "g",
+        [
+            oh.make_tensor_value_info("x", TP.FLOAT, [time_len, "B", 2]),
+            oh.make_tensor_value_info("lens", TP.INT64, ["B"]),
+        ],
+        [oh.make_tensor_value_info("y", TP.FLOAT, [time_len, "B", 2])],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def test_a_check_that_cannot_tell_a_reversal_from_the_identity_says_so(tmp_path):
+    model = _static_time(1)
+    identity = oh.make_model(
+        oh.make_graph(
+            [oh.make_node("Identity", ["x"], ["y"], name="rs")],
+            "g",
+            list(model.graph.input),
+            list(model.graph.output),
+        ),
+        opset_imports=[oh.make_opsetid("", 17)],
+    )
+    report = api.check(model, identity)
+    assert report.ok and not report.exercised and report.verdict == "INCONCLUSIVE"
+    assert "bit-identical" not in str(report)
+    onnx.save(model, tmp_path / "ref.onnx")
+    onnx.save(identity, tmp_path / "cand.onnx")
+    result = revseq("check", tmp_path / "ref.onnx", tmp_path / "cand.onnx", "-q")
+    assert_one_line_error(result, "inconclusive", "cannot tell a reversal")
+    assert "bit-identical" not in result.stdout
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("model", sorted(p.name for p in MODELS.glob("*.onnx")))
+@pytest.mark.parametrize("name", BACKENDS)
+def test_bundled_models_check_on_the_backend(name, model, tmp_path):
+    _backend_or_skip(name)
+    if (name, model) == ("tvm", "control_flow.onnx"):
+        pytest.xfail(
+            "TVM's Relax frontend cannot convert the rank-generic decomposition inline "
+            "emits inside a Loop body of unknown rank (Shape of a Shape: 'cannot handle "
+            "ShapeExpr inputs')"
+        )
+    inlined = tmp_path / "inlined.onnx"
+    assert revseq("inline", MODELS / model, "-o", inlined, "-q").returncode == 0
+    good = revseq("check", MODELS / model, inlined, "--backend", name, "--trials", "2")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "bit-identical" in good.stdout and backends.get(name).label in good.stdout
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_planted_off_by_one_fails_on_the_backend_naming_the_node(name, tmp_path):
+    _backend_or_skip(name)
+    model = onnx.load(MODELS / "bidirectional_rnn.onnx")
+    onnx.save(_planted_off_by_one(model), tmp_path / "planted.onnx")
+    result = revseq("check", MODELS / "bidirectional_rnn.onnx", tmp_path / "planted.onnx",
+                    "--backend", name, "-q")  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    first_node = next(n.name for n in model.graph.node if n.op_type == "ReverseSequence")
+    assert f"DIFFERENT: node {first_node} in main" in result.stdout
+
+
+@pytest.mark.backend
+def test_a_backend_crash_is_one_line_and_exit_2(tmp_path):
+    """tract panics (SIGABRT) on the RNN's undetermined batch symbol."""
+    _backend_or_skip("tract")
+    inlined = tmp_path / "inlined.onnx"
+    assert revseq("inline", MODELS / "bidirectional_rnn.onnx", "-o", inlined).returncode == 0
+    result = revseq("check", MODELS / "bidirectional_rnn.onnx", inlined, "--backend", "tract",
+                    "--whole-model", "--rtol", "1e-5")  # fmt: skip
+    assert_one_line_error(result, "tract", "SIGABRT")
+
+
+@pytest.mark.backend
+def test_whole_model_across_runtimes_is_reported_within_a_tolerance(tmp_path):
+    _backend_or_skip("onnx2torch")
+    inlined = tmp_path / "inlined.onnx"
+    assert revseq("inline", MODELS / "batch_major.onnx", "-o", inlined).returncode == 0
+    result = revseq("check", MODELS / "batch_major.onnx", inlined, "--backend", "onnx2torch",
+                    "--whole-model", "--rtol", "1e-5", "--atol", "1e-6", "-q")  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "within rtol=1e-05, atol=1e-06" in result.stdout
+    assert "bit-identical" not in result.stdout
+
+
+@pytest.mark.backend
+def test_per_node_runs_on_the_backend():
+    _backend_or_skip("onnx2torch")
+    result = revseq("check", MODELS / "bidirectional_rnn.onnx", "--per-node",
+                    "--backend", "onnx2torch", "-q")  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(backends.get("onnx2torch").label) == 2
+    assert "rank unknown" not in result.stdout
