@@ -638,7 +638,7 @@ def _product_of_dims(op: OpBuilder, data: ir.Value, start: int, sig: Signature) 
 
 
 def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
-    """The design card's form: GatherElements with an index as large as the data.
+    """The canonical form: GatherElements with an index as large as the data.
 
     Single-element rows are gathered as a matrix (``_gather_matrix``).
     """
@@ -764,7 +764,7 @@ FORMS: dict[str, Form] = {
             "gather_elements",
             gather_elements,
             11,
-            "GatherElements with a data-sized index (the design card's form)",
+            "GatherElements with a data-sized index (the canonical form)",
         ),
         Form(
             "gather_nd",

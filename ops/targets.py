@@ -9,8 +9,10 @@ from __future__ import annotations
 
 __all__ = ["ANY", "TARGETS", "Target", "dtype_name", "resolve_target"]
 
+import difflib
 from collections.abc import Iterable, Mapping
 
+import onnx.defs
 import onnx_ir as ir
 
 from revseq.ops.errors import StrategyError
@@ -32,6 +34,15 @@ Target = str | Iterable[str] | Profile | None
 TARGETS: Mapping[str, Profile] = {**load_profiles(), ANY.name: ANY}
 """Every named profile: probed backends, documented ones, ``portable`` and ``any``."""
 
+# What profiles name besides op types: variants ("Gather:int32", "Index:int32", ...).
+_CAPABILITIES = frozenset(
+    op
+    for profile in TARGETS.values()
+    for ops in (profile.static_ops, profile.dynamic_ops)
+    if ops is not None
+    for op in ops
+)
+
 _DTYPE_NAMES = {ir.DataType(elem): name for name, elem in ELEMENT_TYPES.items()}
 
 
@@ -42,11 +53,21 @@ def dtype_name(dtype: ir.DataType | None) -> str | None:
     return _DTYPE_NAMES.get(dtype, dtype.name.lower())
 
 
+def _unknown_target(name: str) -> StrategyError:
+    close = difflib.get_close_matches(name, list(TARGETS), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return StrategyError(
+        f"unknown target {name!r}{hint}; choose one of {', '.join(sorted(TARGETS))} "
+        "or pass a collection of ONNX op types"
+    )
+
+
 def resolve_target(target: Target) -> Profile:
     """The profile for ``target``.
 
     Raises:
-        StrategyError: A profile name is unknown (a bare string must name a profile).
+        StrategyError: A profile name is unknown (a bare string must name a profile),
+            or an item of a collection is neither a profile nor an ONNX op type.
     """
     if target is None:
         return TARGETS[PORTABLE]
@@ -54,10 +75,7 @@ def resolve_target(target: Target) -> Profile:
         return target
     if isinstance(target, str):
         if target not in TARGETS:
-            raise StrategyError(
-                f"unknown target {target!r}; choose one of {', '.join(sorted(TARGETS))} "
-                "or pass a collection of op types"
-            )
+            raise _unknown_target(target)
         return TARGETS[target]
     names = sorted(target)
     static: set[str] = set()
@@ -65,6 +83,8 @@ def resolve_target(target: Target) -> Profile:
     for item in names:
         profile = TARGETS.get(item)
         if profile is None:
+            if not (onnx.defs.has(item) or item in _CAPABILITIES):
+                raise _unknown_target(item)
             static.add(item)
             dynamic.add(item)
         elif profile.static_ops is None:

@@ -21,7 +21,10 @@ __all__ = [
     "ModelLoadError",
     "ModelSaveError",
     "CheckError",
+    "__version__",
 ]
+
+from importlib.metadata import PackageNotFoundError, version
 
 from revseq._api import inline, restore
 from revseq.equivalence import check, check_nodes
@@ -36,3 +39,8 @@ from revseq.ops.errors import (
 )
 from revseq.ops.targets import TARGETS
 from revseq.passes import STRATEGIES
+
+try:
+    __version__ = version("revseq")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"

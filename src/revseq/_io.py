@@ -9,7 +9,14 @@ leaves a half-written output.
 
 from __future__ import annotations
 
-__all__ = ["load_model", "save_model", "same_file", "external_tensor_count"]
+__all__ = [
+    "check_output_path",
+    "external_tensor_count",
+    "load_model",
+    "same_file",
+    "save_model",
+    "write_text_atomically",
+]
 
 import contextlib
 import logging
@@ -206,11 +213,35 @@ def _carry_external_data(
     return copies
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: set it straight back
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(path: pathlib.Path) -> int:
+    """The permission bits a file written at ``path`` gets, as the tools beside us do.
+
+    A file that replaces another keeps its bits; a new one gets 0666 minus the umask
+    (``mkstemp`` alone would leave every output 0600).
+    """
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 @contextlib.contextmanager
 def _temporary_next_to(path: pathlib.Path) -> Iterator[pathlib.Path]:
-    """A temporary file in ``path``'s folder, removed unless renamed into place."""
+    """A temporary file in ``path``'s folder, removed unless renamed into place.
+
+    It already has the mode ``path`` will have, so the rename publishes both at once.
+    """
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(handle)
+    try:
+        os.fchmod(handle, _mode_for(path))
+    finally:
+        os.close(handle)
     temporary = pathlib.Path(name)
     try:
         yield temporary
@@ -238,6 +269,19 @@ def _save_with_new_external_data(
         os.replace(temporary, path)
 
 
+def check_output_path(path: str | os.PathLike) -> None:
+    """Refuse an output path that cannot be written, before any work is done.
+
+    Raises:
+        ModelSaveError: The path is a folder, or its folder does not exist.
+    """
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise ModelSaveError(f"{path}: is a folder; give a file path for the output")
+    if not path.parent.is_dir():
+        raise ModelSaveError(f"{path}: the output folder {path.parent} does not exist")
+
+
 def save_model(
     model: ir.Model,
     path: str | os.PathLike,
@@ -257,10 +301,7 @@ def save_model(
             path is a folder, ...). Nothing is left behind.
     """
     path = pathlib.Path(path)
-    if path.is_dir():
-        raise ModelSaveError(f"{path}: is a folder; give a file path for the output")
-    if not path.parent.is_dir():
-        raise ModelSaveError(f"{path}: the output folder {path.parent} does not exist")
+    check_output_path(path)
     try:
         files = _external_files(model)
         proto = ir.to_proto(model)  # external tensors stay references: nothing is read

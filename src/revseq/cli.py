@@ -29,12 +29,25 @@ from revseq.equivalence import CheckReport, check, check_nodes
 from revseq.info import describe
 from revseq.ops.errors import RevseqError
 from revseq.ops.forms import FORMS
+from revseq.ops.targets import resolve_target
 
 logger = logging.getLogger(__name__)
 
 _STRATEGY_HELP = "auto: the fastest form that fits each node; " + "; ".join(
     f"{form.name}: {form.description}" for form in FORMS.values()
 )
+
+
+
+class _HelpFormat(argparse.HelpFormatter):
+    """Shows each option's default where it has one worth showing (not None or off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -79,6 +92,7 @@ def _rewrite(
 ) -> int:
     """Load, rewrite, optionally check, then write atomically: shared by inline/restore."""
     started = time.perf_counter()
+    _io.check_output_path(args.output)  # before any work
     console.progress(f"{verb}: reading {args.input}")
     model = _load(args.input)
     before = describe(model)
@@ -102,6 +116,8 @@ def _rewrite(
                 f"{verb}: the check found a difference; {args.output} not written"
             )
             return EXIT_DIFFERENT
+        if not report.exercised:
+            console.progress(f"{verb}: warning: {report.message}")
     try:
         _io.save_model(model, args.output)
     except RevseqError as e:
@@ -128,16 +144,19 @@ def _check_models(
         labels=labels,
         progress=console.progress,
         backend=getattr(args, "backend", None),
+        whole_model=getattr(args, "whole_model", False),
+        rtol=getattr(args, "rtol", 0.0),
+        atol=getattr(args, "atol", 0.0),
     )
-    verdict = "OK" if report.ok else "DIFFERENT"
-    console.progress(f"check: {verdict} in {time.perf_counter() - started:.2f} s")
+    console.progress(f"check: {report.verdict} in {time.perf_counter() - started:.2f} s")
     return report
 
 
 def _cmd_inline(args: argparse.Namespace, console: _Console) -> int:
     target = args.target if args.target else None
-    if target is not None and len(target) == 1 and target[0] in revseq.TARGETS:
+    if target is not None and len(target) == 1:
         target = target[0]
+    resolve_target(target)  # an unknown name is refused before any work
 
     def rewrite(model: ir.Model) -> ir.Model:
         return revseq.inline(
@@ -163,10 +182,19 @@ def _cmd_check(args: argparse.Namespace, console: _Console) -> int:
     if args.per_node:
         if args.candidate is not None:
             raise RevseqError("--per-node checks one model; give only REF")
+        if args.whole_model:
+            raise RevseqError("--per-node and --whole-model exclude each other")
         model = _load(args.reference)
-        reports = check_nodes(
-            model, strategy=args.strategy, trials=args.trials, seed=args.seed
-        )
+        try:
+            reports = check_nodes(
+                model,
+                strategy=args.strategy,
+                trials=args.trials,
+                seed=args.seed,
+                backend=args.backend,
+            )
+        except RevseqError as e:
+            raise _file_error(args.reference, e) from e
         errors = [r for r in reports if r.error is not None]
         if errors:
             raise RevseqError(f"{args.reference}: {errors[0]}")
@@ -175,15 +203,28 @@ def _cmd_check(args: argparse.Namespace, console: _Console) -> int:
             console.result(str(report))
             failed += not report.ok
         console.result(f"{len(reports) - failed} of {len(reports)} node(s) identical")
-        return EXIT_DIFFERENT if failed else EXIT_OK
+        if failed:
+            return EXIT_DIFFERENT
+        if not any(r.longest >= 2 for r in reports):
+            raise RevseqError(
+                f"{args.reference}: no ReverseSequence reversed 2 or more steps: the check "
+                "cannot tell a reversal from the identity"
+            )
+        return EXIT_OK
     if args.candidate is None:
         raise RevseqError("check needs REF and CAND (or --per-node with one model)")
+    if args.whole_model and args.backend is None:
+        raise RevseqError("--whole-model compares across runtimes: name a --backend")
     reference = _load(args.reference)
     candidate = _load(args.candidate)
     labels = (str(args.reference), str(args.candidate))
     report = _check_models(reference, candidate, args, console, labels)
     console.result(str(report))
-    return EXIT_OK if report.ok else EXIT_DIFFERENT
+    if not report.ok:
+        return EXIT_DIFFERENT
+    if not report.exercised:
+        raise RevseqError(f"{args.reference}: inconclusive: {report.message}")
+    return EXIT_OK
 
 
 def _cmd_info(args: argparse.Namespace, console: _Console) -> int:
@@ -266,8 +307,30 @@ def _cmd_demo(args: argparse.Namespace, console: _Console) -> int:
     return EXIT_OK if ok else EXIT_DIFFERENT
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
 def _add_check_options(parser: argparse.ArgumentParser, *, trials: int = 3) -> None:
-    parser.add_argument("--trials", type=int, default=trials, help="random input sets")
+    parser.add_argument(
+        "--trials", type=_positive_int, default=trials, help="random input sets (>= 1)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for the random inputs")
 
 
@@ -279,10 +342,17 @@ def _add_rewrite_command(
     handler: Callable[[argparse.Namespace, _Console], int],
 ) -> argparse.ArgumentParser:
     """A command that reads a model, rewrites it and writes it: inline, restore."""
-    parser = commands.add_parser(name, parents=[common], help=summary)
-    parser.add_argument("input", help="the model to rewrite")
+    parser = commands.add_parser(
+        name, parents=[common], help=summary, formatter_class=_HelpFormat
+    )
+    parser.add_argument("input", help="the model to rewrite (.onnx)")
     parser.add_argument("-o", "--output", required=True, help="where to write the result")
-    parser.add_argument("--check", action="store_true", help="check the result first")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the result against the input (bit for bit, in onnxruntime) before "
+        "writing it",
+    )
     _add_check_options(parser)
     parser.set_defaults(handler=handler)
     return parser
@@ -296,9 +366,10 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="revseq",
         description="Rewrite ONNX models around ReverseSequence and prove them identical.",
+        formatter_class=_HelpFormat,
     )
     parser.set_defaults(quiet=False, debug=False)
-    parser.add_argument("--version", action="version", version=f"revseq {_version()}")
+    parser.add_argument("--version", action="version", version=f"revseq {revseq.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     inline = _add_rewrite_command(
@@ -332,14 +403,23 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     check = commands.add_parser(
-        "check", parents=[common], help="compare two models bit for bit in onnxruntime"
+        "check",
+        parents=[common],
+        help="prove CAND computes what REF does: the whole models in onnxruntime, each "
+        "decomposition alone on the backend",
+        formatter_class=_HelpFormat,
     )
-    check.add_argument("reference", metavar="REF")
-    check.add_argument("candidate", metavar="CAND", nargs="?")
+    check.add_argument("reference", metavar="REF", help="the model taken as right (.onnx)")
+    check.add_argument(
+        "candidate",
+        metavar="CAND",
+        nargs="?",
+        help="the rewritten model to check against REF (.onnx); omit with --per-node",
+    )
     check.add_argument(
         "--per-node",
         action="store_true",
-        help="check each ReverseSequence node of REF against its decomposition",
+        help="check each ReverseSequence node of REF against revseq's decomposition of it",
     )
     check.add_argument(
         "--strategy", choices=revseq.STRATEGIES, default="auto", help=_STRATEGY_HELP
@@ -349,18 +429,36 @@ def _build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=sorted(ADAPTERS),
         metavar="BACKEND",
-        help="run CAND on this installed backend (REF runs in onnxruntime): "
-        + ", ".join(sorted(ADAPTERS)),
+        help="run each decomposition of CAND alone on this installed backend, in a child "
+        "process, on the values its node receives in REF: " + ", ".join(sorted(ADAPTERS)),
+    )
+    check.add_argument(
+        "--whole-model",
+        action="store_true",
+        help="instead, run the whole of CAND on --backend and compare its outputs with "
+        "REF's in onnxruntime within --rtol/--atol (finite inputs; arithmetic may round "
+        "differently across runtimes, so this is never reported as bit-identical)",
+    )
+    check.add_argument(
+        "--rtol", type=_tolerance, default=0.0, help="relative tolerance of --whole-model"
+    )
+    check.add_argument(
+        "--atol", type=_tolerance, default=0.0, help="absolute tolerance of --whole-model"
     )
     check.set_defaults(handler=_cmd_check)
 
-    info = commands.add_parser("info", parents=[common], help="what a model holds")
-    info.add_argument("input")
+    info = commands.add_parser(
+        "info", parents=[common], help="what a model holds", formatter_class=_HelpFormat
+    )
+    info.add_argument("input", help="the model to describe (.onnx)")
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(handler=_cmd_info)
 
     targets = commands.add_parser(
-        "targets", parents=[common], help="list the target profiles and where they come from"
+        "targets",
+        parents=[common],
+        help="list the target profiles and where they come from",
+        formatter_class=_HelpFormat,
     )
     targets.add_argument("--json", action="store_true", help="machine-readable output")
     targets.set_defaults(handler=_cmd_targets)
@@ -369,12 +467,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "probe",
         parents=[common],
         help="run probe models on an installed backend and print its profile",
+        formatter_class=_HelpFormat,
     )
     probe.add_argument(
         "backend",
         choices=sorted(ADAPTERS),
         metavar="BACKEND",
-        help=", ".join(sorted(ADAPTERS)),
+        help="the backend to probe (run in a child process): " + ", ".join(sorted(ADAPTERS)),
     )
     probe.add_argument(
         "--write", action="store_true", help="save the profile where inline reads it"
@@ -383,21 +482,15 @@ def _build_parser() -> argparse.ArgumentParser:
     probe.set_defaults(handler=_cmd_probe)
 
     demo = commands.add_parser(
-        "demo", parents=[common], help="inline and check the bundled sample models"
+        "demo",
+        parents=[common],
+        help="inline and check the bundled sample models",
+        formatter_class=_HelpFormat,
     )
     demo.add_argument("--models", help="a folder of .onnx models (default: the bundled ones)")
     _add_check_options(demo)
     demo.set_defaults(handler=_cmd_demo)
     return parser
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("revseq")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
