@@ -203,3 +203,55 @@ def test_inline_check_numbers(model_path, tmp_path):
     got = ort.InferenceSession(str(out)).run(None, feeds)[0]
     expected = ort.InferenceSession(str(model_path)).run(None, feeds)[0]
     assert got.tobytes() == expected.tobytes()
+
+
+def test_outputs_get_the_mode_a_user_expects(tmp_path):
+    path = tmp_path / "model.onnx"
+    onnx.save(_model(), path)
+    os.chmod(path, 0o640)
+    assert revseq("inline", path, "-o", path, "-q").returncode == 0  # in place: kept
+    assert path.stat().st_mode & 0o777 == 0o640
+    new = tmp_path / "new.onnx"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert revseq("inline", path, "-o", new, "-q").returncode == 0
+    assert new.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_an_unknown_target_gets_the_closest_name(model_path, tmp_path):
+    result = revseq("inline", model_path, "-o", tmp_path / "o.onnx", "--target", "tvmm")
+    assert_one_line_error(result, "unknown target 'tvmm'", "did you mean 'tvm'", "choose one")
+    assert result.stderr.count("unknown target") == 1
+    assert "inline: reading" not in result.stderr  # refused before any work
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x"])
+def test_impossible_trials_are_refused(model_path, value):
+    result = revseq("check", model_path, model_path, "--trials", value)
+    assert result.returncode == 2
+    assert "--trials" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_missing_output_folder_is_reported_before_any_work(model_path, tmp_path):
+    result = revseq("inline", model_path, "-o", tmp_path / "nowhere" / "o.onnx")
+    assert_one_line_error(result, "does not exist")
+    assert "reading" not in result.stderr
+
+
+def test_version():
+    import revseq as api
+
+    result = revseq("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"revseq {api.__version__}"
+    assert api.__version__[0].isdigit()
+
+
+@pytest.mark.parametrize("command", ["inline", "restore", "check", "info", "probe"])
+def test_every_positional_argument_has_help(command):
+    from revseq.cli import _build_parser
+
+    parser = _build_parser()
+    sub = parser._subparsers._group_actions[0].choices[command]
+    for action in sub._actions:
+        if not action.option_strings:
+            assert action.help, f"{command} {action.dest}"

@@ -25,7 +25,8 @@ import numpy as np
 import onnx
 import onnx.parser
 
-from revseq.backends._adapter import Backend, BackendError, get
+from revseq.backends._adapter import Backend, BackendError
+from revseq.backends._isolated import IsolatedBackend, isolated
 from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Profile
 from revseq.ops.reference import reference_evaluator
 
@@ -349,7 +350,7 @@ def _same(expected: np.ndarray, got: np.ndarray) -> bool:
 
 
 def _run_exact(
-    backend: Backend,
+    backend: Backend | IsolatedBackend,
     model: onnx.ModelProto,
     feeds: Iterable[dict[str, np.ndarray]],
     truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
@@ -374,7 +375,7 @@ def _reference(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list
     return lambda feeds: evaluator.run(None, feeds)
 
 
-def run_op_probes(backend: Backend) -> list[ProbeResult]:
+def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     """Every op probe, static and dynamic."""
     results = []
     for probe in OP_PROBES:
@@ -413,7 +414,7 @@ def _gather_model(gather: str, elem: int) -> onnx.ModelProto:
     )
 
 
-def run_dtype_probes(backend: Backend) -> list[ProbeResult]:
+def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     """Every gather on every element type, static shapes."""
     from revseq._inputs import random_array
 
@@ -475,7 +476,7 @@ def _form_inputs(
 
 
 def run_form_probes(
-    backend: Backend, ops: Profile, *, invalid: bool = False
+    backend: Backend | IsolatedBackend, ops: Profile, *, invalid: bool = False
 ) -> list[ProbeResult]:
     """Every form end to end, float32: valid lengths, or with ``invalid`` also -1, T+2.
 
@@ -519,7 +520,7 @@ def run_form_probes(
     return results
 
 
-def run_native_probe(backend: Backend) -> ProbeResult:
+def run_native_probe(backend: Backend | IsolatedBackend) -> ProbeResult:
     """Whether the backend runs ReverseSequence itself (valid lengths, float32)."""
     from revseq.ops.reference import reverse_sequence
 
@@ -543,8 +544,12 @@ def run_native_probe(backend: Backend) -> ProbeResult:
 def probe_backend(
     name: str, *, progress: Callable[[str], None] | None = None
 ) -> tuple[Profile, list[ProbeResult]]:
-    """Run every probe on the installed backend ``name``; return its profile and results."""
-    backend = get(name)
+    """Run every probe on the installed backend ``name``; return its profile and results.
+
+    The backend runs in a worker process: a probe model that crashes it (a panic, an
+    abort) is recorded as that probe's failure, and the next probe gets a fresh worker.
+    """
+    backend = isolated(name)
     say = progress or (lambda _: None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -570,7 +575,7 @@ def probe_backend(
 
 def _profile(
     name: str,
-    backend: Backend,
+    backend: Backend | IsolatedBackend,
     ops: list[ProbeResult],
     types: list[ProbeResult],
     *,
