@@ -138,39 +138,32 @@ def _names(model: ir.Model) -> set[str]:
     return names
 
 
-def _depends_on_input(value: ir.Value) -> bool:
-    """Whether ``value`` reads some graph input (else constants alone make it)."""
+def _upstream(value: ir.Value) -> list[ir.Value]:
+    """``value`` and every value it is computed from, in its scope and the outer ones."""
+    found: list[ir.Value] = []
     stack, seen = [value], set()
     while stack:
         v = stack.pop()
         if id(v) in seen:
             continue
         seen.add(id(v))
-        if v.is_graph_input():
-            return True
-        producer = v.producer()
-        if producer is None:
-            if not v.is_initializer():  # an outer-scope value or a function parameter
-                return True
-            continue
-        stack.extend(i for i in producer.inputs if i is not None)
-    return False
-
-
-def _upstream_names(value: ir.Value) -> set[str]:
-    names: set[str] = set()
-    stack, seen = [value], set()
-    while stack:
-        v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        if v.name:
-            names.add(v.name)
+        found.append(v)
         producer = v.producer()
         if producer is not None:
             stack.extend(i for i in producer.inputs if i is not None)
-    return names
+    return found
+
+
+def _depends_on_input(value: ir.Value) -> bool:
+    """Whether ``value`` reads some input (else constants alone make it).
+
+    An input is a graph input, an outer-scope value or a function parameter: a value
+    that nothing in reach produces and that is no initializer.
+    """
+    return any(
+        v.is_graph_input() or (v.producer() is None and not v.is_initializer())
+        for v in _upstream(value)
+    )
 
 
 def _cut(
@@ -307,8 +300,9 @@ def counterparts(reference: ir.Model, candidate: ir.Model) -> list[Counterpart]:
 
 
 def _upstream_of(model: ir.Model, name: str) -> set[str]:
+    """The names of the values ``name`` is computed from in ``model``."""
     for scoped in walk(model):
         for value in scoped.node.outputs:
             if value.name == name:
-                return _upstream_names(value)
+                return {v.name for v in _upstream(value) if v.name}
     return set()
