@@ -61,7 +61,9 @@ def _demo_one(path: pathlib.Path, *, trials: int, seed: int) -> DemoRow:
         model=path.name,
         replaced=replaced,
         ops_added=after.node_count - before.node_count + replaced,
-        check="bit-identical" if report.ok else f"DIFFERENT: {report.message}",
+        check="bit-identical"
+        if report.verdict == "OK"
+        else f"{report.verdict}: {report.message}",
         seconds=time.perf_counter() - started,
     )
 
