@@ -102,12 +102,37 @@ class Counterpart:
         graph.CopyFrom(self.graph)
         graph.input.extend(inputs)
         graph.output.append(onnx.helper.make_tensor_value_info(self.output, output_type, None))
+        called = _called(graph, functions)
+        domains = {n.domain for n in graph.node} | {n.domain for f in called for n in f.node}
         return onnx.helper.make_model(
             graph,
-            opset_imports=[onnx.helper.make_opsetid(d, v) for d, v in self.opset_imports],
-            functions=functions,
+            opset_imports=[
+                onnx.helper.make_opsetid(d, v)
+                for d, v in self.opset_imports
+                if d in ("", "ai.onnx") or d in domains
+            ],
+            functions=called,
             ir_version=ir_version,
         )
+
+
+def _called(
+    graph: onnx.GraphProto, functions: list[onnx.FunctionProto]
+) -> list[onnx.FunctionProto]:
+    """The model-local functions ``graph`` calls, directly or through other functions.
+
+    A backend may refuse a model for a function it never runs (tinygrad: "'local' is
+    not a valid Domain"), so the cut model carries only these.
+    """
+    by_id = {(f.domain, f.name): f for f in functions}
+    called: dict[tuple[str, str], onnx.FunctionProto] = {}
+    pending = [(n.domain, n.op_type) for n in graph.node]
+    while pending:
+        key = pending.pop()
+        if key in by_id and key not in called:
+            called[key] = by_id[key]
+            pending.extend((n.domain, n.op_type) for n in by_id[key].node)
+    return list(called.values())
 
 
 class _CannotCut(Exception):
