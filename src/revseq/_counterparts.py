@@ -259,15 +259,20 @@ def _produced(candidate: ir.Model) -> dict[tuple[str, str], tuple[ir.Value, Scop
 
 def counterparts(reference: ir.Model, candidate: ir.Model) -> list[Counterpart]:
     """For each ReverseSequence node of ``reference``, the candidate's replacement of it."""
+    nodes = [
+        s
+        for s in walk(reference)
+        if is_reverse_sequence(s.node) and len(s.node.inputs) == 2 and s.node.outputs
+    ]
+    if not nodes:
+        return []  # before shape inference, which is the costly part
     known = _names(reference)
     produced = _produced(candidate)
     reference_shapes = ShapeTable.infer(reference)
     candidate_shapes = ShapeTable.infer(candidate)
     found = []
-    for scoped in walk(reference):
+    for scoped in nodes:
         node = scoped.node
-        if not is_reverse_sequence(node) or len(node.inputs) != 2 or not node.outputs:
-            continue
         data, lengths = node.inputs
         output = node.outputs[0]
         if data is None or lengths is None:

@@ -38,7 +38,6 @@ _STRATEGY_HELP = "auto: the fastest form that fits each node; " + "; ".join(
 )
 
 
-
 class _HelpFormat(argparse.HelpFormatter):
     """Shows each option's default where it has one worth showing (not None or off)."""
 

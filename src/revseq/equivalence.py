@@ -253,31 +253,6 @@ def _native_opset(proto: onnx.ModelProto, cp: Counterpart) -> int:
     return max(main_opset(proto) or 17, 14 if cp.domain == REVSEQ_DOMAIN else 10)
 
 
-def _nested_feeds(
-    cp: Counterpart, trial: int, rng: np.random.Generator
-) -> list[tuple[np.ndarray, str]]:
-    """Generated data for a node whose actual inputs a reference run cannot read out."""
-    elem = int(cp.data_dtype or ir.DataType.FLOAT)
-    if cp.data_dims is not None:
-        shapes = [cp.data_dims]
-        note = " (data generated: the node runs inside a subgraph or function)"
-    else:
-        low = max(cp.batch_axis, cp.time_axis, -cp.batch_axis - 1, -cp.time_axis - 1) + 1
-        shapes = [(None,) * rank for rank in _UNKNOWN_RANKS if rank >= low]
-        note = (
-            f" (data generated, rank unknown: checked at ranks "
-            f"{', '.join(str(len(s)) for s in shapes)})"
-        )
-    feeds = []
-    for i, dims in enumerate(shapes):
-        concrete = tuple(
-            d if isinstance(d, int) else _NESTED_SIZES[(trial + i + axis) % len(_NESTED_SIZES)]
-            for axis, d in enumerate(dims)
-        )
-        feeds.append((random_array(rng, elem, concrete), note))
-    return feeds
-
-
 @dataclasses.dataclass
 class _NodeState:
     cp: Counterpart
@@ -363,14 +338,35 @@ def _alone(cp: Counterpart) -> Counterpart:
 def _nested_cases(
     cp: Counterpart, trial: int, rng: np.random.Generator
 ) -> list[tuple[Inputs, str]]:
-    """Generated data (and zero lengths, replaced by generated ones) for a nested node."""
+    """Generated inputs for a node whose actual inputs a reference run cannot read out.
+
+    The data has the node's inferred type and dims (unknown dims get sizes that vary by
+    trial; an unknown rank is tried at each rank the axes allow); the lengths are zeros,
+    which :func:`_run_case` replaces by generated ones. Each case comes with a note.
+    """
+    elem = int(cp.data_dtype or ir.DataType.FLOAT)
     lens_type = onnx.helper.tensor_dtype_to_np_dtype(
         int(cp.lengths_dtype or ir.DataType.INT64)
     )
+    if cp.data_dims is not None:
+        shapes = [cp.data_dims]
+        note = " (data generated: the node runs inside a subgraph or function)"
+    else:
+        low = max(cp.batch_axis, cp.time_axis, -cp.batch_axis - 1, -cp.time_axis - 1) + 1
+        shapes = [(None,) * rank for rank in _UNKNOWN_RANKS if rank >= low]
+        note = (
+            f" (data generated, rank unknown: checked at ranks "
+            f"{', '.join(str(len(s)) for s in shapes)})"
+        )
     cases = []
-    for data, note in _nested_feeds(cp, trial, rng):
-        batch = data.shape[cp.batch_axis % data.ndim]
-        cases.append(({cp.data: data, cp.lengths: np.zeros((batch,), lens_type)}, note))
+    for i, dims in enumerate(shapes):
+        concrete = tuple(
+            d if isinstance(d, int) else _NESTED_SIZES[(trial + i + axis) % len(_NESTED_SIZES)]
+            for axis, d in enumerate(dims)
+        )
+        data = random_array(rng, elem, concrete)
+        lens = np.zeros((data.shape[cp.batch_axis % data.ndim],), lens_type)
+        cases.append(({cp.data: data, cp.lengths: lens}, note))
     return cases
 
 
@@ -636,7 +632,7 @@ def check(
     different = [n for n in checked if n.difference is not None]
     ok = example is None and not different
     exercised = True
-    if _has_reverse_sequence(ref) or _has_reverse_sequence(cand):
+    if nodes or _has_reverse_sequence(ref) or _has_reverse_sequence(cand):
         exercised = _exercised(checked, generator, input_sets)
     if different:
         first = different[0]
@@ -701,9 +697,9 @@ def _nodes_report(
     seed: int,
     progress: Callable[[str], None] | None,
 ) -> list[NodeReport]:
-    if not _has_reverse_sequence(reference):
-        return []
     found = counterparts(ir.from_proto(reference), ir.from_proto(candidate))
+    if not found:
+        return []
     return _check_counterparts(
         reference, candidate, found, input_sets, engine, seed=seed, progress=progress
     )
