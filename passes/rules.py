@@ -20,8 +20,7 @@ from __future__ import annotations
 __all__ = ["rules", "fuse_gather_rule", "fuse_gather_view_rule"]
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRuleSet
-from onnxscript.rewriter._rewrite_rule import RewriteRuleClassBase
+from onnxscript.rewriter import MatchResult, RewriteRuleClassBase, RewriteRuleSet
 
 from revseq.passes._match import Match, Matcher, NoMatch
 from revseq.passes._node import REVSEQ_DOMAIN
@@ -32,8 +31,18 @@ class _FuseBase(RewriteRuleClassBase):
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
-        self._matcher = Matcher()
+        self._matcher: Matcher | None = None
         self._match: Match | None = None
+
+    def setup(self) -> None:
+        """A fresh matcher for each graph or function the rewriter visits."""
+        self._matcher = Matcher()
+        self._match = None
+
+    def cleanup(self) -> None:
+        """Drop the per-graph state: the module-level rules must not keep a model alive."""
+        self._matcher = None
+        self._match = None
 
     def _gather_of(self, root: ir.Node) -> ir.Node:
         return root
@@ -42,6 +51,8 @@ class _FuseBase(RewriteRuleClassBase):
         """Fail with the matcher's reason unless the root computes a ReverseSequence."""
         result = MatchResult()
         root: ir.Node = context.root
+        if self._matcher is None:  # check() called outside a rewriter pass
+            self._matcher = Matcher()
         found = self._matcher.match(self._gather_of(root))
         if isinstance(found, NoMatch):
             return result.fail(found.reason, found.subject)
@@ -52,7 +63,7 @@ class _FuseBase(RewriteRuleClassBase):
 
     def rewrite(self, op, **_: object) -> ir.Value:
         """One ReverseSequence node: ONNX domain for axes {0, 1} and int64 lengths."""
-        match = self._match
+        match, self._match = self._match, None
         assert match is not None
         onnx_domain = {match.batch_axis, match.time_axis} == {0, 1} and (
             match.lengths.dtype == ir.DataType.INT64

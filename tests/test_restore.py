@@ -12,7 +12,7 @@ import onnxruntime as ort
 import onnxscript.optimizer
 import pytest
 from onnxscript import rewriter
-from onnxscript.rewriter._rewrite_rule import RewriteRuleSet
+from onnxscript.rewriter import RewriteRuleSet
 
 import revseq
 from revseq.models import FOLDER as MODELS
@@ -359,3 +359,23 @@ def test_round_trip_keeps_everything_and_restores_every_scope():
     assert "scaled" in [v.name for v in restored.graph.value_info]
     report = revseq.check(model, restored, trials=2)
     assert report.ok, report
+
+
+def test_the_rule_set_keeps_no_state_of_the_models_it_rewrote():
+    """The rules are module-level: what they learn about one graph is dropped after it."""
+    import gc
+    import weakref
+
+    graphs = []
+    for name in ("batch_major.onnx", "opset10.onnx"):
+        model = ir.from_proto(revseq.inline(ir.to_proto(ir.load(MODELS / name))))
+        model = rewriter.rewrite(model, pattern_rewrite_rules=rules)
+        assert "ReverseSequence" in [n.op_type for n in model.graph]
+        graphs.append(weakref.ref(model.graph))
+        del model
+    gc.collect()
+    instances = [rule.graph_post_visitor.__self__ for rule in rules.rules]
+    assert all(i._matcher is None and i._match is None for i in instances)
+    # onnxscript's own SimplePatternMatcher keeps the last node it looked at, so the
+    # last graph may stay reachable through it; every earlier one is gone.
+    assert graphs[0]() is None
