@@ -9,7 +9,17 @@ function) so that a runtime can execute it.
 
 from __future__ import annotations
 
-__all__ = ["ModelLike", "Runner", "capture", "runners", "to_proto", "with_definition"]
+__all__ = [
+    "Engine",
+    "ModelLike",
+    "Native",
+    "Runner",
+    "capture",
+    "main_opset",
+    "runners",
+    "to_proto",
+    "with_definition",
+]
 
 import logging
 import os
@@ -158,3 +168,72 @@ def capture(
         if name in wanted
     )
     return values
+
+
+class Engine:
+    """What runs the candidate's decompositions: onnxruntime or a backend's worker."""
+
+    def __init__(self, backend: str | None) -> None:
+        self._backend = None
+        self.label = "onnxruntime"
+        if backend is not None:
+            from revseq.backends._isolated import isolated
+
+            self._backend = isolated(backend)
+            self.label = self._backend.label
+
+    def prepare(self, model: onnx.ModelProto) -> Runner:
+        """A runner of ``model`` on the engine (onnxruntime with optimisations on)."""
+        if self._backend is not None:
+            return self._backend.prepare(model)
+        by_level, _ = runners(model, ("on",))
+        return by_level["on"]
+
+
+class Native:
+    """The native op alone, run by onnxruntime (onnx.reference for complex types)."""
+
+    def __init__(self) -> None:
+        self._runners: dict[tuple, Runner] = {}
+
+    def __call__(
+        self,
+        data: np.ndarray,
+        lens: np.ndarray,
+        *,
+        domain: str,
+        batch_axis: int,
+        time_axis: int,
+        opset: int,
+    ) -> np.ndarray:
+        """The op's output for ``data`` and ``lens``, with these attributes."""
+        elem = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
+        lens_elem = onnx.helper.np_dtype_to_tensor_dtype(lens.dtype)
+        key = (domain, batch_axis, time_axis, elem, lens_elem, data.ndim, opset)
+        if key not in self._runners:
+            node = onnx.helper.make_node(
+                "ReverseSequence",
+                ["input", "sequence_lens"],
+                ["output"],
+                domain=domain,
+                batch_axis=batch_axis,
+                time_axis=time_axis,
+            )
+            dims = [f"d{i}" for i in range(data.ndim)]
+            graph = onnx.helper.make_graph(
+                [node],
+                "native",
+                [
+                    onnx.helper.make_tensor_value_info("input", elem, dims),
+                    onnx.helper.make_tensor_value_info(
+                        "sequence_lens", lens_elem, [dims[batch_axis % data.ndim]]
+                    ),
+                ],
+                [onnx.helper.make_tensor_value_info("output", elem, dims)],
+            )
+            imports = [onnx.helper.make_opsetid("", opset)]
+            if domain == REVSEQ_DOMAIN:
+                imports.append(onnx.helper.make_opsetid(REVSEQ_DOMAIN, 1))
+            model = onnx.helper.make_model(graph, opset_imports=imports, ir_version=10)
+            self._runners[key] = runners(with_definition(model), ("on",))[0]["on"]
+        return self._runners[key]({"input": data, "sequence_lens": lens})[0]
