@@ -23,6 +23,7 @@ import onnx_ir as ir
 from revseq._compare import first_difference
 from revseq._counterparts import Counterpart, counterparts
 from revseq._inputs import Inputs, lengths_pattern, random_array
+from revseq._placement import harmful_nodes
 from revseq._reports import NodeReport
 from revseq._runners import Engine, Native, Runner, capture, main_opset, with_definition
 from revseq.ops.errors import CheckError, RevseqError
@@ -213,6 +214,8 @@ def _run_case(
             )
         )
         runner = _counterpart_runner(state, feeds, expected, candidate, engine)
+        if runner is None:  # placed off the device: state.difference says where
+            return
         try:
             got = runner(feeds)[0]
         except RevseqError as e:
@@ -255,7 +258,12 @@ def _counterpart_runner(
     expected: np.ndarray,
     candidate: onnx.ModelProto,
     engine: Engine,
-) -> Runner:
+) -> Runner | None:
+    """The cut model on the engine, prepared once per input signature.
+
+    On an execution-provider backend, a placement that takes the work off the device is
+    a failure of the form: it is recorded as the node's difference and None returned.
+    """
     cp = state.cp
     types = {n: onnx.helper.np_dtype_to_tensor_dtype(a.dtype) for n, a in feeds.items()}
     output_type = onnx.helper.np_dtype_to_tensor_dtype(expected.dtype)
@@ -275,7 +283,14 @@ def _counterpart_runner(
             )
         )
         try:
-            state.runners[key] = engine.prepare(model)
+            runner = state.runners[key] = engine.prepare(model)
         except RevseqError as e:
             raise CheckError(f"{cp.label}: {e}") from e
+        placement = getattr(runner, "placement", None)
+        if placement is not None:
+            limit = max(expected.shape[cp.time_axis], expected.shape[cp.batch_axis])
+            harmful = harmful_nodes(model, placement, feeds, limit=limit)
+            if harmful:
+                state.difference = f"placed off the device: {'; '.join(harmful)}"
+                return None
     return state.runners[key]

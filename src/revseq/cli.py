@@ -299,6 +299,20 @@ def _cmd_probe(args: argparse.Namespace, console: _Console) -> int:
     return EXIT_OK
 
 
+def _cmd_webgpu_setup(args: argparse.Namespace, console: _Console) -> int:
+    from revseq.backends import webgpu
+
+    try:
+        folder = webgpu.install(progress=console.progress)
+    except RuntimeError as e:
+        raise RevseqError(f"webgpu-setup: {e}") from e
+    console.result(f"onnxruntime-web {webgpu.version()} installed in {folder}")
+    missing = webgpu.missing_requirement()
+    if missing is not None:
+        raise RevseqError(missing)
+    return EXIT_OK
+
+
 def _cmd_demo(args: argparse.Namespace, console: _Console) -> int:
     folder = pathlib.Path(args.models) if args.models else None
     table, ok = run_demo(folder, trials=args.trials, seed=args.seed, progress=console.progress)
@@ -479,6 +493,15 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("--json", action="store_true", help="print the profile as JSON")
     probe.set_defaults(handler=_cmd_probe)
+
+    setup = commands.add_parser(
+        "webgpu-setup",
+        parents=[common],
+        help="npm install the pinned onnxruntime-web that the webgpu backend runs "
+        "(into ~/.cache/revseq, or $REVSEQ_CACHE)",
+        formatter_class=_HelpFormat,
+    )
+    setup.set_defaults(handler=_cmd_webgpu_setup)
 
     demo = commands.add_parser(
         "demo",

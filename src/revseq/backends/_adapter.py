@@ -42,6 +42,7 @@ ADAPTERS: dict[str, str] = {
     "tinygrad": "tinygrad's OnnxRunner on its CPU device",
     "tract": "Sonos tract, through its Python bindings",
     "mnn": "Alibaba MNN: its converter, then its nn Module API on the CPU",
+    "webgpu": "onnxruntime-web's WebGPU execution provider in headless Chromium (playwright)",
 }
 """Every adapter, by the name ``--backend`` and ``target=`` take, with what it runs."""
 
@@ -85,8 +86,11 @@ class Backend:
 
     @property
     def version(self) -> str:
-        """The installed version of the backend's package."""
-        return importlib.metadata.version(self.module.DISTRIBUTION)
+        """The installed version of the backend's package (or the adapter's own word)."""
+        own = getattr(self.module, "version", None)
+        return (
+            own() if own is not None else importlib.metadata.version(self.module.DISTRIBUTION)
+        )
 
     @property
     def label(self) -> str:
@@ -99,7 +103,9 @@ class Backend:
         Outputs come back as numpy arrays of the model's declared output types where the
         backend returns the same bytes under another type of the same width (IREE's
         unsigned outputs); anything else is returned as the backend gave it, so that a
-        wrong type is seen as a difference.
+        wrong type is seen as a difference. For an execution-provider backend (webgpu),
+        the runner's ``placement`` maps each provider to the (op type, node name) pairs
+        placed on it; it is None for the others.
 
         Raises:
             BackendError: The backend refused the model (stage "convert") or failed to
@@ -130,6 +136,7 @@ class Backend:
                 _as_declared(np.asarray(o), d) for o, d in zip(outputs, declared, strict=True)
             ]
 
+        runner.placement = getattr(run, "placement", None)  # type: ignore[attr-defined]
         return runner
 
     def run(self, model: onnx.ModelProto, feeds: Inputs) -> list[np.ndarray]:

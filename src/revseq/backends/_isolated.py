@@ -204,7 +204,7 @@ class IsolatedBackend:
         worker = _worker(self.name)
         payload = model.SerializeToString()
         key = next(_KEYS)
-        worker.call("convert", ("prepare", key, payload))
+        placement = worker.call("convert", ("prepare", key, payload))
 
         def runner(feeds: Inputs) -> list[np.ndarray]:
             request = ("run", key, dict(feeds))
@@ -214,6 +214,7 @@ class IsolatedBackend:
                 found, outputs = worker.call("run", request)
             return outputs
 
+        runner.placement = placement  # type: ignore[attr-defined]
         return runner
 
     def run(self, model: onnx.ModelProto, feeds: Inputs) -> list[np.ndarray]:
@@ -248,6 +249,7 @@ def _serve(name: str) -> int:
             answer: Any = None
             if kind == "prepare":
                 prepared[key] = backend.prepare(onnx.load_from_string(payload))
+                answer = prepared[key].placement
                 while len(prepared) > _KEPT:
                     prepared.popitem(last=False)
             elif key in prepared:

@@ -1,0 +1,60 @@
+"""Where an execution-provider backend ran each node, and which placements defeat inlining.
+
+On onnxruntime-web's WebGPU EP a node without a kernel falls back to the CPU, with copies
+between host and GPU at every crossing. A small CPU prefix over the lengths and shapes is
+harmless (onnxruntime keeps shape arithmetic on the CPU by design, and the lengths arrive
+from the host anyway). What defeats inlining is a ``MemcpyToHost`` (a value the GPU made
+going back to the host) and a CPU node that makes more than a time or batch vector: the
+index, or the data itself, computed on the CPU and uploaded.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CPU", "Placement", "harmful_nodes"]
+
+import numpy as np
+import onnx
+
+from revseq._inputs import Inputs
+from revseq._runners import capture
+
+Placement = dict[str, list[tuple[str, str]]]
+"""Execution provider -> the (op type, node name) pairs onnxruntime placed on it."""
+
+CPU = "CPUExecutionProvider"
+
+
+def harmful_nodes(
+    model: onnx.ModelProto, placement: Placement, feeds: Inputs, *, limit: int
+) -> list[str]:
+    """The nodes of ``model`` whose placement takes the work off the device.
+
+    Args:
+        model: The model as the backend ran it.
+        placement: Where the backend placed its nodes.
+        feeds: Inputs the model runs on; the CPU nodes' outputs are measured on them (in
+            onnxruntime, which computes the same shapes).
+        limit: The most elements a CPU node may make: the longer of the time and batch
+            vectors.
+
+    Returns:
+        One line per harmful node: its op type, name and why.
+    """
+    found = [
+        f"{op_type} {name!r} (a copy back to the host)"
+        for nodes in placement.values()
+        for op_type, name in nodes
+        if op_type == "MemcpyToHost"
+    ]
+    on_cpu = {name for _, name in placement.get(CPU, [])}
+    producers = {n.name: n for n in model.graph.node if n.name in on_cpu}
+    outputs = sorted({o for n in producers.values() for o in n.output if o})
+    values = capture(model, feeds, outputs) if outputs else {}
+    for name, node in producers.items():
+        sizes = [int(np.asarray(values[o]).size) for o in node.output if o in values]
+        if sizes and max(sizes) > limit:
+            found.append(
+                f"{node.op_type} {name!r} (on the CPU, makes {max(sizes)} elements; a time "
+                f"or batch vector has at most {limit})"
+            )
+    return found

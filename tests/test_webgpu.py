@@ -1,0 +1,116 @@
+"""revseq's output on onnxruntime-web's WebGPU EP in headless Chromium: exact, and where
+each node ran. Skipped with the reason where no browser or onnxruntime-web is installed
+(``apt-get install chromium``; ``pip install "revseq[webgpu]"``; ``revseq webgpu-setup``).
+One browser serves every case of a test session."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from helpers import model_of
+from test_cli import revseq
+
+import revseq as api
+from revseq import backends
+from revseq._inputs import random_array
+from revseq.ops.profiles import ELEMENT_TYPES
+from revseq.ops.reference import reverse_sequence
+
+pytestmark = pytest.mark.backend
+
+
+@pytest.fixture(scope="module")
+def webgpu() -> backends.Backend:
+    reason = backends.unavailable("webgpu")
+    if reason is not None:
+        pytest.skip(reason)
+    return backends.get("webgpu")
+
+
+def _dims(rank: int, time_axis: int, batch_axis: int, symbolic: bool) -> tuple:
+    dims = [3] * rank
+    dims[time_axis], dims[batch_axis] = ("T", "B") if symbolic else (5, 4)
+    return tuple(dims)
+
+
+@pytest.mark.parametrize("target", [None, "webgpu"])
+@pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic"])
+@pytest.mark.parametrize("rank", [2, 3, 4])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_output_runs_exactly_on_webgpu(webgpu, dtype, rank, symbolic, target):
+    for time_axis, batch_axis in ((0, 1), (1, 0)):
+        model = model_of(_dims(rank, time_axis, batch_axis, symbolic), dtype, batch_axis,
+                         time_axis)  # fmt: skip
+        run = webgpu.prepare(api.inline(model, target=target))
+        assert sum(len(nodes) for nodes in run.placement.values()) > 0
+        rng = np.random.default_rng(rank)
+        for time_len, batch in ((5, 4), (3, 2)) if symbolic else ((5, 4),):
+            shape = [3] * rank
+            shape[time_axis], shape[batch_axis] = time_len, batch
+            x = random_array(rng, ELEMENT_TYPES[dtype], tuple(shape))
+            lens = np.array([0, 1, time_len, 2][:batch], np.int64)
+            got = run({"x": x, "lens": lens})[0]
+            expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+            assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+
+
+def _planted(inlined: onnx.ModelProto) -> onnx.ModelProto:
+    """The final gather's index through an int64 Max with 0 (a no-op on an index, and one
+    onnxruntime does not optimise away), which WebGPU can only run on the CPU."""
+    gather = inlined.graph.node[-1]
+    index = gather.input[1]
+    gather.input[1] = "planted_index"
+    inlined.graph.node.insert(
+        len(inlined.graph.node) - 1,
+        oh.make_node("Cast", [index], ["planted_int64"], name="planted_cast",
+                     to=onnx.TensorProto.INT64),
+    )  # fmt: skip
+    inlined.graph.node.insert(
+        len(inlined.graph.node) - 1,
+        oh.make_node("Max", ["planted_int64", "planted_zero"], ["planted_index"],
+                     name="planted_max"),
+    )  # fmt: skip
+    inlined.graph.initializer.append(
+        oh.make_tensor("planted_zero", onnx.TensorProto.INT64, [], [0])
+    )
+    return inlined
+
+
+def test_check_reports_a_harmful_fallback_by_name(webgpu, tmp_path):
+    model = model_of((5, 4, 3), "float32", 1, 0)
+    onnx.save(model, tmp_path / "model.onnx")
+    onnx.save(api.inline(model), tmp_path / "clean.onnx")
+    onnx.save(_planted(api.inline(model)), tmp_path / "planted.onnx")
+    clean = revseq("check", tmp_path / "model.onnx", tmp_path / "clean.onnx", "--backend",
+                   "webgpu", "-q")  # fmt: skip
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    planted = revseq("check", tmp_path / "model.onnx", tmp_path / "planted.onnx", "--backend",
+                     "webgpu", "-q")  # fmt: skip
+    assert planted.returncode == 1, planted.stdout + planted.stderr
+    assert "placed off the device" in planted.stdout and "'planted_max'" in planted.stdout
+
+
+def test_placement_parser_reads_onnxruntime_log():
+    from revseq.backends.webgpu import parse_placement
+
+    prefix = (
+        "2026-11-23 [V:onnxruntime:, session_state.cc:1383 VerifyEachNodeIsAssignedToAnEp] "
+    )
+    log = [
+        prefix + " Node(s) placed on [CPUExecutionProvider]. Number of nodes: 1",
+        prefix + "  Min (rs/Min_5)",
+        prefix + " Node(s) placed on [WebGpuExecutionProvider]. Number of nodes: 2",
+        prefix + "  Gather (rs/Gather_11)",
+        prefix + "  MemcpyFromHost (Memcpy)",
+        "unrelated",
+    ]
+    everything = [prefix + " All nodes placed on [CPUExecutionProvider]. Number of nodes: 1"]
+    assert parse_placement(everything, [("Min", "m")]) == {
+        "CPUExecutionProvider": [("Min", "m")]
+    }
+    assert parse_placement(log) == {
+        "CPUExecutionProvider": [("Min", "rs/Min_5")],
+        "WebGpuExecutionProvider": [("Gather", "rs/Gather_11"), ("MemcpyFromHost", "Memcpy")],
+    }
