@@ -355,10 +355,26 @@ def _run_exact(
     feeds: Iterable[dict[str, np.ndarray]],
     truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
 ) -> str | None:
-    """None when every output on every input set is bit-identical, else why not."""
+    """None when every output on every input set is bit-identical, else why not.
+
+    On an execution-provider backend (webgpu) a model placed off the device fails too
+    (:func:`revseq._placement.harmful_nodes`, a time or batch vector being the longer of
+    the first two dims of ``x``): a probe certifies what runs there, not on a fallback.
+    """
+    from revseq._placement import harmful_nodes
+
     try:
         runner = backend.prepare(model)
+        placement = getattr(runner, "placement", None)
         for inputs in feeds:
+            if placement is not None:
+                shape = np.shape(inputs.get("x", ()))
+                harmful = harmful_nodes(
+                    model, placement, inputs, limit=max(shape[:2], default=1)
+                )
+                if harmful:
+                    return f"placed off the device: {'; '.join(harmful)}"
+                placement = None  # where nodes run does not change with the inputs
             got = runner(inputs)
             expected = truth(inputs)
             for e, g in zip(expected, got, strict=True):
