@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["reverse_sequence", "reference_evaluator"]
+__all__ = ["reverse_sequence", "reverse_sequence_model", "reference_evaluator"]
+
+from collections.abc import Sequence
 
 import numpy as np
 import onnx
@@ -52,3 +54,46 @@ def reverse_sequence(
         n = int(min(max(int(length), 0), time_len))
         out[i, :n] = moved[i, :n][::-1]
     return np.moveaxis(out, (0, 1), (batch_axis, time_axis))
+
+
+def reverse_sequence_model(
+    dims: Sequence[int | str | None],
+    elem: int,
+    *,
+    batch_axis: int = 1,
+    time_axis: int = 0,
+    domain: str = "",
+    lens_elem: int = onnx.TensorProto.INT64,
+    lens: np.ndarray | None = None,
+    opset: int = 17,
+    ir_version: int = 10,
+    name: str = "reverse_sequence",
+) -> onnx.ModelProto:
+    """A model of one ReverseSequence node: ``y = ReverseSequence(x, lens)``.
+
+    ``dims`` are the data's (a size, a symbol, or None); the lengths are an input of
+    the batch dim, or, given ``lens``, that constant (an initializer). The ``revseq``
+    domain (any axes, int32 lengths) is imported at version 1 where ``domain`` names it.
+    """
+    node = onnx.helper.make_node(
+        "ReverseSequence", ["x", "lens"], ["y"], domain=domain, batch_axis=batch_axis,
+        time_axis=time_axis, name="rs",
+    )  # fmt: skip
+    inputs = [onnx.helper.make_tensor_value_info("x", elem, list(dims))]
+    initializers = []
+    if lens is None:
+        batch = dims[batch_axis % len(dims)]
+        inputs.append(onnx.helper.make_tensor_value_info("lens", lens_elem, [batch]))
+    else:
+        initializers.append(onnx.numpy_helper.from_array(lens, "lens"))
+    graph = onnx.helper.make_graph(
+        [node],
+        name,
+        inputs,
+        [onnx.helper.make_tensor_value_info("y", elem, list(dims))],
+        initializer=initializers,
+    )
+    imports = [onnx.helper.make_opsetid("", opset)]
+    if domain:
+        imports.append(onnx.helper.make_opsetid(domain, 1))
+    return onnx.helper.make_model(graph, opset_imports=imports, ir_version=ir_version)

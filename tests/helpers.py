@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.ops.profiles import ELEMENT_TYPES
-from revseq.ops.reference import reference_evaluator
+from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict, *, optimize: bool) -> list[np.ndarray]:
@@ -61,25 +60,7 @@ def model_of(
     domain: str = "",
     lens_type: int = onnx.TensorProto.INT64,
 ) -> onnx.ModelProto:
-    node = helper.make_node(
-        "ReverseSequence",
-        ["x", "lens"],
-        ["y"],
-        domain=domain,
-        batch_axis=batch_axis,
-        time_axis=time_axis,
-    )
-    elem = ELEMENT_TYPES[dtype]
-    graph = helper.make_graph(
-        [node],
-        "rs",
-        [
-            helper.make_tensor_value_info("x", elem, list(dims)),
-            helper.make_tensor_value_info("lens", lens_type, [dims[batch_axis]]),
-        ],
-        [helper.make_tensor_value_info("y", elem, list(dims))],
-    )
-    imports = [helper.make_opsetid("", 18)]
-    if domain:
-        imports.append(helper.make_opsetid(domain, 1))
-    return helper.make_model(graph, opset_imports=imports, ir_version=9)
+    return reverse_sequence_model(
+        dims, ELEMENT_TYPES[dtype], batch_axis=batch_axis, time_axis=time_axis, domain=domain,
+        lens_elem=lens_type, opset=18, ir_version=9, name="rs",
+    )  # fmt: skip

@@ -34,7 +34,7 @@ from revseq.backends import onnxruntime as ort_adapter
 from revseq.backends._adapter import one_line
 from revseq.ops.errors import CheckError
 from revseq.ops.function import definition
-from revseq.ops.reference import reference_evaluator
+from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 from revseq.passes._node import REVSEQ_DOMAIN
 
 logger = logging.getLogger(__name__)
@@ -211,29 +211,15 @@ class Native:
         lens_elem = onnx.helper.np_dtype_to_tensor_dtype(lens.dtype)
         key = (domain, batch_axis, time_axis, elem, lens_elem, data.ndim, opset)
         if key not in self._runners:
-            node = onnx.helper.make_node(
-                "ReverseSequence",
-                ["input", "sequence_lens"],
-                ["output"],
-                domain=domain,
+            model = reverse_sequence_model(
+                [f"d{i}" for i in range(data.ndim)],
+                elem,
                 batch_axis=batch_axis,
                 time_axis=time_axis,
+                domain=domain,
+                lens_elem=lens_elem,
+                opset=opset,
+                name="native",
             )
-            dims = [f"d{i}" for i in range(data.ndim)]
-            graph = onnx.helper.make_graph(
-                [node],
-                "native",
-                [
-                    onnx.helper.make_tensor_value_info("input", elem, dims),
-                    onnx.helper.make_tensor_value_info(
-                        "sequence_lens", lens_elem, [dims[batch_axis % data.ndim]]
-                    ),
-                ],
-                [onnx.helper.make_tensor_value_info("output", elem, dims)],
-            )
-            imports = [onnx.helper.make_opsetid("", opset)]
-            if domain == REVSEQ_DOMAIN:
-                imports.append(onnx.helper.make_opsetid(REVSEQ_DOMAIN, 1))
-            model = onnx.helper.make_model(graph, opset_imports=imports, ir_version=10)
             self._runners[key] = runners(with_definition(model), ("on",))[0]["on"]
-        return self._runners[key]({"input": data, "sequence_lens": lens})[0]
+        return self._runners[key]({"x": data, "lens": lens})[0]

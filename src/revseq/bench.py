@@ -25,6 +25,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 import revseq
+from revseq.ops.reference import reverse_sequence_model
 from revseq.passes import InlineReverseSequencePass
 
 _TYPES = {
@@ -77,32 +78,14 @@ def native_model(case: Case, lens: np.ndarray | None = None) -> onnx.ModelProto:
     With ``lens``, the lengths are that constant instead of an input: inlined, the model
     is one gather with a constant index (what onnxruntime's gather costs alone).
     """
-    elem = _TYPES[case.dtype][1]
-    node = onnx.helper.make_node(
-        "ReverseSequence",
-        ["x", "lens"],
-        ["y"],
+    return reverse_sequence_model(
+        case.shape,
+        _TYPES[case.dtype][1],
         batch_axis=case.batch_axis,
         time_axis=case.time_axis,
-        name="rs",
+        lens=None if lens is None else lens.astype(np.int64),
+        name="bench",
     )
-    batch = case.shape[case.batch_axis]
-    inputs = [onnx.helper.make_tensor_value_info("x", elem, case.shape)]
-    initializers = []
-    if lens is None:
-        inputs.append(
-            onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [batch])
-        )
-    else:
-        initializers.append(onnx.numpy_helper.from_array(lens.astype(np.int64), "lens"))
-    graph = onnx.helper.make_graph(
-        [node],
-        "bench",
-        inputs,
-        [onnx.helper.make_tensor_value_info("y", elem, case.shape)],
-        initializer=initializers,
-    )
-    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
 
 
 def copy_model(case: Case) -> onnx.ModelProto:
