@@ -19,7 +19,7 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
-from revseq.ops.forms import Signature
+from revseq.ops.signature import Signature
 from revseq.passes._scopes import ScopedNode, opset_version
 from revseq.passes._shapes import ShapeTable
 

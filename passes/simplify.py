@@ -23,7 +23,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops.forms import Signature
+from revseq.ops.signature import Signature
 from revseq.passes._node import is_reverse_sequence, remove_if_dead, signature_of
 from revseq.passes._scopes import ScopedNode, opset_version, walk
 from revseq.passes._shapes import ShapeTable, scalar_dim

@@ -1,0 +1,215 @@
+"""Small emitters the forms share: constants, shape reads, views, lengths, the select.
+
+Each is opset-aware (Squeeze/Unsqueeze axes as an input from opset 13, Shape's start from
+15) and emits a constant wherever the signature makes a value static.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from revseq.ops.errors import StrategyError
+from revseq.ops.signature import OpBuilder, Signature
+
+# Constants larger than this many elements are computed at run time instead of being
+# folded into the model, so a static shape never bloats the file.
+_MAX_FOLDED_ELEMENTS = 1 << 20
+
+
+def const(
+    op: OpBuilder, array: np.ndarray | int | Sequence[int], dtype: type = np.int64
+) -> ir.Value:
+    return op.Constant(value=_small_tensor(np.asarray(array, dtype=dtype)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_tensor(dtype: str, shape: tuple[int, ...], data: bytes) -> ir.Tensor:
+    return ir.Tensor(np.frombuffer(data, dtype=dtype).reshape(shape))
+
+
+def _small_tensor(array: np.ndarray) -> ir.Tensor:
+    """An ir.Tensor, shared between nodes for small arrays (read-only: never mutated)."""
+    if array.size > 64:
+        return ir.Tensor(array)
+    return _cached_tensor(array.dtype.str, array.shape, array.tobytes())
+
+
+def unsqueeze(op: OpBuilder, value: ir.Value, axes: Sequence[int], sig: Signature) -> ir.Value:
+    if not axes:
+        return value
+    if sig.opset >= 13:
+        return op.Unsqueeze(value, const(op, list(axes)))
+    return op.Unsqueeze(value, axes=list(axes))
+
+
+def shape_of(op: OpBuilder, data: ir.Value) -> ir.Value:
+    return op.Shape(data)
+
+
+def dim_vector(op: OpBuilder, data: ir.Value, axis: int, sig: Signature) -> ir.Value:
+    """The size of ``axis`` as a 1-element int64 tensor: a constant when static.
+
+    A run-time size is sliced out of ``Shape`` (never a 0-D Gather of it) and passed
+    through Cast: frontends that keep shapes as symbolic shape expressions (TVM Relax)
+    turn it into an ordinary tensor there, so arithmetic on it converts, and a 1-element
+    tensor keeps every later op free of 0-D operands.
+    """
+    static = sig.dim(axis) if axis >= 0 else None
+    if static is not None:
+        return const(op, [static])
+    if sig.opset >= 15:
+        sliced = op.Shape(data, start=axis, end=axis + 1)
+    else:
+        sliced = op.Slice(shape_of(op, data), const(op, [axis]), const(op, [axis + 1]))
+    return op.Cast(sliced, to=ir.DataType.INT64)
+
+
+def squeeze(op: OpBuilder, value: ir.Value, axes: Sequence[int], sig: Signature) -> ir.Value:
+    if not axes:
+        return value
+    if sig.opset >= 13:
+        return op.Squeeze(value, const(op, list(axes)))
+    return op.Squeeze(value, axes=list(axes))
+
+
+def _scalar(op: OpBuilder, vector: ir.Value, sig: Signature) -> ir.Value:
+    """A 1-element tensor as a 0-D one (Range takes scalars)."""
+    return squeeze(op, vector, [0], sig)
+
+
+def place_along(
+    op: OpBuilder, vector: ir.Value, axis: int, rank: int, sig: Signature
+) -> ir.Value:
+    """Reshape a 1-D ``vector`` to ``rank`` dims with its elements along ``axis``."""
+    return unsqueeze(op, vector, [a for a in range(rank) if a != axis], sig)
+
+
+def pad_trailing(
+    op: OpBuilder, value: ir.Value, data: ir.Value, lead: int, sig: Signature
+) -> ir.Value:
+    """Append size-1 axes so a ``lead``-rank value broadcasts against the whole data.
+
+    With an unknown rank, the ones are appended by a Reshape to
+    ``Concat(Shape(value), Expand([1], [rank - lead]))``: its leading entries equal the
+    input's own dims, so Reshape's copy-a-zero rule keeps zero-sized dims right.
+    """
+    if sig.rank is not None:
+        return unsqueeze(op, value, list(range(lead, sig.rank)), sig)
+    extra = op.Sub(op.Shape(op.Shape(data)), const(op, [lead]))
+    ones = op.Expand(const(op, [1]), extra)  # not ConstantOfShape: TVM cannot convert it
+    return op.Reshape(value, op.Concat(op.Shape(value), ones, axis=0))
+
+
+_INDEX_TYPES = {np.int32: ir.DataType.INT32, np.int64: ir.DataType.INT64}
+
+
+def clamped_lengths(
+    op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature, itype: type = np.int64
+) -> ir.Value:
+    """The lengths as [B] of the index type, clamped to at most T.
+
+    ``time_len`` is a 1-element tensor. With a static T, one Min; with a run-time T,
+    Less+Where: tract cannot evaluate Min of a run-time value and a symbolic dim
+    ("Undetermined symbol"), but selects fine. Negatives act as 0 downstream; for int32
+    arithmetic (static T only) see ``lengths_in_range``.
+    """
+    if itype is np.int32:
+        return lengths_in_range(op, lens, sig, itype)
+    if sig.lens_dtype != ir.DataType.INT64:
+        lens = op.Cast(lens, to=ir.DataType.INT64)
+    if time_len.const_value is not None and sig.allows("Min") and sig.opset >= 12:
+        return op.Min(lens, time_len)  # one node where T is static
+    if sig.allows("Less", "Where"):
+        return op.Where(op.Less(time_len, lens), time_len, lens)
+    if sig.allows("Min") and sig.opset >= 12:
+        return op.Min(lens, time_len)
+    raise StrategyError("clamping the lengths needs Less+Where or Min (opset >= 12)")
+
+
+def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type) -> ir.Value:
+    """The lengths clamped to [0, T] (T static), as [B] of ``itype``.
+
+    Clamped in the lengths' own type before any Cast, so a 64-bit length never wraps
+    into range: one Clip where the target has it, else Min and Max (``clamps``).
+    """
+    time_len = sig.dim(sig.time_axis)
+    assert time_len is not None
+    own = np.int32 if sig.lens_dtype == ir.DataType.INT32 else np.int64
+    if own is np.int64 and sig.lens_dtype != ir.DataType.INT64:
+        lens = op.Cast(lens, to=ir.DataType.INT64)
+    if sig.allows("Clip"):
+        clamped = op.Clip(lens, const(op, 0, own), const(op, time_len, own))
+    else:
+        clamped = op.Max(op.Min(lens, const(op, [time_len], own)), const(op, [0], own))
+    return clamped if own is itype else op.Cast(clamped, to=_INDEX_TYPES[itype])
+
+
+def clamps(sig: Signature) -> bool:
+    """Whether the target can clamp lengths to [0, T] (Clip, or Min and Max; opset 12)."""
+    return sig.opset >= 12 and (sig.allows("Clip") or sig.allows("Min", "Max"))
+
+
+def iota(
+    op: OpBuilder, size: ir.Value, static: int | None, sig: Signature, itype: type = np.int64
+) -> ir.Value:
+    """0 .. size-1 (``size`` a 1-element tensor): a constant of ``itype`` when static.
+
+    Without Range, an inclusive CumSum of ones minus one (no ``exclusive`` attribute:
+    one variant fewer for a converter to get wrong).
+    """
+    if static is not None and static <= _MAX_FOLDED_ELEMENTS:
+        return const(op, np.arange(static), itype)
+    if sig.allows("Range", "Squeeze"):
+        return op.Range(const(op, 0), _scalar(op, size, sig), const(op, 1))
+    if sig.allows("ConstantOfShape", "CumSum"):
+        ones = op.ConstantOfShape(size, value=ir.Tensor(np.array([1], np.int64)))
+        return op.Sub(op.CumSum(ones, const(op, 0)), const(op, 1))
+    raise StrategyError("a run-time index needs Range or ConstantOfShape+CumSum")
+
+
+def affine(
+    op: OpBuilder, value: ir.Value, scale: ir.Value | None, offset: ir.Value | None
+) -> ir.Value:
+    if scale is not None:
+        value = op.Mul(value, scale)
+    if offset is not None:
+        value = op.Add(value, offset)
+    return value
+
+
+def select_source(
+    op: OpBuilder,
+    steps: ir.Value,
+    lens: ir.Value,
+    sig: Signature,
+    *,
+    scale: ir.Value | None,
+    offset: ir.Value | None,
+    itype: type = np.int64,
+) -> ir.Value:
+    """``where(t < L, s*(L-1-t) + o, s*t + o)`` for broadcastable ``steps`` and ``lens``.
+
+    The reversed branch is written ``s*L - (s*(t+1) - o)`` so that with static shapes
+    everything but ``s*L`` folds into one constant.
+    """
+    forward = affine(op, steps, scale, offset)
+    one = const(op, 1, itype)
+    next_step = op.Add(steps, one)
+    bias = next_step if scale is None else op.Mul(next_step, scale)
+    if offset is not None:
+        bias = op.Sub(bias, offset)
+    backward = op.Sub(lens if scale is None else op.Mul(lens, scale), bias)
+    if sig.allows("Less", "Where"):
+        # where(L < t+1, forward, backward) == where(t < L, backward, forward), with the
+        # operand broadcast along the batch axis on the "then" side: MNN misreads a
+        # broadcast "else" operand (BACKENDS.md), every backend reads this one right.
+        return op.Where(op.Less(lens, next_step), forward, backward)
+    if sig.allows("Max", "Min", "Mul", "Add") and sig.opset >= 12:
+        # inside = 1 where t < L else 0, by integer clamping.
+        inside = op.Min(op.Max(op.Sub(lens, steps), const(op, 0, itype)), one)
+        return op.Add(forward, op.Mul(inside, op.Sub(backward, forward)))
+    raise StrategyError("selecting the source step needs Less+Where or Min+Max+Mul+Add")

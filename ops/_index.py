@@ -1,0 +1,322 @@
+"""The source index: how each layout computes it, and the measurements behind the choices.
+
+Three strategies compute ``src`` (see :mod:`revseq.ops.forms`): one Gather of a constant
+table of rows per length (static T), int32 arithmetic where every value provably fits
+and the target runs it, and int64 arithmetic everywhere else. The layout choices
+(transposing the index or the data, gathering single-element rows as a matrix) keep the
+measurement that set each threshold beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from revseq.ops._emit import (
+    affine,
+    clamped_lengths,
+    clamps,
+    const,
+    dim_vector,
+    iota,
+    lengths_in_range,
+    place_along,
+    select_source,
+    shape_of,
+)
+from revseq.ops.signature import OpBuilder, Signature, source_index_numpy
+
+# Time-major nodes with rows of several elements and at most this many batch entries
+# compute their index as [B, T] and transpose it (single-element rows transpose the data
+# instead: `transposes_data`). onnxruntime's broadcasting loops over the innermost
+# dimension; paired medians (1 thread, run-time lengths, int32 arithmetic, x native):
+# [1000, 8, 4] 1.86 vs 2.28 in place, [2000, 16, 2] 1.46 vs 1.72, [600, 4, 16] 1.53 vs
+# 2.10, [400, 32, 2] 1.66 vs 1.68. (Rows of a few elements are slow either way:
+# onnxruntime's Gather spends about 10 ns per row.)
+_TIME_INNER_MAX_BATCH = 16
+
+
+def _short_batch(sig: Signature, most: int) -> bool:
+    """Whether the batch is static, at most ``most`` long, and shorter than a static T."""
+    batch, time_len = sig.dim(sig.batch_axis), sig.dim(sig.time_axis)
+    if batch is None or batch > most:
+        return False
+    return time_len is None or time_len > batch
+
+
+def _time_inner(sig: Signature) -> bool:
+    """Whether to compute a time-major node's index with time as the inner axis."""
+    if sig.lead_rank != 2 or sig.time_axis > sig.batch_axis or not sig.allows("Transpose"):
+        return False
+    return _short_batch(sig, _TIME_INNER_MAX_BATCH)
+
+
+# Time-major nodes whose rows are single elements and whose batch is at most this long
+# are gathered on the data's [B, T] transpose and transposed back: the index is then
+# computed with time innermost and needs no transpose of its own. `python -m
+# revseq.bench`-style paired medians (1 thread, int32 index arithmetic, x native):
+# [2000, 16] 0.81 vs 0.89 transposing the index, [8000, 1] 0.98 vs 2.10, [1000, 8]
+# 0.98 vs 1.11, [500, 32] 0.89 vs 0.93 (in place 1.01); but [512, 64] 0.93 vs 0.86 in
+# place, [256, 128] 0.94 vs 0.80 in place.
+_TRANSPOSE_DATA_MAX_BATCH = 32
+
+
+def transposes_data(sig: Signature) -> bool:
+    """Whether to gather a rank-2 time-major node on the [B, T] transpose of its data.
+
+    Not with constant lengths: a constant index costs nothing to compute in any layout.
+    """
+    if (
+        sig.rank != 2
+        or sig.time_axis != 0
+        or sig.lens is not None
+        or not sig.allows("Transpose")
+    ):
+        return False
+    return _short_batch(sig, _TRANSPOSE_DATA_MAX_BATCH)
+
+
+def gathers_matrix(sig: Signature) -> bool:
+    """Whether the node's rows are single elements that GatherElements moves as a matrix."""
+    return (
+        sig.index_covers_data()
+        and sig.allows("GatherElements")
+        and (sig.rank == 2 or sig.allows("Squeeze", "Unsqueeze"))
+    )
+
+
+# The variant of a target that runs the index arithmetic in int32 exactly: lengths
+# clamped in int64 and cast, Less, Where, Add, Sub and Mul over int32, and a Cast to
+# int64 for a gather that takes no int32 indices (variants "Gather:int32" and
+# "GatherElements:int32"; GatherND takes int64 only).
+INT32_INDEX = "Index:int32"
+
+# Indexes of at least this many elements are computed in int32 where every value
+# provably fits: onnxruntime's int32 Where, Less and Sub run at about twice the int64
+# speed, and below this size the extra Cast costs more than it saves.
+_INT32_MIN_ELEMENTS = 1 << 12
+
+
+def _fits_int32(sig: Signature, scale: int, strides: Sequence[tuple[int, int]]) -> bool:
+    """Whether every value of the index provably fits in int32 (static leading axes)."""
+    lead = sig.lead_dims()
+    if lead is None:
+        return False
+    largest = lead[sig.time_axis] * abs(scale) + sum(
+        lead[axis] * abs(stride) for axis, stride in strides
+    )
+    return largest < np.iinfo(np.int32).max
+
+
+def _int32_arithmetic(sig: Signature) -> bool:
+    """Whether to run the index arithmetic in int32 (given that it fits)."""
+    lead = sig.lead_dims()
+    return (
+        lead is not None
+        and sig.lens is None
+        and sig.allows("Cast", INT32_INDEX)
+        and clamps(sig)
+        and lead[sig.time_axis] * lead[sig.batch_axis] >= _INT32_MIN_ELEMENTS
+    )
+
+
+# A static T up to this size gets its source index from a constant table, one row per
+# length value: (T + 1) * T elements, at most 64 Ki (512 KiB of int64).
+_MAX_TABLE_ELEMENTS = 1 << 16
+
+
+def _table_lookup(
+    op: OpBuilder,
+    lens: ir.Value,
+    sig: Signature,
+    *,
+    scale: int,
+    offsets: Sequence[tuple[int, int]],
+    itype: type,
+) -> ir.Value | None:
+    """``scale * src + sum(stride * coord)`` by one Gather of a constant table, or None.
+
+    Row ``L`` of the table is the source index for length ``L``, scaled; gathering the
+    rows of the clamped lengths gives the index as [B, T] in one copy, where the
+    arithmetic form runs three broadcasts over it. Only for two static leading axes;
+    time-major nodes transpose the result (so only where the target has Transpose).
+    """
+    t, b = sig.time_axis, sig.batch_axis
+    time_len, batch = sig.dim(t), sig.dim(b)
+    if (
+        sig.lead_rank != 2
+        or time_len is None
+        or batch is None
+        or (time_len + 1) * time_len > _MAX_TABLE_ELEMENTS
+        or not sig.allows("Gather")
+        or not clamps(sig)
+        or (t < b and not sig.allows("Transpose"))
+    ):
+        return None
+    # Column L of the [T, T+1] source index of lengths 0 .. T is row L of the table.
+    table = np.ascontiguousarray(source_index_numpy(np.arange(time_len + 1), time_len).T)
+    clamped = lengths_in_range(op, lens, sig, np.int64)
+    rows = op.Gather(const(op, table * scale, itype), clamped, axis=0)  # [B, T]
+    bias = np.zeros((batch, 1), dtype=np.int64)
+    for axis, stride in offsets:
+        if axis == b:
+            bias = bias + np.arange(batch, dtype=np.int64)[:, None] * stride
+    if bias.any():
+        rows = op.Add(rows, const(op, bias, itype))
+    return op.Transpose(rows, perm=[1, 0]) if t < b else rows
+
+
+def _static_int(value: ir.Value | None) -> int | None:
+    """A scale or stride as a number: 1 for None, the constant's value, else None."""
+    if value is None:
+        return 1
+    if value.const_value is None or value.const_value.size != 1:
+        return None
+    return int(value.const_value.numpy().reshape(-1)[0])
+
+
+def _position(axis: int, sig: Signature, swapped: bool) -> int:
+    """Where a leading axis sits in the layout the index is computed in."""
+    return sig.lead_rank - 1 - axis if swapped else axis
+
+
+def source_index(
+    op: OpBuilder,
+    data: ir.Value,
+    lens: ir.Value,
+    sig: Signature,
+    *,
+    scale: ir.Value | None = None,
+    offsets: Sequence[tuple[int, ir.Value | None]] = (),
+    gather: str | None = None,
+) -> ir.Value:
+    """``scale * src + sum(stride * coord)`` over the leading axes, in the data's order.
+
+    Without scale and offsets this is the source index itself, sized 1 on the leading
+    axes other than time and batch. ``offsets`` are (axis, stride) pairs: the
+    coordinate along ``axis`` times ``stride`` (None: 1) is added. It comes from a
+    constant table where one fits, else from arithmetic, which large indexes run in
+    int32. The result is int64, or int32 where every value fits and ``gather``, the op
+    that reads it, takes int32 indices on the target (``Gather:int32``).
+    """
+    static_scale = _static_int(scale)
+    static_offsets = [(axis, _static_int(stride)) for axis, stride in offsets]
+    if static_scale is not None and all(stride is not None for _, stride in static_offsets):
+        strides = [(axis, int(stride or 0)) for axis, stride in static_offsets]
+        fits = _fits_int32(sig, static_scale, strides)
+        direct = fits and gather is not None and sig.allows(f"{gather}:int32")
+        if sig.lens is None:
+            found = _table_lookup(
+                op,
+                lens,
+                sig,
+                scale=static_scale,
+                offsets=strides,
+                itype=np.int32 if direct else np.int64,
+            )
+            if found is not None:
+                return found
+        if fits and _int32_arithmetic(sig):
+            # Every term is static: the constants are made again in int32.
+            scale = None if static_scale == 1 else const(op, static_scale, np.int32)
+            offsets = [
+                (axis, None if stride == 1 else const(op, stride, np.int32))
+                for axis, stride in strides
+            ]
+            src = _index_arithmetic(
+                op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int32
+            )
+            return src if direct else op.Cast(src, to=ir.DataType.INT64)
+    return _index_arithmetic(op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int64)
+
+
+def _index_arithmetic(
+    op: OpBuilder,
+    data: ir.Value,
+    lens: ir.Value,
+    sig: Signature,
+    *,
+    scale: ir.Value | None,
+    offsets: Sequence[tuple[int, ir.Value | None]],
+    itype: type,
+) -> ir.Value:
+    """``source_index`` by broadcast arithmetic over the leading axes, in ``itype``.
+
+    Time-major nodes with a short batch are computed as [B, T] and transposed
+    (``_time_inner``).
+    """
+    t, b, lead = sig.time_axis, sig.batch_axis, sig.lead_rank
+    time_static = sig.dim(t)
+    swapped = (time_static is None or sig.lens is None) and _time_inner(sig)
+    offset: ir.Value | None = None
+    for axis, stride in offsets:
+        grid = axis_grid(op, data, axis, sig, _position(axis, sig, swapped), itype=itype)
+        term = affine(op, grid, stride, None)
+        offset = term if offset is None else op.Add(offset, term)
+    if time_static is not None and sig.lens is not None:
+        table = source_index_numpy(np.array(sig.lens, dtype=np.int64), time_static)  # [T, B]
+        if t > b:
+            table = table.T
+        shape = [1] * lead
+        shape[t], shape[b] = table.shape[0 if t < b else 1], table.shape[1 if t < b else 0]
+        return affine(op, const(op, table.reshape(shape)), scale, offset)
+    time_len = dim_vector(op, data, t, sig)
+    clamped = place_along(
+        op,
+        clamped_lengths(op, lens, time_len, sig, itype),
+        _position(b, sig, swapped),
+        lead,
+        sig,
+    )
+    steps = place_along(
+        op,
+        iota(op, time_len, time_static, sig, itype),
+        _position(t, sig, swapped),
+        lead,
+        sig,
+    )
+    src = select_source(op, steps, clamped, sig, scale=scale, offset=offset, itype=itype)
+    if swapped:
+        src = op.Transpose(src, perm=[1, 0])
+    return src
+
+
+def lead_shape_of(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
+    static = sig.lead_dims()
+    if static is not None:
+        return const(op, list(static))
+    return op.Slice(shape_of(op, data), const(op, [0]), const(op, [sig.lead_rank]))
+
+
+def axis_grid(
+    op: OpBuilder,
+    data: ir.Value,
+    axis: int,
+    sig: Signature,
+    position: int | None = None,
+    *,
+    itype: type = np.int64,
+) -> ir.Value:
+    """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others.
+
+    ``position`` places it in a swapped layout (default: at ``axis`` itself).
+    """
+    size = dim_vector(op, data, axis, sig)
+    where = axis if position is None else position
+    return place_along(
+        op, iota(op, size, sig.dim(axis), sig, itype), where, sig.lead_rank, sig
+    )
+
+
+def product_of_dims(op: OpBuilder, data: ir.Value, start: int, sig: Signature) -> ir.Value:
+    """The product of dims ``start`` .. lead_rank-1 as a 1-element tensor.
+
+    One dim is read directly; more are multiplied one by one (no ReduceProd of a
+    shape: simple frontends do not convert it).
+    """
+    product = dim_vector(op, data, start, sig)
+    for axis in range(start + 1, sig.lead_rank):
+        product = op.Mul(product, dim_vector(op, data, axis, sig))
+    return product

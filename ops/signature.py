@@ -1,0 +1,87 @@
+"""What a form knows about one ReverseSequence node, and what it emits through."""
+
+from __future__ import annotations
+
+__all__ = ["OpBuilder", "Signature", "source_index_numpy"]
+
+import dataclasses
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+import onnx_ir as ir
+
+
+class OpBuilder(Protocol):
+    """What a form needs from a builder: ``op.<OpType>(*inputs, **attributes)``."""
+
+    def __getattr__(self, op_type: str) -> Callable[..., ir.Value]: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """What is known about one ReverseSequence node when it is rewritten.
+
+    Attributes:
+        batch_axis: Batch axis, normalised to be non-negative when the rank is known.
+        time_axis: Time axis, normalised likewise.
+        rank: Rank of the data input, or None when unknown.
+        dims: Static size of each data dimension (None where symbolic or unknown);
+            None when the rank is unknown.
+        dtype: Element type of the data, if known.
+        lens_dtype: Element type of ``sequence_lens`` (INT64 or INT32), None if unknown.
+        lens: The lengths when they are a constant (a tuple, so signatures hash), else None.
+        opset: Version of the default ONNX domain the emitted nodes must belong to.
+        allowed: Op types the target accepts, or None for any standard op.
+    """
+
+    batch_axis: int
+    time_axis: int
+    rank: int | None
+    dims: tuple[int | None, ...] | None
+    dtype: ir.DataType | None
+    lens_dtype: ir.DataType | None
+    lens: tuple[int, ...] | None
+    opset: int
+    allowed: frozenset[str] | None = None
+
+    @property
+    def lead_rank(self) -> int:
+        """Number of leading axes that hold both the batch and the time axis."""
+        return max(self.batch_axis, self.time_axis) + 1
+
+    def dim(self, axis: int) -> int | None:
+        """The static size of ``axis``, or None."""
+        if self.dims is None:
+            return None
+        return self.dims[axis]
+
+    def lead_dims(self) -> tuple[int, ...] | None:
+        """Static sizes of all leading axes, or None if any is not static."""
+        if self.dims is None:
+            return None
+        lead = self.dims[: self.lead_rank]
+        if any(d is None for d in lead):
+            return None
+        return tuple(d for d in lead if d is not None)
+
+    def row_size(self) -> int | None:
+        """Elements per row of the axes after the leading ones, when static."""
+        if self.dims is None or any(d is None for d in self.dims[self.lead_rank :]):
+            return None
+        return int(np.prod([d for d in self.dims[self.lead_rank :] if d is not None]))
+
+    def index_covers_data(self) -> bool:
+        """Whether the [T, B] source index already has the data's shape (rows of 1)."""
+        return self.lead_rank == 2 and self.row_size() == 1
+
+    def allows(self, *op_types: str) -> bool:
+        """Whether the target accepts every one of ``op_types``."""
+        return self.allowed is None or all(t in self.allowed for t in op_types)
+
+
+def source_index_numpy(lens: np.ndarray, time_len: int) -> np.ndarray:
+    """The source index as a [T, B] int64 array: row t, column i reads time step src."""
+    clamped = np.clip(lens.astype(np.int64), 0, time_len)
+    steps = np.arange(time_len, dtype=np.int64)[:, None]
+    return np.where(steps < clamped[None, :], clamped[None, :] - 1 - steps, steps)
