@@ -35,7 +35,8 @@ import onnx_ir as ir
 
 from revseq.ops.reference import reverse_sequence
 from revseq.passes._evaluate import SUPPORTED_OPS, UnsupportedOp, evaluate_node
-from revseq.passes._shapes import ShapeTable, scalar_dim, shape_dim_read
+from revseq.passes._shape_reads import scalar_dim, shape_dim_read
+from revseq.passes._shapes import ShapeTable
 
 GATHER_OPS = frozenset({"GatherElements", "GatherND", "Gather"})
 _SHAPE_READERS = frozenset({"Shape", "Size"})

@@ -1,41 +1,34 @@
 """What is known about the dims of values: declared, inferred, and provably equal.
 
 Models often declare their inputs' shapes and nothing in between. :class:`ShapeTable`
-runs onnx's shape inference with data propagation on a serialised copy, in the main graph
-and every If/Loop/Scan body (model-local functions are generic, onnx infers nothing in
-them), and keeps what it finds in a table: the user's model never receives the inferred
-``value_info``.
+keeps what onnx's shape inference finds (:mod:`revseq.passes._inference`) beside the
+declared shapes: the user's model never receives the inferred ``value_info``.
 
-:meth:`ShapeTable.dim_key` and :func:`scalar_dim` reason about dims symbolically: two
-dims with equal keys are provably equal at run time. A key is the static size (an int),
-a symbol name (``("sym", "T")``), or the dim of the source it is derived from through
-its producers (shape-keeping ops, Transpose, broadcasts, Expand, Unsqueeze/Squeeze,
-Range, Reshape, the gathers), the dim itself (``("dim", id(value), axis)``) where
-nothing else names it. :func:`shape_dim_read` and :meth:`ShapeTable.named_dim` say
-which ``Shape`` reads read a named dim. The passes use them for lengths that equal the
-time length (tf2onnx's ``tf.reverse`` export), and to share index arithmetic between
-nodes whose time and batch dims are equal.
+:meth:`ShapeTable.dim_key` (and :func:`revseq.passes._shape_reads.scalar_dim`) reason
+about dims symbolically: two dims with equal keys are provably equal at run time. A key
+is the static size (an int), a symbol name (``("sym", "T")``), or the dim of the source
+it is derived from through its producers (shape-keeping ops, Transpose, broadcasts,
+Expand, Unsqueeze/Squeeze, Range, Reshape, the gathers), the dim itself (``("dim",
+id(value), axis)``) where nothing else names it; :meth:`ShapeTable.named_dim` says which
+dims a name stands for. The passes use them for lengths that equal the time length
+(tf2onnx's ``tf.reverse`` export), and to share index arithmetic between nodes whose time
+and batch dims are equal.
 """
 
 from __future__ import annotations
 
-__all__ = ["Dim", "ShapeTable", "scalar_dim", "shape_dim_read", "describe_dims"]
+__all__ = ["Dim", "DimKey", "ShapeTable"]
 
-import contextlib
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-import onnx
-import onnx.shape_inference
 import onnx_ir as ir
 
-from revseq.passes._scopes import walk
+from revseq.passes._inference import Dim, infer_types
+from revseq.passes._shape_reads import scalar_dim, single_int
 
 logger = logging.getLogger(__name__)
-
-Dim = int | str | None
-"""One dim as the table knows it: static size, symbol name, or unknown."""
 
 DimKey = int | tuple[str, str] | tuple[str, int, int]
 _T = TypeVar("_T")
@@ -49,77 +42,6 @@ _SAME_SHAPE = frozenset(
         "Clip", "Dropout",
     }
 )  # fmt: skip
-# Ops that keep every element's value while changing shape or int type: a value passed
-# through them still holds the same dim in every element.
-_VALUE_PRESERVING = frozenset(
-    {"Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Tile", "Identity"}
-)
-
-
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _graphs(sub)
-
-
-# In-memory initializers larger than this are serialised for inference as references to
-# external data that is never read: inference needs their types and dims, not their
-# bytes, and copying a model's weights would double its memory for the moment.
-_MAX_COPIED_BYTES = 1 << 16
-
-
-@contextlib.contextmanager
-def _weights_left_out(model: ir.Model) -> Iterator[None]:
-    """Stand large in-memory initializers in by unread external references meanwhile."""
-    swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
-    graphs = {id(model.graph): model.graph}
-    for scoped in walk(model):  # every graph that holds a node, subgraphs included
-        if scoped.node.graph is not None:
-            graphs.setdefault(id(scoped.node.graph), scoped.node.graph)
-    try:
-        for graph in graphs.values():
-            for value in graph.initializers.values():
-                tensor = value.const_value
-                if tensor is None or isinstance(tensor, ir.ExternalTensor):
-                    continue
-                if tensor.nbytes <= _MAX_COPIED_BYTES:
-                    continue
-                swapped.append((value, tensor))
-                value.const_value = ir.ExternalTensor(
-                    "revseq-shape-inference-only",
-                    0,
-                    tensor.nbytes,
-                    tensor.dtype,
-                    shape=tensor.shape,
-                    name=tensor.name or value.name or "",
-                )
-        yield
-    finally:
-        for value, tensor in swapped:
-            value.const_value = tensor
-
-
-def _dims_of(info: onnx.ValueInfoProto) -> tuple[ir.DataType | None, tuple[Dim, ...] | None]:
-    if not info.type.HasField("tensor_type"):
-        return None, None
-    tensor = info.type.tensor_type
-    dtype = ir.DataType(tensor.elem_type) if tensor.elem_type else None
-    if not tensor.HasField("shape"):
-        return dtype, None
-    dims: list[Dim] = []
-    for dim in tensor.shape.dim:
-        if dim.HasField("dim_value"):
-            dims.append(int(dim.dim_value))
-        elif dim.HasField("dim_param") and dim.dim_param:
-            dims.append(dim.dim_param)
-        else:
-            dims.append(None)
-    return dtype, tuple(dims)
 
 
 class ShapeTable:
@@ -153,24 +75,10 @@ class ShapeTable:
         A model onnx cannot infer (an op it does not know, inconsistent shapes) gives an
         empty table: the passes then go by the declared shapes, as without inference.
         """
-        try:
-            with _weights_left_out(model):
-                proto = ir.to_proto(model)
-            inferred = onnx.shape_inference.infer_shapes(
-                proto, check_type=False, strict_mode=False, data_prop=True
-            )
-        except Exception as e:  # onnx raises several kinds; any means "no inference"
-            logger.info("shape inference failed, using declared shapes: %s", e)
+        found = infer_types(model)
+        if found is None:
             return cls()
-        shapes: dict[str, tuple[Dim, ...]] = {}
-        dtypes: dict[str, ir.DataType] = {}
-        for graph in _graphs(inferred.graph):
-            for info in (*graph.input, *graph.value_info, *graph.output):
-                dtype, dims = _dims_of(info)
-                if dtype is not None:
-                    dtypes[info.name] = dtype
-                if dims is not None:
-                    shapes[info.name] = dims
+        shapes, dtypes = found
         functions = frozenset(id(f.graph) for f in model.functions.values())
         return cls(shapes, dtypes, functions)
 
@@ -319,98 +227,6 @@ def _more_specific(declared: Dim, inferred: Dim) -> Dim:
     return declared if declared is not None else inferred
 
 
-def scalar_dim(value: ir.Value, table: ShapeTable) -> DimKey | None:
-    """The dim every element of the integer ``value`` equals, or None if unknown.
-
-    Recognises ``Gather(Shape(v), k)``, ``Shape(v, start=k, end=k+1)``,
-    ``Slice(Shape(v), [k], [k+1])`` and single-valued constants, seen through Cast,
-    Unsqueeze, Squeeze, Reshape, Expand, Tile and Identity.
-    """
-    node = value.producer()
-    while node is not None and node.op_type in _VALUE_PRESERVING and node.domain == "":
-        if node.op_type == "Cast" and node.attributes.get_int("to") not in (
-            ir.DataType.INT64,
-            ir.DataType.INT32,
-        ):
-            return None
-        source = node.inputs[0]
-        if source is None:
-            return None
-        value, node = source, source.producer()
-    constant = ir.convenience.get_const_tensor(value)
-    if constant is not None:
-        values = constant.numpy().reshape(-1)
-        if values.size and (values == values[0]).all():
-            return int(values[0])
-        return None
-    if node is None or node.domain != "":
-        return None
-    shape_of, start = _shape_element(node)
-    if shape_of is None or start is None:
-        return None
-    return table.dim_key(shape_of, start)
-
-
-def shape_dim_read(node: ir.Node) -> tuple[ir.Value, int] | None:
-    """(v, k) if ``node`` is ``Shape(v, start=k, end=k+1)``: a read of one dim."""
-    if node.op_type != "Shape" or node.domain not in ("", "ai.onnx") or not node.inputs:
-        return None
-    start = node.attributes.get_int("start", 0)
-    end = node.attributes.get_int("end", None)
-    source = node.inputs[0]
-    if source is None or end is None or start < 0 or end != start + 1:
-        return None
-    return source, start
-
-
-def _shape_element(node: ir.Node) -> tuple[ir.Value | None, int | None]:
-    """(v, k) if ``node`` outputs dim ``k`` of ``v`` alone (as 0-D or 1 element)."""
-    if node.op_type == "Shape":
-        return shape_dim_read(node) or (None, None)
-    if node.op_type not in ("Gather", "Slice") or not node.inputs:
-        return None, None
-    shape_node = node.inputs[0].producer() if node.inputs[0] is not None else None
-    if (
-        shape_node is None
-        or shape_node.op_type != "Shape"
-        or shape_node.domain != ""
-        or shape_node.attributes.get_int("start", 0) != 0
-        or shape_node.attributes.get_int("end", None) is not None
-    ):
-        return None, None
-    if node.op_type == "Gather":
-        if node.attributes.get_int("axis", 0) != 0 or len(node.inputs) < 2:
-            return None, None
-        index = _single_int(node.inputs[1])
-        if index is None or index < 0:
-            return None, None
-        return shape_node.inputs[0], index
-    starts = _single_int(node.inputs[1]) if len(node.inputs) > 1 else None
-    ends = _single_int(node.inputs[2]) if len(node.inputs) > 2 else None
-    axes = _single_int(node.inputs[3]) if len(node.inputs) > 3 else 0
-    steps = _single_int(node.inputs[4]) if len(node.inputs) > 4 else 1
-    if starts is None or ends != starts + 1 or axes != 0 or steps != 1 or starts < 0:
-        return None, None
-    return shape_node.inputs[0], starts
-
-
-def _single_int(value: ir.Value | None) -> int | None:
-    if value is None:
-        return None
-    tensor = ir.convenience.get_const_tensor(value)
-    if tensor is None:
-        return None
-    array = tensor.numpy().reshape(-1)
-    return int(array[0]) if array.size == 1 else None
-
-
-def describe_dims(dims: tuple[Dim, ...] | None) -> str:
-    """``[T, B=4, ?]``-style text: static sizes, symbols, ``?`` for unknown dims."""
-    if dims is None:
-        return "unknown rank"
-    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
-
-
 # --- Structural rules: a value's rank and dims from its producer's inputs ---------------
 
 _BROADCASTING = frozenset(
@@ -526,8 +342,8 @@ def _structural_dim(value: ir.Value, axis: int, table: ShapeTable) -> DimKey | N
                 keys.append(table.dim_key(operand, axis - (rank - own)))
         return _broadcast(keys)
     if op == "Range":
-        start = _single_int(first)
-        step = _single_int(node.inputs[2]) if len(node.inputs) > 2 else None
+        start = single_int(first)
+        step = single_int(node.inputs[2]) if len(node.inputs) > 2 else None
         if start == 0 and step == 1 and len(node.inputs) > 1 and node.inputs[1] is not None:
             return scalar_dim(node.inputs[1], table)
         return None

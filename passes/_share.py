@@ -21,7 +21,8 @@ from collections.abc import Hashable, Sequence
 
 import onnx_ir as ir
 
-from revseq.passes._shapes import ShapeTable, shape_dim_read
+from revseq.passes._shape_reads import shape_dim_read
+from revseq.passes._shapes import ShapeTable
 
 
 def _attribute_key(attr: ir.Attr) -> Hashable:

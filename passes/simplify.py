@@ -26,7 +26,8 @@ import onnx_ir as ir
 from revseq.ops.signature import Signature
 from revseq.passes._node import is_reverse_sequence, remove_if_dead, signature_of
 from revseq.passes._scopes import ScopedNode, opset_version, walk
-from revseq.passes._shapes import ShapeTable, scalar_dim
+from revseq.passes._shape_reads import scalar_dim
+from revseq.passes._shapes import ShapeTable
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,8 @@ from onnx import TensorProto as TP
 import revseq
 import revseq.passes
 from revseq.ops.reference import reverse_sequence
-from revseq.passes._shapes import ShapeTable, scalar_dim
+from revseq.passes._shape_reads import scalar_dim
+from revseq.passes._shapes import ShapeTable
 from tests.helpers import assert_identical, run_ort
 
 # Ops that compute shapes or indices at run time: a static form needs none of them.

@@ -11,6 +11,7 @@ import logging
 import onnx_ir as ir
 
 from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
+from revseq.passes._inference import Dim
 from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,
     REVSEQ_DOMAIN,
@@ -18,7 +19,7 @@ from revseq.passes._node import (
     signature_of,
 )
 from revseq.passes._scopes import walk
-from revseq.passes._shapes import ShapeTable, describe_dims
+from revseq.passes._shapes import ShapeTable
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +127,13 @@ class ModelInfo:
             )
         lines.append("op types: " + ", ".join(f"{k} x{v}" for k, v in self.op_types.items()))
         return "\n".join(lines)
+
+
+def describe_dims(dims: tuple[Dim, ...] | None) -> str:
+    """``[T, B=4, ?]``-style text: static sizes, symbols, ``?`` for unknown dims."""
+    if dims is None:
+        return "unknown rank"
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
 def _reason(message: str) -> str:
