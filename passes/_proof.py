@@ -1,0 +1,271 @@
+"""The proof by evaluation: a slice run on probe inputs must equal the reversal.
+
+The data holds distinct ids, symbolic dims take two sizes, and the lengths run over 0, 1,
+the full length, a ramp and random values; a slice that equals ``reverse_sequence`` for
+one (batch_axis, time_axis) pair on every probe is a ReverseSequence. The verdict is
+keyed by the slice's structure (:func:`fingerprint`), so identical decompositions are
+probed once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+import onnx_ir as ir
+
+from revseq.ops.reference import reverse_sequence
+from revseq.passes._evaluate import UnsupportedOp, evaluate_node
+from revseq.passes._shapes import ShapeTable
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    axes: tuple[int, int] | None
+    reason: str
+
+
+TensorKeys = dict[int, tuple[ir.TensorProtocol, bytes]]
+DECLARED = ShapeTable()
+DimReads = dict[int, int]
+"""Shape nodes (by id) that read another tensor's dim equal to a data axis: that axis."""
+
+
+def tensor_key(tensor: ir.TensorProtocol, cache: TensorKeys) -> bytes:
+    """Content key of a tensor; tensors shared between nodes are hashed once.
+
+    The cache holds the tensor too, so its id cannot be reused while the cache lives.
+    """
+    entry = cache.get(id(tensor))
+    if entry is None:
+        array = tensor.numpy()
+        digest = hashlib.sha1(f"{array.dtype}{array.shape}".encode() + array.tobytes())
+        entry = cache[id(tensor)] = (tensor, digest.digest())
+    return entry[1]
+
+
+def fingerprint(
+    nodes: Sequence[ir.Node],
+    data: ir.Value,
+    lengths: ir.Value,
+    output: ir.Value,
+    tensor_keys: TensorKeys,
+    *,
+    dims: list[int | str] | None,
+) -> str:
+    """A key that is equal for structurally identical slices on same-shaped data."""
+    ids: dict[int, bytes] = {id(data): b"X", id(lengths): b"L"}
+    digest = hashlib.sha1(repr((tuple(dims or ()), lengths.dtype)).encode())
+    for i, node in enumerate(nodes):
+        digest.update(node.op_type.encode())
+        for value in node.inputs:
+            if value is None:
+                digest.update(b"-")
+            elif id(value) in ids:
+                digest.update(ids[id(value)])
+            elif value.const_value is not None:
+                digest.update(tensor_key(value.const_value, tensor_keys))
+            else:
+                digest.update(b"?")
+        for name, attr in sorted(node.attributes.items()):
+            digest.update(name.encode())
+            if not isinstance(attr, ir.Attr):
+                digest.update(repr(attr).encode())
+            elif attr.type == ir.AttributeType.TENSOR:
+                digest.update(tensor_key(attr.value, tensor_keys))
+            else:
+                digest.update(repr(attr.value).encode())
+        for j, out in enumerate(node.outputs):
+            ids[id(out)] = f"n{i}.{j}".encode()
+        digest.update(b"|")
+    digest.update(ids.get(id(output), b""))
+    return digest.hexdigest()
+
+
+def dims_of(value: ir.Value, shapes: ShapeTable) -> list[int | str] | None:
+    """The data's dims, symbols renamed in order of appearance (``s0``, ``s1``, ...).
+
+    Only which dims are equal matters to the probes; the names would make identical
+    slices on differently named dims miss the verdict cache.
+    """
+    dims = shapes.dims(value)
+    if dims is None:
+        return None
+    names: dict[str, str] = {}
+    canonical: list[int | str] = []
+    for i, dim in enumerate(dims):
+        if isinstance(dim, int):
+            canonical.append(dim)
+        else:
+            canonical.append(names.setdefault(dim or f"?{i}", f"s{len(names)}"))
+    return canonical
+
+
+def probe_shapes(dims: list[int | str]) -> list[tuple[int, ...]]:
+    """Concrete shapes: static dims kept, each symbol a distinct size in two patterns."""
+    symbols = sorted({d for d in dims if isinstance(d, str)})
+    if not symbols:
+        return [tuple(int(d) for d in dims)]
+    shapes = []
+    for sizes in ((2, 3, 4, 5, 6, 7), (5, 4, 3, 2, 6, 7)):
+        chosen = {s: sizes[i % len(sizes)] + i // len(sizes) for i, s in enumerate(symbols)}
+        shapes.append(tuple(d if isinstance(d, int) else chosen[d] for d in dims))
+    return shapes
+
+
+# Up to these sizes every length value is tried at every batch position.
+EXHAUSTIVE_TIME = 64
+EXHAUSTIVE_BATCH = 256
+
+
+def probe_lengths(rng: np.random.Generator, batch: int, time: int) -> list[np.ndarray]:
+    """Length vectors to test a candidate on, valid ones only (ONNX defines no others).
+
+    Up to ``EXHAUSTIVE_TIME`` steps and ``EXHAUSTIVE_BATCH`` batch entries: one vector
+    per length value 0 .. T (every value at every batch position) and mixed vectors
+    (ramps both ways, two random); larger shapes get the mixed vectors and the
+    constant vectors 0, 1 and T only.
+    """
+    if time <= EXHAUSTIVE_TIME and batch <= EXHAUSTIVE_BATCH:
+        constant = [np.full(batch, value) for value in range(time + 1)]
+    else:
+        constant = [np.full(batch, time), np.zeros(batch), np.ones(batch)]
+    ramp = np.arange(batch) % (time + 1)
+    vectors = [
+        *constant,
+        ramp,
+        time - ramp,
+        rng.integers(0, time, batch, endpoint=True),
+        rng.integers(0, time, batch, endpoint=True),
+    ]
+    return [v.astype(np.int64) for v in vectors]
+
+
+def evaluate_slice(
+    nodes: Sequence[ir.Node],
+    *,
+    data: ir.Value,
+    x: np.ndarray,
+    lengths: ir.Value,
+    lens: np.ndarray,
+    output: ir.Value,
+    dim_reads: DimReads,
+) -> np.ndarray:
+    values: dict[int, np.ndarray] = {id(data): x, id(lengths): lens}
+    for node in nodes:
+        axis = dim_reads.get(id(node))
+        if axis is not None:  # a read of another tensor's dim, equal to this one
+            values[id(node.outputs[0])] = np.array([x.shape[axis]], np.int64)
+            continue
+        args: list[np.ndarray | None] = []
+        for value in node.inputs:
+            if value is None:
+                args.append(None)
+            elif id(value) in values:
+                args.append(values[id(value)])
+            elif value.const_value is not None:
+                args.append(value.const_value.numpy())
+            else:
+                raise UnsupportedOp(f"value {value.name!r} has no probe")
+        values[id(node.outputs[0])] = evaluate_node(node, args)
+    return values[id(output)]
+
+
+def axis_pairs(rank: int) -> list[tuple[int, int]]:
+    pairs = [(1, 0), (0, 1)]
+    pairs += [p for p in itertools.permutations(range(rank), 2) if p not in pairs]
+    return pairs
+
+
+def surviving_axes(
+    nodes: Sequence[ir.Node],
+    data: ir.Value,
+    lengths: ir.Value,
+    output: ir.Value,
+    dims: list[int | str],
+    *,
+    dim_reads: DimReads,
+) -> tuple[set[tuple[int, int]], str]:
+    """The axis pairs under which the slice equals ReverseSequence on every probe."""
+    rng = np.random.default_rng(0)
+    rank = len(dims)
+    lens_type = (lengths.dtype or ir.DataType.INT64).numpy()
+    surviving = set(axis_pairs(rank))
+    first_failure = ""
+    for shape in probe_shapes(dims):
+        x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+        for batch_axis, time_axis in sorted(surviving):
+            batch, time = shape[batch_axis], shape[time_axis]
+            for lens in probe_lengths(rng, batch, time):
+                try:
+                    got = evaluate_slice(
+                        nodes,
+                        data=data,
+                        x=x,
+                        lengths=lengths,
+                        lens=lens.astype(lens_type),
+                        output=output,
+                        dim_reads=dim_reads,
+                    )
+                except UnsupportedOp as e:
+                    surviving.discard((batch_axis, time_axis))
+                    first_failure = first_failure or (
+                        f"cannot evaluate it on a probe of shape {list(shape)} with lengths "
+                        f"{lens.tolist()}: {e}"
+                    )
+                    break
+                expected = reverse_sequence(
+                    x, lens, batch_axis=batch_axis, time_axis=time_axis
+                )
+                if got.shape != expected.shape or not np.array_equal(got, expected):
+                    surviving.discard((batch_axis, time_axis))
+                    first_failure = first_failure or (
+                        f"differs from ReverseSequence on a probe of shape {list(shape)} "
+                        f"with lengths {lens.tolist()}"
+                    )
+                    break
+    return surviving, first_failure
+
+
+# With the data's rank unknown, a decomposition must hold at every one of these ranks.
+UNKNOWN_RANKS = (2, 3, 4, 5)
+
+
+def prove(
+    nodes: Sequence[ir.Node],
+    data: ir.Value,
+    lengths: ir.Value,
+    output: ir.Value,
+    dims: list[int | str] | None,
+    *,
+    dim_reads: DimReads,
+) -> Verdict:
+    if dims is not None:
+        if len(dims) < 2:
+            return Verdict(None, f"the data has rank {len(dims)}; ReverseSequence needs >= 2")
+        surviving, failure = surviving_axes(
+            nodes, data, lengths, output, dims, dim_reads=dim_reads
+        )
+        rank = len(dims)
+    else:
+        # Rank-generic decompositions (inside functions, or after a Reshape to a
+        # computed shape) must hold for every rank the axes allow.
+        surviving = set(axis_pairs(max(UNKNOWN_RANKS)))
+        failure = ""
+        for rank in UNKNOWN_RANKS:
+            symbols = [f"d{i}" for i in range(rank)]
+            here, reason = surviving_axes(
+                nodes, data, lengths, output, symbols, dim_reads=dim_reads
+            )
+            failure = failure or reason
+            surviving = {p for p in surviving if max(p) >= rank or p in here}
+        rank = max(UNKNOWN_RANKS)
+    if not surviving:
+        return Verdict(None, failure or "no axes fit")
+    # Only degenerate shapes (a size-1 time axis) leave several readings; prefer the
+    # ONNX layouts, in the spec's default order.
+    ordered = [p for p in axis_pairs(rank) if p in surviving]
+    return Verdict(ordered[0], "")
