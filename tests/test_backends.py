@@ -271,11 +271,12 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
     The forms put the broadcast operand on the "then" side; the old select is wrong there.
     """
     backend = backend_or_skip("mnn")
-    from revseq.backends.probe import OP_PROBES, _probe_inputs, _probe_model, _reference
+    from revseq.backends._probe_models import OP_PROBES, probe_inputs, probe_model
+    from revseq.backends.probe import _reference
 
     probe = next(p for p in OP_PROBES if p.name == "Where:broadcast_else")
-    model = _probe_model(probe, False)
-    feeds = _probe_inputs(probe, False)[0]
+    model = probe_model(probe, False)
+    feeds = probe_inputs(probe, False)[0]
     got = backend.run(model, feeds)[0]
     assert got.tobytes() != _reference(model)(feeds)[0].tobytes()
     assert "Where:broadcast_else" not in TARGETS["mnn"].static_ops

@@ -27,310 +27,21 @@ import onnx.parser
 
 from revseq.backends._adapter import Backend, BackendError
 from revseq.backends._isolated import IsolatedBackend, isolated
+from revseq.backends._probe_models import (
+    FORM_LAYOUTS,
+    OP_PROBES,
+    OPSET,
+    Probe,
+    form_inputs,
+    gather_model,
+    op_probes,
+    probe_inputs,
+    probe_model,
+)
 from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Profile
-from revseq.ops.reference import reference_evaluator
+from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 
 logger = logging.getLogger(__name__)
-
-_OPSET = 18
-# (T, B) sizes each probe runs at: static shapes at the first, symbolic dims at all.
-_SIZES = ((5, 4), (7, 2), (1, 3))
-
-
-@dataclasses.dataclass(frozen=True)
-class Probe:
-    """One probe model, and the op types or variants it tests.
-
-    A probe may use other ops on the way (each has a probe of its own); an op or variant
-    enters a profile only when every probe that tests it ran exactly.
-    """
-
-    name: str
-    certifies: tuple[str, ...]
-    body: Callable[[bool], str]
-
-
-def _source(dynamic: bool, *, batch_major: bool = False) -> str:
-    """Statements computing ``src``, the forms' source index, from ``lens`` at run time.
-
-    As in the forms: T (a constant, or sliced from Shape and cast) clamps the lengths by
-    Less+Where, and ``src = where(L < t+1, t, L - (t+1))`` over [T, B] ([B, T] when
-    batch-major). Also ``bgrid``: 0 .. B-1 broadcast over the same shape.
-    """
-    t_axis, b_axis = (1, 0) if batch_major else (0, 1)
-    if dynamic:
-        dims = (
-            f"tshape = Shape <start = {t_axis}, end = {t_axis + 1}> (x)\n"
-            "t1 = Cast <to = 7> (tshape)\nts = Squeeze (t1, zero1)\n"
-            "steps = Range (zero, ts, one)\n"
-            f"bshape = Shape <start = {b_axis}, end = {b_axis + 1}> (x)\n"
-            "b1 = Cast <to = 7> (bshape)\nbs = Squeeze (b1, zero1)\n"
-            "biota = Range (zero, bs, one)\n"
-        )
-    else:
-        time_len, batch = (4, 4) if batch_major else (5, 4)
-        steps = ", ".join(str(i) for i in range(time_len))
-        dims = (
-            f"t1 = Constant <value = int64[1] {{{time_len}}}> ()\n"
-            f"steps = Constant <value = int64[{time_len}] {{{steps}}}> ()\n"
-            f"b1 = Constant <value = int64[1] {{{batch}}}> ()\n"
-            "biota = Constant <value = int64[4] {0, 1, 2, 3}> ()\n"
-        )
-    t_dim, b_dim = ("zero1", "one1") if batch_major else ("one1", "zero1")
-    return dims + (
-        "k0 = Less (t1, lens)\nL = Where (k0, t1, lens)\n"
-        f"t = Unsqueeze (steps, {t_dim})\nlb = Unsqueeze (L, {b_dim})\n"
-        "n = Add (t, one1)\nk = Less (lb, n)\nback = Sub (lb, n)\n"
-        "src = Where (k, t, back)\n"
-        "lead = Shape <start = 0, end = 2> (x)\n"
-        f"bu = Unsqueeze (biota, {b_dim})\nbgrid = Expand (bu, lead)"
-    )
-
-
-_T1 = "t1shape = Shape <start = 0, end = 1> (x)\nt1 = Cast <to = 7> (t1shape)"
-
-OP_PROBES: tuple[Probe, ...] = (
-    Probe("Shape", ("Shape",), lambda d: f"{_T1}\ny = Identity (t1)"),
-    Probe(
-        "Slice",
-        ("Slice",),
-        lambda d: "s = Shape (x)\nt = Slice (s, zero1, one1)\ny = Cast <to = 7> (t)",
-    ),
-    Probe(
-        "Slice:reverse",
-        ("Slice:reverse",),
-        lambda d: "y = Slice (x, minus1, lowest1, zero1, minus1)",
-    ),
-    Probe("Cast", ("Cast",), lambda d: "l32 = Cast <to = 6> (lens)\ny = Cast <to = 7> (l32)"),
-    Probe("Squeeze", ("Squeeze",), lambda d: f"{_T1}\ny = Squeeze (t1, zero1)"),
-    Probe(
-        "Range",
-        ("Range",),
-        lambda d: f"{_T1}\nts = Squeeze (t1, zero1)\ny = Range (zero, ts, one)",
-    ),
-    Probe(
-        "ConstantOfShape",
-        ("ConstantOfShape",),
-        lambda d: f"{_T1}\ny = ConstantOfShape <value = int64[1] {{1}}> (t1)",
-    ),
-    Probe(
-        "CumSum",
-        ("CumSum",),
-        lambda d: (
-            f"{_T1}\nones = ConstantOfShape <value = int64[1] {{1}}> (t1)\n"
-            "c = CumSum (ones, zero)\ny = Sub (c, one1)"
-        ),
-    ),
-    Probe(
-        "Less",
-        ("Less",),
-        lambda d: f"{_T1}\nk = Less (t1, lens)\ny = Where (k, t1, lens)",
-    ),
-    Probe(
-        "Where",
-        ("Where",),
-        lambda d: (
-            f"{_T1}\nts = Squeeze (t1, zero1)\nr = Range (zero, ts, one)\n"
-            "t = Unsqueeze (r, one1)\nlb = Unsqueeze (lens, zero1)\nn = Add (t, one1)\n"
-            "k = Less (lb, n)\nback = Sub (lb, n)\ny = Where (k, t, back)"
-            if d
-            else "t = Constant <value = int64[5, 1] {0, 1, 2, 3, 4}> ()\n"
-            "lb = Unsqueeze (lens, zero1)\nn = Add (t, one1)\nk = Less (lb, n)\n"
-            "back = Sub (lb, n)\ny = Where (k, t, back)"
-        ),
-    ),
-    # The select as it used to be written, its broadcast operand on the "else" side: no
-    # form emits this variant any more (MNN 3.6 misread it); probed to keep it known.
-    Probe(
-        "Where:broadcast_else",
-        ("Where:broadcast_else",),
-        lambda d: (
-            f"{_T1}\nts = Squeeze (t1, zero1)\nr = Range (zero, ts, one)\n"
-            "t = Unsqueeze (r, one1)\nlb = Unsqueeze (lens, zero1)\nn = Add (t, one1)\n"
-            "k = Less (t, lb)\nback = Sub (lb, n)\ny = Where (k, back, t)"
-        ),
-    ),
-    # The index arithmetic in int32, as the forms run large static indexes: lengths
-    # clamped to [0, T] in int64 and cast, the select over [T, B], a flat row index.
-    Probe(
-        "Index:int32",
-        ("Index:int32",),
-        lambda d: (
-            "t1 = Constant <value = int64[1] {5}> ()\nc = Min (lens, t1)\n"
-            "c0 = Max (c, zero1)\nL = Cast <to = 6> (c0)\n"
-            "t = Constant <value = int32[5, 1] {0, 1, 2, 3, 4}> ()\n"
-            "one32 = Constant <value = int32[1] {1}> ()\n"
-            "b32 = Constant <value = int32[1] {3}> ()\n"
-            "lb = Unsqueeze (L, zero1)\nn = Add (t, one32)\nk = Less (lb, n)\n"
-            "back = Sub (lb, n)\nsrc = Where (k, t, back)\nscaled = Mul (src, b32)\n"
-            "y = Cast <to = 7> (scaled)"
-        ),
-    ),
-    # Lengths clamped to [0, T] in one op, int64 and int32 (-2 .. T+2 here), then used
-    # as indices, as the forms use them (an integer type must survive the Clip).
-    Probe(
-        "Clip",
-        ("Clip",),
-        lambda d: (
-            "two = Constant <value = int64[1] {2}> ()\nl = Sub (lens, two)\n"
-            "top = Constant <value = int64 {4}> ()\nc = Clip (l, zero, top)\n"
-            "l32 = Cast <to = 6> (l)\nzero32 = Constant <value = int32 {0}> ()\n"
-            "top32 = Constant <value = int32 {4}> ()\nc32 = Clip (l32, zero32, top32)\n"
-            "tab = Constant <value = float[5] {0.5, 1.5, 2.5, 3.5, 4.5}> ()\n"
-            "g = Gather (tab, c)\ng32 = Gather (tab, c32)\ny = Concat <axis = 0> (g, g32)"
-        ),
-    ),
-    Probe("Min", ("Min",), lambda d: f"{_T1}\ny = Min (lens, t1)"),
-    Probe("Max", ("Max",), lambda d: f"{_T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
-    Probe("Add", ("Add",), lambda d: f"{_T1}\ny = Add (lens, t1)"),
-    Probe("Sub", ("Sub",), lambda d: f"{_T1}\ny = Sub (lens, t1)"),
-    Probe("Mul", ("Mul",), lambda d: f"{_T1}\ny = Mul (lens, t1)"),
-    Probe("Unsqueeze", ("Unsqueeze",), lambda d: "y = Unsqueeze (lens, zero1)"),
-    Probe("Concat", ("Concat",), lambda d: f"{_T1}\ny = Concat <axis = 0> (lens, t1)"),
-    Probe(
-        "Expand",
-        ("Expand",),
-        lambda d: (
-            "axes = Constant <value = int64[2] {0, 2}> ()\n"
-            "u = Unsqueeze (lens, axes)\ns = Shape (x)\ny = Expand (u, s)"
-        ),
-    ),
-    Probe(
-        "GatherElements",
-        ("GatherElements",),
-        lambda d: (
-            f"{_source(d)}\nu = Unsqueeze (src, two1)\ns = Shape (x)\n"
-            "idx = Expand (u, s)\ny = GatherElements <axis = 0> (x, idx)"
-        ),
-    ),
-    Probe(
-        "GatherElements:int32",
-        ("GatherElements:int32",),
-        lambda d: (
-            f"{_source(d)}\ni32 = Cast <to = 6> (src)\nu = Unsqueeze (i32, two1)\n"
-            "s = Shape (x)\nidx = Expand (u, s)\ny = GatherElements <axis = 0> (x, idx)"
-        ),
-    ),
-    Probe(
-        "GatherND",
-        ("GatherND",),
-        lambda d: (
-            f"{_source(d)}\nt3 = Unsqueeze (src, two1)\nb3 = Unsqueeze (bgrid, two1)\n"
-            "idx = Concat <axis = 2> (t3, b3)\ny = GatherND (x, idx)"
-        ),
-    ),
-    Probe(
-        "GatherND:batch_dims",
-        ("GatherND:batch_dims",),
-        lambda d: (
-            f"{_source(d, batch_major=True)}\nidx = Unsqueeze (src, two1)\n"
-            "y = GatherND <batch_dims = 1> (x, idx)"
-        ),
-    ),
-    Probe(
-        "Gather",
-        ("Gather",),
-        lambda d: (
-            f"{_source(d)}\nscaled = Mul (src, b1)\nflat = Add (scaled, bgrid)\n"
-            "rows = Flatten <axis = 2> (x)\ng = Gather <axis = 0> (rows, flat)\n"
-            "s = Shape (x)\ny = Reshape (g, s)"
-        ),
-    ),
-    Probe(
-        "Gather:int32",
-        ("Gather:int32",),
-        lambda d: (
-            f"{_source(d)}\nscaled = Mul (src, b1)\nflat = Add (scaled, bgrid)\n"
-            "f32 = Cast <to = 6> (flat)\nrows = Flatten <axis = 2> (x)\n"
-            "g = Gather <axis = 0> (rows, f32)\ns = Shape (x)\ny = Reshape (g, s)"
-        ),
-    ),
-    Probe("Flatten", ("Flatten",), lambda d: "y = Flatten <axis = 2> (x)"),
-    Probe(
-        "Reshape",
-        ("Reshape",),
-        lambda d: "s = Shape (x)\nshape = Concat <axis = 0> (s, one1)\ny = Reshape (x, shape)",
-    ),
-    Probe(
-        "Reshape:allowzero",
-        ("Reshape:allowzero",),
-        lambda d: (
-            "f = Flatten <axis = 2> (x)\ns = Shape (x)\ny = Reshape <allowzero = 1> (f, s)"
-        ),
-    ),
-    Probe(
-        "ReduceProd",
-        ("ReduceProd",),
-        lambda d: (
-            "s = Shape (x)\ntail = Slice (s, one1, three1)\nc = Cast <to = 7> (tail)\n"
-            "y = ReduceProd <keepdims = 1> (c)"
-        ),
-    ),
-    Probe("Transpose", ("Transpose",), lambda d: "y = Transpose <perm = [1, 0, 2]> (x)"),
-    Probe("Identity", ("Identity",), lambda d: "y = Identity (x)"),
-)
-"""Every op probe."""
-
-_CONSTANTS = """
-    zero = Constant <value = int64 {0}> ()
-    one = Constant <value = int64 {1}> ()
-    zero1 = Constant <value = int64[1] {0}> ()
-    one1 = Constant <value = int64[1] {1}> ()
-    two1 = Constant <value = int64[1] {2}> ()
-    three1 = Constant <value = int64[1] {3}> ()
-    minus1 = Constant <value = int64[1] {-1}> ()
-    lowest1 = Constant <value = int64[1] {-9223372036854775808}> ()
-"""
-
-
-def op_probes() -> tuple[Probe, ...]:
-    """The op probes, in the order they run."""
-    return OP_PROBES
-
-
-def _probe_model(probe: Probe, dynamic: bool) -> onnx.ModelProto:
-    batch_major = probe.name == "GatherND:batch_dims"
-    t, b = ("T", "B") if dynamic else ((4, 5) if batch_major else (5, 4))
-    dims = f"[{b}, {t}, 3]" if batch_major else f"[{t}, {b}, 3]"
-    if batch_major and not dynamic:
-        dims = "[4, 4, 3]"
-    lens_dim = "B" if dynamic else (4 if batch_major else b)
-    text = f"""
-    <ir_version: 9, opset_import: ["" : {_OPSET}]>
-    probe (float{dims} x, int64[{lens_dim}] lens) => (y) {{
-    {_CONSTANTS}
-    {probe.body(dynamic)}
-    }}
-    """
-    model = onnx.parser.parse_model(text)
-    # The output's type is whatever the probe computes: infer it for the runtimes.
-    inferred = onnx.shape_inference.infer_shapes(model)
-    types = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.output)}
-    result = types.get("y")
-    if result is None or not result.tensor_type.elem_type:
-        raise ValueError(f"probe {probe.name}: no output type")
-    output = model.graph.output[0]
-    output.type.CopyFrom(result)
-    if result.tensor_type.elem_type != onnx.TensorProto.FLOAT:
-        # Integer results leave as float32 (exact for these small values): tract keeps
-        # shape arithmetic as symbolic dims, which its Python API cannot hand back.
-        model.graph.node.append(onnx.helper.make_node("Cast", ["y"], ["y_float"], to=1))
-        output.name = "y_float"
-        output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-    return model
-
-
-def _probe_inputs(probe: Probe, dynamic: bool, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    batch_major = probe.name == "GatherND:batch_dims"
-    sizes = _SIZES if dynamic else (((4, 4) if batch_major else (5, 4)),)
-    feeds = []
-    for time_len, batch in sizes:
-        shape = (batch, time_len, 3) if batch_major else (time_len, batch, 3)
-        x = rng.standard_normal(shape).astype(np.float32)
-        lens = np.array(([0, 1, time_len, 3] * batch)[:batch], dtype=np.int64)
-        feeds.append({"x": x, "lens": np.minimum(lens, time_len)})
-    return feeds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -396,38 +107,13 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     results = []
     for probe in OP_PROBES:
         for dynamic in (False, True):
-            model = _probe_model(probe, dynamic)
+            model = probe_model(probe, dynamic)
             failure = _run_exact(
-                backend, model, _probe_inputs(probe, dynamic), _reference(model)
+                backend, model, probe_inputs(probe, dynamic), _reference(model)
             )
             kind = "dynamic" if dynamic else "static"
             results.append(ProbeResult(probe.name, kind, probe.certifies, failure))
     return results
-
-
-def _gather_model(gather: str, elem: int) -> onnx.ModelProto:
-    """``gather`` reversing the time axis of a static [4, 3, 2] tensor of type ``elem``."""
-    from onnx import helper
-
-    rev = np.arange(3, -1, -1, dtype=np.int64)
-    if gather == "Gather":
-        index, attrs = rev, {"axis": 0}
-    elif gather == "GatherElements":
-        index, attrs = np.broadcast_to(rev[:, None, None], (4, 3, 2)).copy(), {"axis": 0}
-    else:
-        t, b = np.meshgrid(rev, np.arange(3), indexing="ij")
-        index, attrs = np.stack([t, b], axis=-1), {}
-    node = helper.make_node(gather, ["x", "index"], ["y"], **attrs)
-    graph = helper.make_graph(
-        [node],
-        "probe",
-        [helper.make_tensor_value_info("x", elem, [4, 3, 2])],
-        [helper.make_tensor_value_info("y", elem, [4, 3, 2])],
-        initializer=[onnx.numpy_helper.from_array(index, "index")],
-    )
-    return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=9
-    )
 
 
 def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
@@ -438,57 +124,12 @@ def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     for gather in GATHERS:
         for name in ELEMENT_TYPES:
             elem = ELEMENT_TYPES[name]
-            model = _gather_model(gather, elem)
+            model = gather_model(gather, elem)
             x = random_array(np.random.default_rng(1), elem, (4, 3, 2))
             expected = np.flip(x, axis=0).copy()
             failure = _run_exact(backend, model, [{"x": x}], lambda _, e=expected: [e])
             results.append(ProbeResult(f"{gather}[{name}]", "static", (gather, name), failure))
     return results
-
-
-# Layouts the form probes run: (dims with T and B placeholders, batch_axis, time_axis).
-# Rows of three elements time-major, of six batch-major, and single-element rows (the
-# matrix form: squeezed, and at the static (5, 4) transposed too).
-_FORM_LAYOUTS = (
-    (("T", "B", 3), 1, 0),
-    (("B", "T", 2, 3), 0, 1),
-    (("T", "B", 1), 1, 0),
-)
-
-
-def _one_node_model(dims: tuple, batch_axis: int, time_axis: int) -> onnx.ModelProto:
-    from onnx import helper
-
-    node = helper.make_node(
-        "ReverseSequence", ["x", "lens"], ["y"], batch_axis=batch_axis, time_axis=time_axis
-    )
-    graph = helper.make_graph(
-        [node],
-        "probe",
-        [
-            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(dims)),
-            helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [dims[batch_axis]]),
-        ],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(dims))],
-    )
-    return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=9
-    )
-
-
-def _form_inputs(
-    layout: tuple, dynamic: bool, *, invalid: bool
-) -> list[dict[str, np.ndarray]]:
-    """Lengths 0, 1, T and one between; with ``invalid``, also -1 and T+2."""
-    dims = layout[0]
-    rng = np.random.default_rng(2)
-    feeds = []
-    for time_len, batch in _SIZES if dynamic else _SIZES[:1]:
-        shape = tuple(time_len if d == "T" else batch if d == "B" else d for d in dims)
-        pattern = [time_len + 2, -1, 0, 1] if invalid else [time_len, 0, 1, min(2, time_len)]
-        lens = np.array((pattern * batch)[:batch], np.int64)
-        feeds.append({"x": rng.standard_normal(shape).astype(np.float32), "lens": lens})
-    return feeds
 
 
 def run_form_probes(
@@ -510,10 +151,18 @@ def run_form_probes(
     for form in FORMS:
         for dynamic in (False, True):
             failure = None
-            for layout in _FORM_LAYOUTS:
+            for layout in FORM_LAYOUTS:
                 dims, batch_axis, time_axis = layout
                 static = tuple(5 if d == "T" else 4 if d == "B" else d for d in dims)
-                model = _one_node_model(dims if dynamic else static, batch_axis, time_axis)
+                model = reverse_sequence_model(
+                    dims if dynamic else static,
+                    onnx.TensorProto.FLOAT,
+                    batch_axis=batch_axis,
+                    time_axis=time_axis,
+                    opset=OPSET,
+                    ir_version=9,
+                    name="probe",
+                )
                 try:
                     inlined = revseq.inline(model, strategy=form, target=ops)
                 except revseq.RevseqError as e:
@@ -525,7 +174,7 @@ def run_form_probes(
                         reverse_sequence(feeds["x"], feeds["lens"], batch_axis=b, time_axis=t)
                     ]
 
-                feeds = _form_inputs(layout, dynamic, invalid=invalid)
+                feeds = form_inputs(layout, dynamic, invalid=invalid)
                 failure = _run_exact(backend, inlined, feeds, truth)
                 if failure is not None:
                     failure = f"rank {len(dims)}: {failure}"
@@ -540,7 +189,9 @@ def run_native_probe(backend: Backend | IsolatedBackend) -> ProbeResult:
     """Whether the backend runs ReverseSequence itself (valid lengths, float32)."""
     from revseq.ops.reference import reverse_sequence
 
-    model = _one_node_model((5, 4, 3), 1, 0)
+    model = reverse_sequence_model(
+        (5, 4, 3), onnx.TensorProto.FLOAT, opset=OPSET, ir_version=9, name="probe"
+    )
     rng = np.random.default_rng(3)
     feeds = [
         {
