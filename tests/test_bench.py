@@ -15,7 +15,7 @@ def test_time_passes_runs_the_public_api_both_ways():
     assert timing.restored == 3  # the inlined chain restored by revseq.restore
     for seconds in (timing.round_trip, timing.inline_api, timing.restore_api):
         assert seconds > 0
-    table = bench._format_passes([timing])
+    table = bench.format_passes([timing])
     assert table.splitlines()[2].startswith("| chain | 6 |")
 
 
