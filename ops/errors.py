@@ -1,7 +1,9 @@
 """Exception types raised by revseq, one per kind of problem, all under RevseqError.
 
-The two that report a model a pass cannot take are also onnx-ir PreconditionErrors, so
-an ``ir.passes.PassManager`` lets them through unwrapped.
+The two that report a model a pass cannot take are also onnx-ir PreconditionErrors,
+which a pass raises from ``requires``; an ``ir.passes.PassManager`` wraps whatever a pass
+raises in its own ``PassError`` ("An error occurred at step 0"), with revseq's error as
+the ``__cause__``.
 """
 
 from __future__ import annotations

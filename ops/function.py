@@ -19,7 +19,9 @@ from onnxscript import INT64, script
 from onnxscript import opset18 as op
 from onnxscript.values import Opset
 
-REVSEQ_OPSET = Opset("revseq", 1)
+from revseq.ops.domains import REVSEQ_DOMAIN
+
+REVSEQ_OPSET = Opset(REVSEQ_DOMAIN, 1)
 """The ``revseq`` domain, version 1: the generalised op (any axes, int32/int64 lengths)."""
 
 

@@ -23,13 +23,14 @@ identical decompositions is probed once.
 
 from __future__ import annotations
 
-__all__ = ["Match", "NoMatch", "Matcher", "GATHER_OPS"]
+__all__ = ["Match", "NoMatch", "Matcher", "GATHER_OPS", "fused_domain"]
 
 import dataclasses
 import itertools
 
 import onnx_ir as ir
 
+from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.passes._proof import (
     DECLARED,
     DimReads,
@@ -65,6 +66,16 @@ class Match:
     batch_axis: int
     time_axis: int
     nodes: tuple[ir.Node, ...]
+
+
+def fused_domain(match: Match) -> str:
+    """The domain of the node a match fuses into: ONNX's where its op can say it.
+
+    That is axes {0, 1} and int64 lengths. Lengths of unknown type (inside a function)
+    are taken as int64: an ONNX-domain node there could have had no other.
+    """
+    int64 = match.lengths.dtype in (ir.DataType.INT64, None)
+    return "" if {match.batch_axis, match.time_axis} == {0, 1} and int64 else REVSEQ_DOMAIN
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ __all__ = [
     "node_label",
     "signature_of",
     "validate_all",
+    "LENGTH_TYPES",
 ]
 
 from collections.abc import Iterable
@@ -18,13 +19,11 @@ from collections.abc import Iterable
 import numpy as np
 import onnx_ir as ir
 
+from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
 from revseq.ops.signature import Signature
 from revseq.passes._scopes import ScopedNode, opset_version
 from revseq.passes._shapes import ShapeTable
-
-REVSEQ_DOMAIN = "revseq"
-"""Domain of the generalised op: any distinct axes, int32 or int64 lengths."""
 
 ONNX_MIN_OPSET = 10
 """ReverseSequence first appears in opset 10."""
@@ -32,10 +31,11 @@ ONNX_MIN_OPSET = 10
 DECOMPOSITION_MIN_OPSET = 11
 """Range and GatherElements appear in opset 11."""
 
-_LENGTH_TYPES = {
+LENGTH_TYPES = {
     "": (ir.DataType.INT64,),
     REVSEQ_DOMAIN: (ir.DataType.INT64, ir.DataType.INT32),
 }
+"""The ``sequence_lens`` element types each domain's op accepts."""
 
 
 def is_reverse_sequence(node: ir.Node) -> bool:
@@ -124,8 +124,8 @@ def signature_of(
         raise _fail(scoped, f"batch_axis and time_axis must differ, both are {batch_axis}")
 
     lens_dtype = table.dtype(lens)
-    if lens_dtype is not None and lens_dtype not in _LENGTH_TYPES[domain]:
-        allowed_types = " or ".join(t.name.lower() for t in _LENGTH_TYPES[domain])
+    if lens_dtype is not None and lens_dtype not in LENGTH_TYPES[domain]:
+        allowed_types = " or ".join(t.name.lower() for t in LENGTH_TYPES[domain])
         raise _fail(scoped, f"sequence_lens must be {allowed_types}, got {lens_dtype.name}")
     lens_dims = table.dims(lens)
     if lens_dims is not None and len(lens_dims) != 1:

@@ -11,13 +11,16 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
+from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.passes._evaluate import SUPPORTED_OPS
+from revseq.passes._node import LENGTH_TYPES as ACCEPTED_LENGTHS
 from revseq.passes._shape_reads import scalar_dim
 from revseq.passes._shapes import ShapeTable
 
 GATHER_OPS = frozenset({"GatherElements", "GatherND", "Gather"})
 SHAPE_READERS = frozenset({"Shape", "Size"})
-LENGTH_TYPES = (ir.DataType.INT64, ir.DataType.INT32)
+LENGTH_TYPES = ACCEPTED_LENGTHS[REVSEQ_DOMAIN]
+"""Lengths a decomposition may read: what the generalised op accepts."""
 
 # Views a form puts between the data and its gather (a row view, a matrix without its
 # trailing size-1 axes, a time-major matrix transposed) and after it (their inverses).

@@ -13,6 +13,7 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from revseq.ops import forms
+from revseq.ops.domains import FUNCTION_DOMAIN
 from revseq.ops.errors import UnsupportedOpsetError
 from revseq.ops.targets import Target, resolve_target
 from revseq.passes import _strategy
@@ -32,7 +33,6 @@ from revseq.passes.simplify import replace_trivial, trivial_form
 
 logger = logging.getLogger(__name__)
 
-FUNCTION_DOMAIN = "revseq.inline"
 """Domain of the model-local functions emitted with ``as_function=True``."""
 
 

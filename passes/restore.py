@@ -25,11 +25,11 @@ import re
 
 import onnx_ir as ir
 
+from revseq.ops.domains import FUNCTION_DOMAIN, REVSEQ_DOMAIN
 from revseq.passes._builder import gc_paused
-from revseq.passes._match import GATHER_OPS, Match, Matcher, NoMatch
-from revseq.passes._node import REVSEQ_DOMAIN, remove_if_dead, validate_all
+from revseq.passes._match import GATHER_OPS, Match, Matcher, NoMatch, fused_domain
+from revseq.passes._node import remove_if_dead, validate_all
 from revseq.passes._scopes import walk
-from revseq.passes.inline import FUNCTION_DOMAIN
 
 logger = logging.getLogger(__name__)
 
@@ -145,12 +145,7 @@ def _original_name(match: Match, anchor: ir.Node) -> str | None:
 
 def _fuse(anchor: ir.Node, match: Match) -> bool:
     """Replace the matched value by a ReverseSequence node; True if it is revseq-domain."""
-    # Lengths of unknown type (inside a function) are taken as int64: an ONNX-domain
-    # node there could have had no other.
-    onnx_domain = {match.batch_axis, match.time_axis} == {0, 1} and (
-        match.lengths.dtype in (ir.DataType.INT64, None)
-    )
-    domain = "" if onnx_domain else REVSEQ_DOMAIN
+    domain = fused_domain(match)
     producer = match.output.producer()
     assert producer is not None
     graph = producer.graph
@@ -170,7 +165,7 @@ def _fuse(anchor: ir.Node, match: Match) -> bool:
         graph, producer, [], [node], [match.output], [node.outputs[0]]
     )
     remove_if_dead(match.output)  # the decomposition, as far as nothing else reads it
-    return not onnx_domain
+    return domain == REVSEQ_DOMAIN
 
 
 def _drop_unused_functions(model: ir.Model) -> None:

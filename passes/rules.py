@@ -22,8 +22,7 @@ __all__ = ["rules", "fuse_gather_rule", "fuse_gather_view_rule"]
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase, RewriteRuleSet
 
-from revseq.passes._match import Match, Matcher, NoMatch
-from revseq.passes._node import REVSEQ_DOMAIN
+from revseq.passes._match import Match, Matcher, NoMatch, fused_domain
 
 
 class _FuseBase(RewriteRuleClassBase):
@@ -62,18 +61,15 @@ class _FuseBase(RewriteRuleClassBase):
         return result
 
     def rewrite(self, op, **_: object) -> ir.Value:
-        """One ReverseSequence node: ONNX domain for axes {0, 1} and int64 lengths."""
+        """One ReverseSequence node, in the domain restore would choose."""
         match, self._match = self._match, None
         assert match is not None
-        onnx_domain = {match.batch_axis, match.time_axis} == {0, 1} and (
-            match.lengths.dtype == ir.DataType.INT64
-        )
         return op.ReverseSequence(
             match.data,
             match.lengths,
             batch_axis=match.batch_axis,
             time_axis=match.time_axis,
-            _domain="" if onnx_domain else REVSEQ_DOMAIN,
+            _domain=fused_domain(match),
         )
 
 

@@ -11,8 +11,7 @@ import onnx
 import onnx_ir as ir
 
 from revseq.ops.targets import Target
-from revseq.passes import InlineReverseSequencePass, RestoreReverseSequencePass
-from revseq.passes._builder import gc_paused
+from revseq.passes import InlineReverseSequencePass, RestoreReverseSequencePass, gc_paused
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ def _to_ir(model: ModelLike) -> ir.Model:
     )
 
 
-def _apply(model: ModelLike, passes: ir.passes.Pass) -> onnx.ModelProto | ir.Model:
+def _apply(model: ModelLike, passes: ir.passes.PassBase) -> onnx.ModelProto | ir.Model:
     # Conversion creates as many objects as the pass: the cyclic collector would rescan
     # them again and again (a third of the time on a 2000-node chain).
     with gc_paused():

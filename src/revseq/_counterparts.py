@@ -20,9 +20,7 @@ import logging
 import onnx
 import onnx_ir as ir
 
-from revseq.passes._node import is_reverse_sequence, node_label
-from revseq.passes._scopes import ScopedNode, walk
-from revseq.passes._shapes import ShapeTable
+from revseq.passes import ScopedNode, ShapeTable, is_reverse_sequence, node_label, walk
 
 logger = logging.getLogger(__name__)
 

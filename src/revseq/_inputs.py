@@ -20,8 +20,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from revseq.passes._node import is_reverse_sequence
-from revseq.passes._scopes import walk
+from revseq.passes import is_reverse_sequence, walk
 
 logger = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from revseq._inputs import Inputs, lengths_pattern, random_array
 from revseq._placement import harmful_nodes
 from revseq._reports import NodeReport
 from revseq._runners import Engine, Native, Runner, capture, main_opset, with_definition
+from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.errors import CheckError, RevseqError
-from revseq.passes._node import REVSEQ_DOMAIN
 
 logger = logging.getLogger(__name__)
 

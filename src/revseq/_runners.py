@@ -32,10 +32,10 @@ import onnx_ir as ir
 
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.backends._adapter import one_line
+from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.errors import CheckError
 from revseq.ops.function import definition
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
-from revseq.passes._node import REVSEQ_DOMAIN
 
 logger = logging.getLogger(__name__)
 

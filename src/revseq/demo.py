@@ -17,8 +17,8 @@ import revseq
 from revseq import _io
 from revseq.equivalence import check
 from revseq.info import describe
+from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.function import definition
-from revseq.passes._node import REVSEQ_DOMAIN
 
 logger = logging.getLogger(__name__)
 

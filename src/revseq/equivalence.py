@@ -44,9 +44,7 @@ from revseq._runners import (
     with_definition,
 )
 from revseq.ops.errors import CheckError, RevseqError
-from revseq.passes import InlineReverseSequencePass
-from revseq.passes._node import is_reverse_sequence
-from revseq.passes._scopes import walk
+from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
 
 logger = logging.getLogger(__name__)
 

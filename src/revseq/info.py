@@ -10,16 +10,16 @@ import logging
 
 import onnx_ir as ir
 
+from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
-from revseq.passes._inference import Dim
-from revseq.passes._node import (
+from revseq.passes import (
     DECOMPOSITION_MIN_OPSET,
-    REVSEQ_DOMAIN,
+    Dim,
+    ShapeTable,
     is_reverse_sequence,
     signature_of,
+    walk,
 )
-from revseq.passes._scopes import walk
-from revseq.passes._shapes import ShapeTable
 
 logger = logging.getLogger(__name__)
 
