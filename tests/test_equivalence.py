@@ -164,3 +164,43 @@ def test_check_nodes_reports_each_node_and_scope():
     scopes = {r.scope for r in reports}
     assert "function local::ReverseThenNegate" in scopes
     assert any("Loop" in s for s in scopes)
+
+
+def test_a_candidate_without_the_nodes_output_is_not_checked_alone():
+    renamed = revseq.inline(_reverse())
+    for node in renamed.graph.node:
+        node.output[:] = ["y_renamed" if o == "y" else o for o in node.output]
+    renamed.graph.node.append(oh.make_node("Identity", ["y_renamed"], ["y"]))
+    # the output 'y' is now made by an Identity: the cut reaches back to 'x' and 'lens'
+    assert check(_reverse(), renamed).ok
+    other = revseq.inline(_reverse())
+    other.graph.output[0].name = "z"
+    for node in other.graph.node:
+        node.output[:] = ["z" if o == "y" else o for o in node.output]
+    report = check(_reverse(), other)
+    (node,) = report.nodes
+    assert node.error is not None and "no value named 'y'" in node.error
+    with pytest.raises(revseq.CheckError, match="not checked on onnxruntime"):
+        check(_reverse(), other, backend="onnxruntime")
+
+
+def test_the_function_form_is_cut_with_its_function():
+    report = check(_reverse(), revseq.inline(_reverse(), as_function=True))
+    assert report.ok and report.nodes[0].ok and report.nodes[0].longest >= 2
+
+
+def test_harmful_placements_are_a_copy_back_or_more_than_a_time_vector():
+    from revseq._placement import harmful_nodes
+
+    model = revseq.inline(_reverse())
+    feeds = generate_inputs(_reverse(), 2, seed=0)
+    names = [(n.op_type, n.name) for n in model.graph.node if n.op_type != "Constant"]
+    limit = max(feeds["x"].shape[:2])
+    assert harmful_nodes(model, {"WebGpuExecutionProvider": names}, feeds, limit=limit) == []
+    found = harmful_nodes(model, {"CPUExecutionProvider": names}, feeds, limit=limit)
+    assert any("GatherElements" in f for f in found)  # the data itself, on the CPU
+    assert not any(f.startswith("Shape ") for f in found)  # a shape is small
+    copy = {"WebGpuExecutionProvider": [("MemcpyToHost", "Memcpy_token_0")]}
+    assert harmful_nodes(model, copy, feeds, limit=limit) == [
+        "MemcpyToHost 'Memcpy_token_0' (a copy back to the host)"
+    ]
