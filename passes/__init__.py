@@ -31,9 +31,9 @@ from revseq.passes._node import (
     node_label,
     signature_of,
 )
+from revseq.passes._planner import STRATEGIES
 from revseq.passes._scopes import ScopedNode, walk
 from revseq.passes._shapes import ShapeTable
-from revseq.passes._strategy import STRATEGIES
 from revseq.passes.inline import InlineReverseSequencePass
 from revseq.passes.restore import RestoreReverseSequencePass
 from revseq.passes.simplify import SimplifyReverseSequencePass

@@ -234,6 +234,11 @@ class Template:
         self._lens = lens
         self._output = output
 
+    @property
+    def nodes(self) -> tuple[ir.Node, ...]:
+        """The recorded nodes, in order (the last one makes the output)."""
+        return tuple(self._nodes)
+
     @classmethod
     def record(cls, emit: Callable[[NodeBuilder, ir.Value, ir.Value], ir.Value]) -> Template:
         """Run ``emit`` once on placeholder inputs and keep what it produced."""

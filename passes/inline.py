@@ -4,8 +4,6 @@ from __future__ import annotations
 
 __all__ = ["InlineReverseSequencePass"]
 
-import dataclasses
-import functools
 import logging
 
 import onnx
@@ -16,7 +14,7 @@ from revseq.ops import forms
 from revseq.ops.domains import FUNCTION_DOMAIN
 from revseq.ops.errors import UnsupportedOpsetError
 from revseq.ops.targets import Target, resolve_target
-from revseq.passes import _strategy
+from revseq.passes import _planner
 from revseq.passes._builder import NodeBuilder, Template, gc_paused
 from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,
@@ -26,6 +24,7 @@ from revseq.passes._node import (
     signature_of,
     validate_all,
 )
+from revseq.passes._planner import Plan
 from revseq.passes._scopes import ScopedNode, opset_version, walk
 from revseq.passes._shapes import ShapeTable
 from revseq.passes._share import IndexSharing
@@ -67,7 +66,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         share: bool = True,
     ) -> None:
         super().__init__()
-        _strategy.check_name(strategy)
+        _planner.check_name(strategy)
         self.strategy = strategy
         self.as_function = as_function
         # No target: "auto" emits the portable output; a form the caller names is
@@ -87,22 +86,20 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         with gc_paused():
             return self._inline_all(model)
 
-    def _plan(self, scoped: ScopedNode, shapes: ShapeTable) -> tuple[forms.Signature, str]:
-        """The signature and what a node becomes: a form, or "Identity" or "Slice"."""
+    def _plan(self, scoped: ScopedNode, shapes: ShapeTable) -> Plan:
+        """What a node becomes: a form, or "Identity" or "Slice"."""
         opset = opset_version(scoped.owner, "") or DECOMPOSITION_MIN_OPSET
         sig = signature_of(scoped, opset=opset, shapes=shapes)
         if self.simplify:
             trivial = trivial_form(scoped, sig, shapes)
             if trivial is not None:
-                return sig, trivial
+                return Plan(sig, trivial)
         if opset < DECOMPOSITION_MIN_OPSET:
             raise UnsupportedOpsetError(
                 f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
                 f">= {DECOMPOSITION_MIN_OPSET} and only the main graph is converted"
             )
-        allowed = self.target.allowed(dynamic=_strategy.is_dynamic(sig))
-        sig = dataclasses.replace(sig, allowed=allowed)
-        return sig, _strategy.resolve(self.strategy, sig, scoped, self.target)
+        return _planner.plan(self.strategy, sig, scoped, self.target)
 
     def _inline_all(self, model: ir.Model) -> ir.passes.PassResult:
         survey = _Survey(model)
@@ -118,29 +115,28 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         # model as it was.
         plans = [self._plan(scoped, shapes) for scoped in targets]
         functions: dict[tuple, ir.Function] = {}
-        templates: dict[tuple[str, forms.Signature], Template] = {}
         sharing: dict[int, IndexSharing] = {}  # by graph
-        for scoped, (sig, strategy) in zip(targets, plans, strict=True):
-            if strategy not in forms.FORMS:  # a trivial node: Identity or Slice
-                replace_trivial(scoped, strategy, sig.time_axis)
+        for scoped, plan in zip(targets, plans, strict=True):
+            if plan.template is None:  # a trivial node: Identity or Slice
+                replace_trivial(scoped, plan.replacement, plan.sig.time_axis)
                 continue
             if self.as_function:
                 _replace_with_call(
-                    model, scoped, sig=sig, strategy=strategy, functions=functions, names=names
+                    model,
+                    scoped,
+                    sig=plan.sig,
+                    strategy=plan.replacement,
+                    functions=functions,
+                    names=names,
                 )
                 continue
-            template = templates.get((strategy, sig))
-            if template is None:
-                template = templates[strategy, sig] = Template.record(
-                    functools.partial(_emit, sig=sig, strategy=strategy)
-                )
             graph_sharing = (
                 sharing.setdefault(id(scoped.node.graph), IndexSharing(shapes))
                 if self.share
                 else None
             )
             _replace_with_template(
-                scoped, template, names.prefix_for(scoped.node), graph_sharing
+                scoped, plan.template, names.prefix_for(scoped.node), graph_sharing
             )
         shared = sum(s.shared for s in sharing.values())
         if shared:
@@ -173,12 +169,6 @@ def _upgrade_to_decomposition_opset(model: ir.Model) -> None:
     model.graph = converted.graph
     model.ir_version = max(model.ir_version, converted.ir_version)
     logger.info("converted the model from opset %s to %d", version, DECOMPOSITION_MIN_OPSET)
-
-
-def _emit(
-    op: NodeBuilder, data: ir.Value, lens: ir.Value, *, sig: forms.Signature, strategy: str
-) -> ir.Value:
-    return forms.emit(op, data, lens, sig, strategy)
 
 
 def _replace_with_template(

@@ -1,18 +1,32 @@
-"""Strategy names, and the choice of a form for one node against a target profile."""
+"""The plan for one node: which form it becomes against a target's profile, emitted once.
+
+The planner is the one place that reads a target's capabilities: it copies the op types
+the profile allows into the node's :class:`Signature` (forms read only the signature, and
+say "does not fit" by raising :class:`StrategyError`), records each candidate form once
+as a :class:`Template`, and checks what the template holds (op types, the gathers that
+move the data and the types they move) against the profile.
+"""
 
 from __future__ import annotations
 
-__all__ = ["STRATEGIES", "AUTO_PREFERENCE", "check_name", "resolve", "emitted_op_types"]
+__all__ = [
+    "AUTO_PREFERENCE",
+    "STRATEGIES",
+    "Plan",
+    "check_name",
+    "emitted_op_types",
+    "is_dynamic",
+    "plan",
+]
 
+import dataclasses
 import functools
-
-import onnx_ir as ir
 
 from revseq.ops import forms
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import GATHERS, Profile
 from revseq.ops.targets import dtype_name
-from revseq.passes._builder import NodeBuilder
+from revseq.passes._builder import Template
 from revseq.passes._node import node_label
 from revseq.passes._scopes import ScopedNode
 
@@ -57,16 +71,34 @@ def check_name(strategy: str) -> None:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What one node becomes.
+
+    Attributes:
+        sig: The node's signature, with the op types the target allows.
+        replacement: A form's name, or "Identity" or "Slice" for a trivial node.
+        template: The form as emitted once for ``sig`` (None for a trivial node).
+    """
+
+    sig: forms.Signature
+    replacement: str
+    template: Template | None = None
+
+
 @functools.lru_cache(maxsize=1024)
+def _recorded(sig: forms.Signature, strategy: str) -> Template:
+    """The form emitted for ``sig``, once: the planner inspects it, inline replays it."""
+    return Template.record(
+        lambda op, data, lens: forms.emit(op, data, lens, sig, strategy)  # type: ignore[arg-type]
+    )
+
+
 def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], frozenset[str]]:
     """(op types, the gathers that move the data) of the form emitted for ``sig``."""
-    op = NodeBuilder("probe")
-    output = forms.emit(
-        op, ir.Value(name="input"), ir.Value(name="sequence_lens"), sig, strategy
-    )
     used = set()
     moving = set()
-    for node in op.finish(output):
+    for node in _recorded(sig, strategy).nodes:
         used.add(node.op_type)
         if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
             used.add("GatherND:batch_dims")
@@ -79,7 +111,7 @@ def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], froze
 
 
 def emitted_op_types(sig: forms.Signature, strategy: str) -> frozenset[str]:
-    """The op types the form emits for ``sig`` (it is emitted on scratch values).
+    """The op types the form emits for ``sig`` (its recorded template's).
 
     GatherND with ``batch_dims > 0`` and Reshape with ``allowzero=1`` are reported as the
     variants ``GatherND:batch_dims`` and ``Reshape:allowzero`` too: backends differ on
@@ -121,14 +153,20 @@ def _misfit(sig: forms.Signature, strategy: str, profile: Profile) -> str | None
     return None
 
 
-def resolve(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profile) -> str:
-    """The concrete form for one node: ``strategy`` itself, or the best fit for "auto"."""
+def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profile) -> Plan:
+    """The form for one node: ``strategy`` itself, or the best fit for "auto".
+
+    Raises:
+        StrategyError: No form fits the node and the target; the message gives each
+            form's reason.
+    """
+    sig = dataclasses.replace(sig, allowed=profile.allowed(dynamic=is_dynamic(sig)))
     candidates = _auto_order(sig) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
         reason = _misfit(sig, name, profile)
         if reason is None:
-            return name
+            return Plan(sig, name, _recorded(sig, name))
         reasons.append(reason)
     shapes = "dynamic" if is_dynamic(sig) else "static"
     where = f"target {profile.name!r} with {shapes} shapes"
