@@ -15,9 +15,10 @@ import onnx_ir as ir
 from revseq.ops.errors import StrategyError
 from revseq.ops.signature import OpBuilder, Signature
 
-# Constants larger than this many elements are computed at run time instead of being
-# folded into the model, so a static shape never bloats the file.
-_MAX_FOLDED_ELEMENTS = 1 << 20
+MAX_FOLDED_ELEMENTS = 1 << 16
+"""The most elements a constant revseq writes into a model may have (512 KiB of int64):
+larger values are computed at run time, so a static shape never bloats the file. The
+forms' constants and the builder's folded results alike."""
 
 
 def const(
@@ -156,19 +157,22 @@ def clamps(sig: Signature) -> bool:
 def iota(
     op: OpBuilder, size: ir.Value, static: int | None, sig: Signature, itype: type = np.int64
 ) -> ir.Value:
-    """0 .. size-1 (``size`` a 1-element tensor): a constant of ``itype`` when static.
+    """0 .. size-1 (``size`` a 1-element tensor) of ``itype``: a constant when static.
 
-    Without Range, an inclusive CumSum of ones minus one (no ``exclusive`` attribute:
-    one variant fewer for a converter to get wrong).
+    At run time (a symbolic size, or one too large to fold) it is computed in int64, as
+    ``size`` is, and cast to ``itype``. Without Range, an inclusive CumSum of ones minus
+    one (no ``exclusive`` attribute: one variant fewer for a converter to get wrong).
     """
-    if static is not None and static <= _MAX_FOLDED_ELEMENTS:
+    if static is not None and static <= MAX_FOLDED_ELEMENTS:
         return const(op, np.arange(static), itype)
     if sig.allows("Range", "Squeeze"):
-        return op.Range(const(op, 0), _scalar(op, size, sig), const(op, 1))
-    if sig.allows("ConstantOfShape", "CumSum"):
+        steps = op.Range(const(op, 0), _scalar(op, size, sig), const(op, 1))
+    elif sig.allows("ConstantOfShape", "CumSum"):
         ones = op.ConstantOfShape(size, value=ir.Tensor(np.array([1], np.int64)))
-        return op.Sub(op.CumSum(ones, const(op, 0)), const(op, 1))
-    raise StrategyError("a run-time index needs Range or ConstantOfShape+CumSum")
+        steps = op.Sub(op.CumSum(ones, const(op, 0)), const(op, 1))
+    else:
+        raise StrategyError("a run-time index needs Range or ConstantOfShape+CumSum")
+    return steps if itype is np.int64 else op.Cast(steps, to=_INDEX_TYPES[itype])
 
 
 def affine(

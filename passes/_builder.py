@@ -17,39 +17,27 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from revseq.ops._emit import MAX_FOLDED_ELEMENTS
+from revseq.passes._evaluate import evaluate_op
 from revseq.passes._share import IndexSharing
 
-# Results with more elements than this stay run-time arithmetic, so a folded index never
-# makes the model file grow by a data-sized tensor.
-MAX_FOLDED_ELEMENTS = 1 << 16
-
-
-def _attr(attributes: dict[str, Any], name: str, default: Any) -> Any:
-    return attributes.get(name, default)
-
-
-def _unsqueeze(args: list[np.ndarray], attributes: dict[str, Any]) -> np.ndarray:
-    data = args[0]
-    axes = args[1].tolist() if len(args) > 1 else list(attributes["axes"])
-    rank = data.ndim + len(axes)
-    return np.expand_dims(data, tuple(a % rank for a in axes))
-
-
-_FOLDERS: dict[str, Callable[[list[np.ndarray], dict[str, Any]], np.ndarray]] = {
-    "Unsqueeze": _unsqueeze,
-    "Expand": lambda a, _: np.broadcast_to(
-        a[0], np.broadcast_shapes(a[0].shape, tuple(a[1].tolist()))
-    ).copy(),
-    "Add": lambda a, _: a[0] + a[1],
-    "Sub": lambda a, _: a[0] - a[1],
-    "Mul": lambda a, _: a[0] * a[1],
-    "Min": lambda a, _: np.minimum(a[0], a[1]),
-    "Max": lambda a, _: np.maximum(a[0], a[1]),
-    "Less": lambda a, _: a[0] < a[1],
-    "Where": lambda a, _: np.where(a[0], a[1], a[2]),
-    "Concat": lambda a, at: np.concatenate(a, axis=_attr(at, "axis", 0)),
-    "Range": lambda a, _: np.arange(a[0], a[1], a[2], dtype=a[0].dtype),
-}
+# The ops whose constant results the builder folds (with the evaluator restore proves
+# matches with): the index arithmetic, not the gathers.
+FOLDED_OPS = frozenset(
+    {
+        "Unsqueeze",
+        "Expand",
+        "Add",
+        "Sub",
+        "Mul",
+        "Min",
+        "Max",
+        "Less",
+        "Where",
+        "Concat",
+        "Range",
+    }
+)
 
 
 def _folded_size(op_type: str, args: list[np.ndarray]) -> int:
@@ -136,8 +124,7 @@ class NodeBuilder:
     def _fold(
         self, op_type: str, inputs: tuple[ir.Value | None, ...], attributes: dict[str, Any]
     ) -> np.ndarray | None:
-        folder = _FOLDERS.get(op_type)
-        if folder is None:
+        if op_type not in FOLDED_OPS:
             return None
         args = [_constant_of(v) for v in inputs]
         if any(a is None for a in args):
@@ -145,7 +132,7 @@ class NodeBuilder:
         present = [a for a in args if a is not None]
         if _folded_size(op_type, present) > MAX_FOLDED_ELEMENTS:
             return None  # checked first: a static broadcast may be gigabytes
-        return np.asarray(folder(present, attributes))
+        return evaluate_op(op_type, present, attributes)
 
     def _constant(self, tensor: ir.Tensor) -> ir.Value:
         array = tensor.numpy()

@@ -8,7 +8,7 @@ answer.
 
 from __future__ import annotations
 
-__all__ = ["SUPPORTED_OPS", "UnsupportedOp", "evaluate_node"]
+__all__ = ["evaluate_op", "SUPPORTED_OPS", "UnsupportedOp", "evaluate_node"]
 
 from collections.abc import Callable
 from typing import Any
@@ -237,6 +237,18 @@ def _attributes(node: ir.Node) -> dict[str, Any]:
             raise UnsupportedOp(f"{node.op_type} with a reference attribute {name}")
         values[name] = attr.value
     return values
+
+
+def evaluate_op(op_type: str, args: list[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
+    """The output of a default-domain ``op_type`` on ``args`` (the builder folds with it).
+
+    Raises:
+        UnsupportedOp: The evaluator does not model ``op_type``.
+    """
+    evaluator = _EVALUATORS.get(op_type)
+    if evaluator is None:
+        raise UnsupportedOp(op_type)
+    return np.asarray(evaluator(args, attrs))
 
 
 def evaluate_node(node: ir.Node, args: list[np.ndarray | None]) -> np.ndarray:

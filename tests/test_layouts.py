@@ -164,3 +164,28 @@ def test_dynamic_time_with_a_short_static_batch_is_gathered_transposed():
         got = _run(inlined, {"x": x, "lens": lens}, optimized=False)
         assert got.tobytes() == reverse_sequence(x, lens).tobytes()
     assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
+
+
+@pytest.mark.parametrize("dims", [(70_000, 2), (70_000, 2, 2)])
+def test_a_static_time_beyond_the_folding_limit_is_an_index_computed_at_run_time(dims):
+    """Int32 index arithmetic with a run-time iota: its Range (int64, like the shape it
+    reads) is cast to int32; no constant larger than the folding limit is written."""
+    from revseq.ops._emit import MAX_FOLDED_ELEMENTS
+
+    model = _model(dims, 1, 0)
+    inlined = revseq.inline(model)
+    assert "Range" in {n.op_type for n in inlined.graph.node}
+    largest = max(
+        int(np.prod(a.t.dims))
+        for n in inlined.graph.node
+        if n.op_type == "Constant"
+        for a in n.attribute
+    )
+    assert largest <= MAX_FOLDED_ELEMENTS
+    x = np.random.default_rng(3).standard_normal(dims).astype(np.float32)
+    lens = np.array([dims[0], 3], dtype=np.int64)
+    expected = reverse_sequence(x, lens)
+    for optimized in (False, True):
+        assert _run(inlined, {"x": x, "lens": lens}, optimized=optimized).tobytes() == (
+            expected.tobytes()
+        )
