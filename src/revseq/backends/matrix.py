@@ -150,14 +150,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", nargs="*", help="default: every installed backend")
     parser.add_argument("--types", nargs="*", default=list(ELEMENT_TYPES))
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument(
+        "--write",
+        metavar="PATH",
+        help="also write the tables as a Markdown page (docs/backends.md is written so)",
+    )
     args = parser.parse_args(argv)
-    names = args.backends or [n for n in backends.ADAPTERS if backends.installed(n)]
+    # webgpu's verdict includes where each node ran: revseq check --backend webgpu.
+    names = args.backends or [
+        n for n in backends.ADAPTERS if n != "webgpu" and backends.installed(n)
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        print(exactness_table(names, args.types))
-        print()
-        print(timing_table(names, args.repeats))
+        exactness = exactness_table(names, args.types)
+        timing = timing_table(names, args.repeats)
+    print(exactness)
+    print()
+    print(timing)
+    if args.write:
+        _write_page(args.write, exactness, timing, names)
     return 0
+
+
+def _write_page(path: str, exactness: str, timing: str, names: list[str]) -> None:
+    """The tables as a page of their own, stamped with the command, date and versions."""
+    from revseq import _io
+
+    labels = ", ".join(backends.get(n).label for n in names)
+    page = (
+        "# The backend matrix\n\n"
+        f"Written by `python -m revseq.backends.matrix --write {path}` on "
+        f"{time.strftime('%Y-%m-%d')} (revseq {revseq.__version__}; {labels}); run it "
+        "again to bring it up to date. Each form (the default `portable` output and every "
+        "named form, as emitted for `any`) on each backend, static (`[5, 4, 3]`) and "
+        "dynamic (symbolic `T`, `B`, run at two sizes), over every element type, valid "
+        "lengths 0, 1, T and 2, compared with the truth bit for bit (`ok`; `FAIL`: the "
+        "backend raised; `WRONG`: it ran and gave other bytes; `-`: the backend has no "
+        "such type; `refused`: revseq refused to emit it).\n\n"
+        f"{exactness}\n\n## The default output against the copy floor\n\n"
+        "`[64, 32, 256]` float32 (2 MiB), time-major, median of the runs after a warm-up; "
+        "the floor is the backend's own Identity, and a full flip by `Slice` step -1, of "
+        f"the same tensor.\n\n{timing}\n"
+    )
+    _io.write_text_atomically(path, page)
 
 
 if __name__ == "__main__":
