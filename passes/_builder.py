@@ -255,10 +255,9 @@ class Template:
             key = None
             if sharing is not None and i != last:
                 key = sharing.key(node, inputs)
-                earlier = sharing.values.get(key)
+                earlier = sharing.reuse(key)
                 if earlier is not None:
                     mapping[id(node.outputs[0])] = earlier
-                    sharing.shared += 1
                     continue
             name = f"{prefix}/{node.op_type}_{i}"
             copy = ir.Node(
@@ -278,6 +277,6 @@ class Template:
                 target.type, target.shape = source.type, source.shape
             mapping[id(source)] = copy.outputs[0]
             if key is not None:
-                sharing.values[key] = copy.outputs[0]  # type: ignore[union-attr]
+                sharing.remember(key, copy.outputs[0])  # type: ignore[union-attr]
             nodes.append(copy)
         return nodes, mapping[id(self._output)]

@@ -45,9 +45,25 @@ class IndexSharing:
 
     def __init__(self, shapes: ShapeTable) -> None:
         self._shapes = shapes
-        self.values: dict[Hashable, ir.Value] = {}
-        self.shared = 0
+        self._values: dict[Hashable, ir.Value] = {}
+        self._shared = 0
         self._attributes: dict[int, tuple[ir.Node, Hashable]] = {}
+
+    @property
+    def shared(self) -> int:
+        """Nodes not created because an earlier decomposition computed their value."""
+        return self._shared
+
+    def reuse(self, key: Hashable) -> ir.Value | None:
+        """The value an earlier decomposition computed under ``key``, counted as shared."""
+        value = self._values.get(key)
+        if value is not None:
+            self._shared += 1
+        return value
+
+    def remember(self, key: Hashable, value: ir.Value) -> None:
+        """``value`` is what ``key`` computes in this graph from now on."""
+        self._values[key] = value
 
     def key(self, node: ir.Node, inputs: Sequence[ir.Value | None]) -> Hashable:
         """The key of template ``node`` emitted on ``inputs``."""
