@@ -94,12 +94,20 @@ def pad_trailing(
 ) -> ir.Value:
     """Append size-1 axes so a ``lead``-rank value broadcasts against the whole data.
 
-    With an unknown rank, the ones are appended by a Reshape to
-    ``Concat(Shape(value), Expand([1], [rank - lead]))``: its leading entries equal the
-    input's own dims, so Reshape's copy-a-zero rule keeps zero-sized dims right.
+    With an unknown rank, from opset 13, an Unsqueeze whose axes are
+    ``Range(lead, rank)``: the rank read as ``Cast(Shape(Shape(data)))``, which a
+    frontend that holds shapes as shape expressions (TVM Relax) folds to a constant
+    once it knows the rank (arithmetic on the shape expression itself does not convert
+    there). Before opset 13, a Reshape to ``Concat(Shape(value), Expand([1], [rank -
+    lead]))``: its leading entries equal the input's own dims, so Reshape's copy-a-zero
+    rule keeps zero-sized dims right.
     """
     if sig.rank is not None:
         return unsqueeze(op, value, list(range(lead, sig.rank)), sig)
+    if sig.opset >= 13 and sig.allows("Range", "Squeeze"):
+        rank = op.Cast(op.Shape(op.Shape(data)), to=ir.DataType.INT64)
+        axes = op.Range(const(op, lead), _scalar(op, rank, sig), const(op, 1))
+        return op.Unsqueeze(value, axes)
     extra = op.Sub(op.Shape(op.Shape(data)), const(op, [lead]))
     ones = op.Expand(const(op, [1]), extra)  # not ConstantOfShape: TVM cannot convert it
     return op.Reshape(value, op.Concat(op.Shape(value), ones, axis=0))

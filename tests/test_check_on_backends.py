@@ -153,12 +153,6 @@ def test_a_check_that_cannot_tell_a_reversal_from_the_identity_says_so(tmp_path)
 @pytest.mark.parametrize("name", BACKENDS)
 def test_bundled_models_check_on_the_backend(name, model, tmp_path):
     _backend_or_skip(name)
-    if (name, model) == ("tvm", "control_flow.onnx"):
-        pytest.xfail(
-            "TVM's Relax frontend cannot convert the rank-generic decomposition inline "
-            "emits inside a Loop body of unknown rank (Shape of a Shape: 'cannot handle "
-            "ShapeExpr inputs')"
-        )
     inlined = tmp_path / "inlined.onnx"
     assert revseq("inline", MODELS / model, "-o", inlined, "-q").returncode == 0
     good = revseq("check", MODELS / model, inlined, "--backend", name, "--trials", "2")

@@ -235,20 +235,18 @@ def _run_case(
 
 
 def _declared_dims(
-    known: tuple[int | str | None, ...] | None, shape: tuple[int, ...], *, nested: bool
+    known: tuple[int | str | None, ...] | None, shape: tuple[int, ...]
 ) -> tuple[int | str | None, ...]:
     """The dims a cut model declares for an input: what the candidate knows of them.
 
-    Unknown dims stay symbolic (None) for a main-graph node, whose values come from a
-    run of the model; a nested node's data is generated, and its unknown dims are
-    declared as the generated sizes.
+    Unknown dims stay symbolic (None), at the rank of the value that feeds them (a
+    nested node of unknown rank is fed generated data of several ranks): no backend
+    converts a value of unknown rank, and declaring the generated sizes instead would
+    show the backend static dims the decomposition was not emitted for (TVM then
+    cannot broadcast its run-time index to them).
     """
     if known is None or len(known) != len(shape):
-        known = (None,) * len(shape)
-    if nested:
-        return tuple(
-            d if d is not None else size for d, size in zip(known, shape, strict=True)
-        )
+        return (None,) * len(shape)
     return known
 
 
@@ -268,7 +266,7 @@ def _counterpart_runner(
     types = {n: onnx.helper.np_dtype_to_tensor_dtype(a.dtype) for n, a in feeds.items()}
     output_type = onnx.helper.np_dtype_to_tensor_dtype(expected.dtype)
     dims = tuple(
-        _declared_dims(d, feeds[n].shape, nested=cp.scope != "main")
+        _declared_dims(d, feeds[n].shape)
         for n, d in zip(cp.inputs, cp.input_dims, strict=True)
     )
     key = (tuple(sorted(types.items())), output_type, dims)
