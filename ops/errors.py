@@ -16,6 +16,7 @@ __all__ = [
     "ModelLoadError",
     "ModelSaveError",
     "CheckError",
+    "one_line",
 ]
 
 import onnx_ir as ir
@@ -47,3 +48,17 @@ class ModelSaveError(RevseqError):
 
 class CheckError(RevseqError):
     """An equivalence check could not be run (not: it found a difference)."""
+
+
+def one_line(error: BaseException, limit: int | None = 300, *, typed: bool = False) -> str:
+    """An error as one line of a message, the one rendering every layer uses.
+
+    Whitespace is collapsed (backends and the onnx checker print pages of frames and
+    context), the text cut at ``limit`` characters (None: not cut, for revseq's own
+    messages), and the type put first when ``typed`` (a backend's own exception type
+    says what went wrong).
+    """
+    text = " ".join(str(error).split()) or type(error).__name__
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return f"{type(error).__name__}: {text}" if typed else text

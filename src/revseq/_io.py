@@ -32,17 +32,12 @@ import onnx.checker
 import onnx_ir as ir
 from onnx_ir import external_data as ir_external_data
 
-from revseq.ops.errors import ModelLoadError, ModelSaveError
+from revseq.ops.errors import ModelLoadError, ModelSaveError, one_line
 
 logger = logging.getLogger(__name__)
 
 # protobuf cannot serialise a message of 2 GiB or more: larger models need external data.
 _PROTOBUF_LIMIT = 2**31 - 1
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _check_path(path: pathlib.Path) -> None:
@@ -62,10 +57,10 @@ def _parse(path: pathlib.Path) -> onnx.ModelProto:
     except (google.protobuf.message.DecodeError, ValueError, RuntimeError) as e:
         raise ModelLoadError(
             f"{path}: not an ONNX model (protobuf parse failed: truncated or not a "
-            f"model file: {_first_line(e)})"
+            f"model file: {one_line(e)})"
         ) from e
     except OSError as e:
-        raise ModelLoadError(f"{path}: cannot read: {_first_line(e)}") from e
+        raise ModelLoadError(f"{path}: cannot read: {one_line(e)}") from e
     if not proto.HasField("graph") or proto.ir_version <= 0 or not proto.opset_import:
         raise ModelLoadError(
             f"{path}: not an ONNX model (the file parses, but has no graph, ir_version or "
@@ -154,11 +149,11 @@ def load_model(path: str | os.PathLike) -> ir.Model:
     try:
         onnx.checker.check_model(str(path))
     except onnx.checker.ValidationError as e:
-        raise ModelLoadError(f"{path}: fails onnx's checker: {_first_line(e)}") from e
+        raise ModelLoadError(f"{path}: fails onnx's checker: {one_line(e)}") from e
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as e:
-        raise ModelLoadError(f"{path}: not a readable ONNX model: {_first_line(e)}") from e
+        raise ModelLoadError(f"{path}: not a readable ONNX model: {one_line(e)}") from e
     ir_external_data.set_base_dir(model.graph, str(path.parent))
     return model
 
@@ -320,7 +315,7 @@ def save_model(
     except ModelSaveError:
         raise
     except (OSError, ValueError) as e:
-        raise ModelSaveError(f"{path}: cannot write: {_first_line(e)}") from e
+        raise ModelSaveError(f"{path}: cannot write: {one_line(e)}") from e
     logger.info("wrote %s", path)
 
 
@@ -336,4 +331,4 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
             temporary.write_text(text, encoding="utf-8")
             os.replace(temporary, path)
     except OSError as e:
-        raise ModelSaveError(f"{path}: cannot write: {_first_line(e)}") from e
+        raise ModelSaveError(f"{path}: cannot write: {one_line(e)}") from e

@@ -31,9 +31,8 @@ import onnx.external_data_helper
 import onnx_ir as ir
 
 from revseq.backends import onnxruntime as ort_adapter
-from revseq.backends._adapter import one_line
 from revseq.ops.domains import REVSEQ_DOMAIN
-from revseq.ops.errors import CheckError
+from revseq.ops.errors import CheckError, one_line
 from revseq.ops.function import definition
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 
@@ -127,13 +126,13 @@ def runners(proto: onnx.ModelProto, levels: Sequence[str]) -> tuple[dict[str, Ru
             }
             return by_level, "onnxruntime"
         except Exception as e:  # onnxruntime's own error types vary by build
-            reason = f"onnxruntime cannot load it: {one_line(e, 160)}"
+            reason = f"onnxruntime cannot load it: {one_line(e, 160, typed=True)}"
     try:
         evaluator = reference_evaluator(proto)
     except Exception as e:
         raise CheckError(
             f"neither onnxruntime nor onnx.reference can run the model ({reason}; "
-            f"{one_line(e, 160)})"
+            f"{one_line(e, 160, typed=True)})"
         ) from e
     return {level: (lambda feeds: evaluator.run(None, feeds)) for level in levels}, (
         f"onnx.reference ({reason})"
@@ -161,7 +160,9 @@ def capture(
     try:
         results = run(feeds)
     except Exception as e:
-        raise CheckError(f"running the reference failed: {one_line(e, 200)}") from e
+        raise CheckError(
+            f"running the reference failed: {one_line(e, 200, typed=True)}"
+        ) from e
     values.update(
         (name, np.asarray(result))
         for name, result in zip(outputs, results, strict=True)

@@ -30,7 +30,7 @@ from revseq._commands import (
     cmd_webgpu_setup,
 )
 from revseq.backends import ADAPTERS
-from revseq.ops.errors import RevseqError
+from revseq.ops.errors import RevseqError, one_line
 from revseq.ops.forms import FORMS
 
 logger = logging.getLogger(__name__)
@@ -259,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RevseqError as e:
         if args.debug:
             traceback.print_exc()
-        print(f"revseq: error: {_one_line(e)}", file=sys.stderr)
+        print(f"revseq: error: {one_line(e, None)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("revseq: interrupted", file=sys.stderr)
@@ -268,13 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(
-            f"revseq: error: {args.command}: {type(e).__name__}: {_one_line(e)} "
+            f"revseq: error: {args.command}: {one_line(e, None, typed=True)} "
             "(rerun with --debug for a traceback)",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip() or type(error).__name__
-    return " ".join(text.split())

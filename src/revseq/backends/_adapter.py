@@ -10,7 +10,6 @@ __all__ = [
     "Runner",
     "get",
     "installed",
-    "one_line",
     "unavailable",
 ]
 
@@ -26,7 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from revseq.ops.errors import RevseqError
+from revseq.ops.errors import RevseqError, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +62,6 @@ class BackendError(RevseqError):
 
 class BackendUnavailableError(RevseqError):
     """The backend's packages are not installed."""
-
-
-def one_line(error: BaseException, limit: int = 300) -> str:
-    """An error as one line, its type first (backends print pages of C++ frames)."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    return f"{type(error).__name__}: {text[:limit]}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +109,7 @@ class Backend:
         except BackendError:
             raise
         except Exception as e:  # each backend raises its own types
-            raise BackendError(self.name, "convert", one_line(e)) from e
+            raise BackendError(self.name, "convert", one_line(e, typed=True)) from e
         declared = [_declared_dtype(o) for o in model.graph.output]
 
         def runner(feeds: Inputs) -> list[np.ndarray]:
@@ -125,7 +118,7 @@ class Backend:
             except BackendError:
                 raise
             except Exception as e:
-                raise BackendError(self.name, "run", one_line(e)) from e
+                raise BackendError(self.name, "run", one_line(e, typed=True)) from e
             if len(outputs) != len(declared):  # MNN returns nothing on a failed forward
                 raise BackendError(
                     self.name,

@@ -37,8 +37,8 @@ from revseq.backends._adapter import (
     Inputs,
     Runner,
     get,
-    one_line,
 )
+from revseq.ops.errors import one_line
 
 
 class BackendCrashError(BackendError):
@@ -261,7 +261,10 @@ def _serve(name: str) -> int:
         except BackendError as e:
             reply = ("error", (e.stage, e.detail))
         except Exception as e:  # anything else the adapter let through
-            reply = ("error", ("convert" if kind == "prepare" else "run", one_line(e)))
+            reply = (
+                "error",
+                ("convert" if kind == "prepare" else "run", one_line(e, typed=True)),
+            )
         pickle.dump(reply, replies, protocol=pickle.HIGHEST_PROTOCOL)
         replies.flush()
 
