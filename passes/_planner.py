@@ -85,6 +85,16 @@ class Plan:
     replacement: str
     template: Template | None = None
 
+    def for_function(self) -> Plan:
+        """The plan for a model-local function's body: the lengths stay its argument.
+
+        Constant lengths are folded into a form's index; a function shared between
+        calls must not capture them. Where the lengths are not constant this is the
+        same template (recorded once).
+        """
+        sig = dataclasses.replace(self.sig, lens=None)
+        return Plan(sig, self.replacement, _recorded(sig, self.replacement))
+
 
 @functools.lru_cache(maxsize=1024)
 def _recorded(sig: forms.Signature, strategy: str) -> Template:

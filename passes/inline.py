@@ -10,12 +10,11 @@ import onnx
 import onnx.version_converter
 import onnx_ir as ir
 
-from revseq.ops import forms
 from revseq.ops.domains import FUNCTION_DOMAIN
 from revseq.ops.errors import UnsupportedOpsetError
 from revseq.ops.targets import Target, resolve_target
 from revseq.passes import _planner
-from revseq.passes._builder import NodeBuilder, Template, gc_paused
+from revseq.passes._builder import Template, gc_paused
 from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,
     REVSEQ_DOMAIN,
@@ -121,14 +120,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 replace_trivial(scoped, plan.replacement, plan.sig.time_axis)
                 continue
             if self.as_function:
-                _replace_with_call(
-                    model,
-                    scoped,
-                    sig=plan.sig,
-                    strategy=plan.replacement,
-                    functions=functions,
-                    names=names,
-                )
+                _replace_with_call(model, scoped, plan.for_function(), functions, names)
                 continue
             graph_sharing = (
                 sharing.setdefault(id(scoped.node.graph), IndexSharing(shapes))
@@ -189,19 +181,15 @@ def _replace_with_template(
 def _replace_with_call(
     model: ir.Model,
     scoped: ScopedNode,
-    *,
-    sig: forms.Signature,
-    strategy: str,
+    plan: Plan,
     functions: dict[tuple, ir.Function],
     names: _NameSource,
 ) -> None:
     """Replace the node by a call to a model-local function holding the decomposition."""
-    # Constant lengths stay a call argument: the function must not capture them.
-    sig = forms.Signature(**{**sig.__dict__, "lens": None})
-    key = (strategy, sig)
+    key = (plan.replacement, plan.sig)
     function = functions.get(key)
     if function is None:
-        function = _build_function(sig, strategy, name=names.function_name(strategy))
+        function = _build_function(plan, name=names.function_name(plan.replacement))
         functions[key] = function
         model.functions[function.identifier()] = function
         model.opset_imports.setdefault(FUNCTION_DOMAIN, 1)
@@ -223,14 +211,15 @@ def _replace_with_call(
     )
 
 
-def _build_function(sig: forms.Signature, strategy: str, *, name: str) -> ir.Function:
+def _build_function(plan: Plan, *, name: str) -> ir.Function:
+    """A function ``name(input, sequence_lens) -> Y`` whose body replays the plan's form."""
+    assert plan.template is not None
+    sig = plan.sig
     data = ir.Value(name="input", type=ir.TensorType(sig.dtype) if sig.dtype else None)
     lens = ir.Value(
         name="sequence_lens", type=ir.TensorType(sig.lens_dtype) if sig.lens_dtype else None
     )
-    op = NodeBuilder(name)
-    output = forms.emit(op, data, lens, sig, strategy)
-    nodes = op.finish(output)
+    nodes, output = plan.template.instantiate(name, data, lens)
     output.name = "Y"
     graph = ir.Graph(
         [data, lens], [output], nodes=nodes, opset_imports={"": sig.opset}, name=name
