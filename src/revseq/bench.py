@@ -12,6 +12,7 @@ __all__ = ["SUITE", "main"]
 
 import argparse
 import dataclasses
+import io
 import math
 import statistics
 import sys
@@ -24,6 +25,7 @@ import onnx.helper
 import onnxruntime as ort
 
 import revseq
+from revseq import _io
 from revseq._bench_passes import (
     chain_model,
     format_passes,
@@ -32,6 +34,7 @@ from revseq._bench_passes import (
     time_once,
     time_passes,
 )
+from revseq._bench_tables import format_memory, format_speed, format_summary, page
 from revseq.ops.reference import reverse_sequence_model
 
 _TYPES = {
@@ -223,82 +226,6 @@ def run_speed(
     return rows
 
 
-def _format_speed(rows: list[dict[str, object]]) -> str:
-    names = list(rows[0]["result"])  # type: ignore[arg-type]
-    header = "| shape | threads | MiB | " + " | ".join(f"{n} (x native)" for n in names) + " |"
-    lines = [header, "|" + "---|" * (3 + len(names))]
-    for row in rows:
-        case: Case = row["case"]  # type: ignore[assignment]
-        result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
-        cells = [f"{result[n][0] * 1e3:.3f} ms ({result[n][1]:.2f})" for n in names]
-        lines.append(
-            f"| {case.label} | {row['threads']} | {case.nbytes / 2**20:.2f} | "
-            + " | ".join(cells)
-            + " |"
-        )
-    return "\n".join(lines)
-
-
-def _format_summary(rows: list[dict[str, object]]) -> str:
-    names = [n for n in rows[0]["result"] if n not in ("native",)]  # type: ignore[union-attr]
-    lines = [
-        "| threads | " + " | ".join(f"{n} geomean x native" for n in names) + " |",
-        "|---|" + "---|" * len(names),
-    ]
-    for n_threads in sorted({row["threads"] for row in rows}):  # type: ignore[type-var]
-        selected = [r for r in rows if r["threads"] == n_threads]
-        cells = []
-        for name in names:
-            ratios = [r["result"][name][1] for r in selected]  # type: ignore[index]
-            cells.append(f"{statistics.geometric_mean(ratios):.2f}")
-        lines.append(f"| {n_threads} | " + " | ".join(cells) + " |")
-    one = [r for r in rows if r["threads"] == 1]
-    for name in ("portable", "auto"):
-        worst = max(one, key=lambda r: r["result"][name][1])  # type: ignore[index]
-        lines.append("")
-        lines.append(
-            f"{name}: worst shape at 1 thread {worst['case'].label} "  # type: ignore[union-attr]
-            f"({worst['result'][name][1]:.2f}x native)"  # type: ignore[index]
-        )
-    lines.append("")
-    ratios = [r["result"]["portable"][1] / r["result"]["gather alone"][1] for r in one]  # type: ignore[index]
-    lines.append(
-        "portable vs gather alone (the same gather, its index a constant) at 1 thread: "
-        f"geomean {statistics.geometric_mean(ratios):.2f}x, worst {max(ratios):.2f}x"
-    )
-    big = [r for r in one if r["case"].nbytes >= 2**20]  # type: ignore[union-attr]
-    lines.append("")
-    for name in ("portable", "auto", "gather alone") if big else ():
-        for baseline in ("memcpy", "ort copy"):
-            ratios = [r["result"][name][1] / r["result"][baseline][1] for r in big]  # type: ignore[index]
-            lines.append(
-                f"{name} vs {baseline} on tensors >= 1 MiB at 1 thread: geomean "
-                f"{statistics.geometric_mean(ratios):.2f}x, worst {max(ratios):.2f}x"
-            )
-    return "\n".join(lines)
-
-
-def _format_memory(rows: list[dict[str, object]]) -> str:
-    last = [r for r in rows if "extra" in r]
-    names = list(last[0]["extra"])  # type: ignore[arg-type]
-    lines = [
-        "| shape | data MiB | "
-        + " | ".join(f"{n}: extra (% of data), nodes" for n in names)
-        + " |",
-        "|---|---|" + "---|" * len(names),
-    ]
-    for row in last:
-        case: Case = row["case"]  # type: ignore[assignment]
-        extra: dict[str, int] = row["extra"]  # type: ignore[assignment]
-        nodes: dict[str, int] = row["nodes"]  # type: ignore[assignment]
-        cells = [
-            f"{extra[n] / 2**20:.2f} MiB ({100 * extra[n] / case.nbytes:.1f}%), {nodes[n]}"
-            for n in names
-        ]
-        lines.append(f"| {case.label} | {case.nbytes / 2**20:.2f} | {' | '.join(cells)} |")
-    return "\n".join(lines)
-
-
 def _shape(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(d) for d in text.split(","))
@@ -322,6 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--speed-only", action="store_true", help="the speed and memory tables only"
     )
+    parser.add_argument(
+        "--write",
+        metavar="PATH",
+        help="also write the tables as a Markdown page (docs/benchmark.md is written so)",
+    )
     args = parser.parse_args(argv)
     cases = _QUICK if args.quick else SUITE
     if args.shape:
@@ -333,15 +265,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = tuple(case for case in SUITE if case.shape in args.shape)
     threads = (1,) if args.quick else (1, 2)
     rows = run_speed(cases, threads, args.rounds, args.budget)
-    out = sys.stdout
+    out = io.StringIO()
+    _write_tables(out, rows, args)
+    sys.stdout.write(out.getvalue())
+    if args.write:
+        command = " ".join(
+            ["python -m revseq.bench", *(sys.argv[1:] if argv is None else argv)]
+        )
+        _io.write_text_atomically(args.write, page(command, out.getvalue()))
+    return 0
+
+
+def _write_tables(
+    out: io.StringIO, rows: list[dict[str, object]], args: argparse.Namespace
+) -> None:
     out.write(f"onnxruntime {ort.__version__}, numpy {np.__version__}\n\n")
     out.write("## Time per run: median ms (paired median ratio to native)\n\n")
-    out.write(_format_speed(rows) + "\n\n")
-    out.write(_format_summary(rows) + "\n\n")
+    out.write(format_speed(rows) + "\n\n")
+    out.write(format_summary(rows) + "\n\n")
     out.write("## Extra memory: intermediate tensors (shape inference upper bound)\n\n")
-    out.write(_format_memory(rows) + "\n\n")
+    out.write(format_memory(rows) + "\n\n")
     if args.speed_only:
-        return 0
+        return
     counts = (100, 1000) if args.quick else (100, 1000, 2000, 5000)
     timings = [time_passes(f"chain of {n} ReverseSequence", chain_model(n)) for n in counts]
     if not args.quick:
@@ -361,7 +306,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write("|---|---|---|---|\n")
     for name, before, unshared, shared in sharing_counts():
         out.write(f"| {name} | {before} | {unshared} | {shared} |\n")
-    return 0
 
 
 if __name__ == "__main__":
