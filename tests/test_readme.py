@@ -33,3 +33,17 @@ def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
     ]
     ci = (README.parent / ".ci" / "run").read_text()
     assert commands[1] in ci
+
+
+def test_readme_links_name_pages_that_exist_and_measured_pages_say_how_they_were_made():
+    text = README.read_text()
+    linked = set(re.findall(r"\]\((docs/[^)#]+)\)", text))
+    assert {"docs/backends.md", "docs/benchmark.md", "docs/restore.md"} <= linked
+    for page in linked:
+        assert (README.parent / page).is_file(), page
+    for page, command in (
+        ("docs/backends.md", "python -m revseq.backends.matrix --write docs/backends.md"),
+        ("docs/benchmark.md", "python -m revseq.bench"),
+    ):
+        stamp = (README.parent / page).read_text().split("\n\n")[1]
+        assert stamp.startswith(f"Written by `{command}"), (page, stamp)
