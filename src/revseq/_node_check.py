@@ -286,7 +286,10 @@ def _counterpart_runner(
             raise CheckError(f"{cp.label}: {e}") from e
         placement = getattr(runner, "placement", None)
         if placement is not None:
-            limit = max(expected.shape[cp.time_axis], expected.shape[cp.batch_axis])
+            # A time or batch vector, or a shape (onnxruntime computes shapes on the CPU).
+            limit = max(
+                expected.shape[cp.time_axis], expected.shape[cp.batch_axis], expected.ndim
+            )
             harmful = harmful_nodes(model, placement, feeds, limit=limit)
             if harmful:
                 state.difference = f"placed off the device: {'; '.join(harmful)}"

@@ -4,8 +4,9 @@ On onnxruntime-web's WebGPU EP a node without a kernel falls back to the CPU, wi
 between host and GPU at every crossing. A small CPU prefix over the lengths and shapes is
 harmless (onnxruntime keeps shape arithmetic on the CPU by design, and the lengths arrive
 from the host anyway). What defeats inlining is a ``MemcpyToHost`` (a value the GPU made
-going back to the host) and a CPU node that makes more than a time or batch vector: the
-index, or the data itself, computed on the CPU and uploaded.
+going back to the host) and a CPU node that makes more than a time or batch vector (or
+a shape, as long as the rank): the index, or the data itself, computed on the CPU and
+uploaded.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ def harmful_nodes(
         placement: Where the backend placed its nodes.
         feeds: Inputs the model runs on; the CPU nodes' outputs are measured on them (in
             onnxruntime, which computes the same shapes).
-        limit: The most elements a CPU node may make: the longer of the time and batch
-            vectors.
+        limit: The most elements a CPU node may make: the longest of the time and batch
+            vectors and the data's shape.
 
     Returns:
         One line per harmful node: its op type, name and why.
@@ -55,6 +56,6 @@ def harmful_nodes(
         if sizes and max(sizes) > limit:
             found.append(
                 f"{node.op_type} {name!r} (on the CPU, makes {max(sizes)} elements; a time "
-                f"or batch vector has at most {limit})"
+                f"or batch vector or a shape has at most {limit})"
             )
     return found

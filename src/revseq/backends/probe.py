@@ -81,7 +81,7 @@ def _run_exact(
             if placement is not None:
                 shape = np.shape(inputs.get("x", ()))
                 harmful = harmful_nodes(
-                    model, placement, inputs, limit=max(shape[:2], default=1)
+                    model, placement, inputs, limit=max(*shape[:2], len(shape), 1)
                 )
                 if harmful:
                     return f"placed off the device: {'; '.join(harmful)}"
