@@ -123,11 +123,15 @@ def clamped_lengths(
 
     ``time_len`` is a 1-element tensor. With a static T, one Min; with a run-time T,
     Less+Where: tract cannot evaluate Min of a run-time value and a symbolic dim
-    ("Undetermined symbol"), but selects fine. Negatives act as 0 downstream; for int32
-    arithmetic (static T only) see ``lengths_in_range``.
+    ("Undetermined symbol"), but selects fine. Negatives act as 0 downstream. For int32
+    arithmetic with a static T see ``lengths_in_range``; with a run-time T they are
+    clamped in int64 and cast.
     """
-    if itype is np.int32:
+    if itype is np.int32 and sig.dim(sig.time_axis) is not None:
         return lengths_in_range(op, lens, sig, itype)
+    if itype is np.int32:  # a run-time T: clamped in int64 (a [B] vector), then cast
+        clamped = clamped_lengths(op, lens, time_len, sig)
+        return op.Cast(clamped, to=ir.DataType.INT32)
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
     if time_len.const_value is not None and sig.allows("Min") and sig.opset >= 12:

@@ -82,7 +82,7 @@ def gathers_matrix(sig: Signature) -> bool:
     """Whether the node's rows are single elements that GatherElements moves as a matrix."""
     return (
         sig.index_covers_data()
-        and sig.allows("GatherElements")
+        and sig.moves("GatherElements")
         and (sig.rank == 2 or sig.allows("Squeeze", "Unsqueeze"))
     )
 
@@ -93,6 +93,15 @@ def gathers_matrix(sig: Signature) -> bool:
 # "GatherElements:int32"; GatherND takes int64 only).
 INT32_INDEX = "Index:int32"
 
+# The variant of a target whose device runs int64 arithmetic off the device (WebGPU:
+# onnxruntime-web's WebGPU EP has no int64 Less, Where, Sub or Expand, and none of its
+# Casts from int64, so an int64 index is computed on the CPU and uploaded). There the
+# index is computed in int32 at every size, and with symbolic dims too, where an index
+# value could overflow only if the leading dims held 2^31 rows, which no WebGPU buffer
+# binding can (at most 2^32 bytes, and an index as large as the data is 4 bytes an
+# element).
+INT32_PREFERRED = "Index:int32:preferred"
+
 # Indexes of at least this many elements are computed in int32 where every value
 # provably fits: onnxruntime's int32 Where, Less and Sub run at about twice the int64
 # speed, and below this size the extra Cast costs more than it saves.
@@ -100,10 +109,14 @@ _INT32_MIN_ELEMENTS = 1 << 12
 
 
 def _fits_int32(sig: Signature, scale: int, strides: Sequence[tuple[int, int]]) -> bool:
-    """Whether every value of the index provably fits in int32 (static leading axes)."""
+    """Whether every value of the index provably fits in int32 (static leading axes).
+
+    With symbolic leading dims, only on a target whose device bounds them
+    (``INT32_PREFERRED``).
+    """
     lead = sig.lead_dims()
     if lead is None:
-        return False
+        return sig.prefers(INT32_PREFERRED)
     largest = lead[sig.time_axis] * abs(scale) + sum(
         lead[axis] * abs(stride) for axis, stride in strides
     )
@@ -112,11 +125,13 @@ def _fits_int32(sig: Signature, scale: int, strides: Sequence[tuple[int, int]]) 
 
 def _int32_arithmetic(sig: Signature) -> bool:
     """Whether to run the index arithmetic in int32 (given that it fits)."""
+    if sig.lens is not None or not sig.allows("Cast", INT32_INDEX):
+        return False
+    if sig.prefers(INT32_PREFERRED):
+        return sig.dim(sig.time_axis) is None or clamps(sig)
     lead = sig.lead_dims()
     return (
         lead is not None
-        and sig.lens is None
-        and sig.allows("Cast", INT32_INDEX)
         and clamps(sig)
         and lead[sig.time_axis] * lead[sig.batch_axis] >= _INT32_MIN_ELEMENTS
     )
@@ -229,7 +244,25 @@ def source_index(
                 op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int32
             )
             return src if direct else op.Cast(src, to=ir.DataType.INT64)
+    elif sig.lead_dims() is None and _int32_arithmetic(sig) and _fits_int32(sig, 1, ()):
+        # Run-time scale and strides (a dim or a product of dims) are cast once.
+        scale = _as_int32(op, scale)
+        offsets = [(axis, _as_int32(op, stride)) for axis, stride in offsets]
+        src = _index_arithmetic(
+            op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int32
+        )
+        direct = gather is not None and sig.allows(f"{gather}:int32")
+        return src if direct else op.Cast(src, to=ir.DataType.INT64)
     return _index_arithmetic(op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int64)
+
+
+def _as_int32(op: OpBuilder, value: ir.Value | None) -> ir.Value | None:
+    if value is None:
+        return None
+    static = _static_int(value)
+    if static is not None:
+        return const(op, static, np.int32)
+    return op.Cast(value, to=ir.DataType.INT32)
 
 
 def _index_arithmetic(

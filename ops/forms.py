@@ -137,7 +137,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             strides.append(product_of_dims(op, data, axis + 1, sig))
         else:
             strides.append(None)
-    single = static_shape and sig.row_size() == 1 and sig.allows("GatherElements")
+    single = static_shape and sig.row_size() == 1 and sig.moves("GatherElements")
     if single:
         gather: str | None = "GatherElements"
     elif sig.dtype in (ir.DataType.STRING, None):

@@ -32,7 +32,8 @@ class Signature:
         lens_dtype: Element type of ``sequence_lens`` (INT64 or INT32), None if unknown.
         lens: The lengths when they are a constant (a tuple, so signatures hash), else None.
         opset: Version of the default ONNX domain the emitted nodes must belong to.
-        allowed: Op types the target accepts, or None for any standard op.
+        allowed: Op types the target accepts, or None for any standard op. A gather's
+            variant ``<gather>:data`` says it moves this node's element type there.
     """
 
     batch_axis: int
@@ -78,6 +79,18 @@ class Signature:
     def allows(self, *op_types: str) -> bool:
         """Whether the target accepts every one of ``op_types``."""
         return self.allowed is None or all(t in self.allowed for t in op_types)
+
+    def prefers(self, variant: str) -> bool:
+        """Whether the target's profile names ``variant``.
+
+        For a preference rather than a capability: never assumed where the target
+        accepts any op.
+        """
+        return self.allowed is not None and variant in self.allowed
+
+    def moves(self, gather: str) -> bool:
+        """Whether the target has ``gather`` and it moves this node's data exactly."""
+        return self.allows(gather, f"{gather}:data")
 
 
 def source_index_numpy(lens: np.ndarray, time_len: int) -> np.ndarray:

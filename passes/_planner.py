@@ -163,6 +163,19 @@ def _misfit(sig: forms.Signature, strategy: str, profile: Profile) -> str | None
     return None
 
 
+def _capabilities(sig: forms.Signature, profile: Profile) -> frozenset[str] | None:
+    """The op types the target accepts for this node (None: any op, any type).
+
+    With ``<gather>:data`` for each gather that moves the node's element type there, so
+    a form picks a gather the target has for this data.
+    """
+    allowed = profile.allowed(dynamic=is_dynamic(sig))
+    if allowed is None:
+        return None
+    dtype = dtype_name(sig.dtype)
+    return allowed | {f"{g}:data" for g in GATHERS if profile.moves(g, dtype)}
+
+
 def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profile) -> Plan:
     """The form for one node: ``strategy`` itself, or the best fit for "auto".
 
@@ -170,7 +183,7 @@ def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profi
         StrategyError: No form fits the node and the target; the message gives each
             form's reason.
     """
-    sig = dataclasses.replace(sig, allowed=profile.allowed(dynamic=is_dynamic(sig)))
+    sig = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
     candidates = _auto_order(sig) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:

@@ -71,6 +71,47 @@ def test_output_runs_exactly_on_webgpu(webgpu, dtype, rank, symbolic, target):
             assert got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
 
 
+_LAYOUTS = [(rank, b, t, "") for rank in (2, 3, 4, 5) for b, t in ((1, 0), (0, 1))] + [
+    (3, 0, 2, "revseq"),
+    (4, 2, 1, "revseq"),
+    (5, 3, 1, "revseq"),
+]
+
+
+@pytest.mark.parametrize("symbolic", [False, True], ids=["static", "symbolic"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "bool"])
+def test_webgpu_target_stays_on_the_gpu(webgpu, dtype, symbolic):
+    """target="webgpu": exact, no MemcpyToHost and nothing larger than a time or batch
+    vector (or a shape) on the CPU, ranks 2-5, both layouts and general axes."""
+    for rank, batch_axis, time_axis, domain in _LAYOUTS:
+        dims = [3] * rank
+        dims[time_axis], dims[batch_axis] = ("T", "B") if symbolic else (5, 4)
+        model = model_of(tuple(dims), dtype, batch_axis, time_axis, domain=domain)
+        report = api.check(
+            model, api.inline(model, target="webgpu"), trials=1, backend="webgpu"
+        )
+        assert report.ok, f"rank {rank}, axes {batch_axis}/{time_axis}: {report}"
+
+
+@pytest.mark.parametrize("dims", [("T", "B", 8), (5, 4, 8), ("B", "T"), (6, 2, 3, 2)])
+def test_webgpu_target_computes_the_index_in_int32(dims):
+    """Its WebGPU EP has no int64 arithmetic: every Add, Sub, Mul and Where of the webgpu
+    output makes int32, but the lengths' clamp to T (a [B] vector cast right after)."""
+    batch_axis, time_axis = (0, 1) if dims[0] == "B" else (1, 0)
+    model = model_of(dims, "float32", batch_axis, time_axis)
+    graph = onnx.shape_inference.infer_shapes(api.inline(model, target="webgpu")).graph
+    types = {v.name: v.type.tensor_type.elem_type for v in graph.value_info}
+    readers: dict[str, list[str]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node.op_type)
+    arithmetic = [n for n in graph.node if n.op_type in ("Add", "Sub", "Mul", "Where")]
+    for node in arithmetic:
+        made = node.output[0]
+        if types.get(made) != onnx.TensorProto.INT32:
+            assert readers.get(made) == ["Cast"], (node.op_type, node.name, types.get(made))
+
+
 def _planted(inlined: onnx.ModelProto) -> onnx.ModelProto:
     """The final gather's index through an int64 Max with 0 (a no-op on an index, and one
     onnxruntime does not optimise away), which WebGPU can only run on the CPU."""
