@@ -108,15 +108,19 @@ INT32_PREFERRED = "Index:int32:preferred"
 _INT32_MIN_ELEMENTS = 1 << 12
 
 
-def _fits_int32(sig: Signature, scale: int, strides: Sequence[tuple[int, int]]) -> bool:
+def _fits_int32(
+    sig: Signature, scale: int | None, strides: Sequence[tuple[int, int]] | None
+) -> bool:
     """Whether every value of the index provably fits in int32 (static leading axes).
 
     With symbolic leading dims, only on a target whose device bounds them
-    (``INT32_PREFERRED``).
+    (``INT32_PREFERRED``). A run-time scale or stride (None) bounds nothing.
     """
     lead = sig.lead_dims()
     if lead is None:
         return sig.prefers(INT32_PREFERRED)
+    if scale is None or strides is None:
+        return False
     largest = lead[sig.time_axis] * abs(scale) + sum(
         lead[axis] * abs(stride) for axis, stride in strides
     )
@@ -218,50 +222,41 @@ def source_index(
     """
     static_scale = _static_int(scale)
     static_offsets = [(axis, _static_int(stride)) for axis, stride in offsets]
+    strides: list[tuple[int, int]] | None = None
     if static_scale is not None and all(stride is not None for _, stride in static_offsets):
         strides = [(axis, int(stride or 0)) for axis, stride in static_offsets]
-        fits = _fits_int32(sig, static_scale, strides)
-        direct = fits and gather is not None and sig.allows(f"{gather}:int32")
-        if sig.lens is None:
-            found = _table_lookup(
-                op,
-                lens,
-                sig,
-                scale=static_scale,
-                offsets=strides,
-                itype=np.int32 if direct else np.int64,
-            )
-            if found is not None:
-                return found
-        if fits and _int32_arithmetic(sig):
-            # Every term is static: the constants are made again in int32.
-            scale = None if static_scale == 1 else const(op, static_scale, np.int32)
-            offsets = [
-                (axis, None if stride == 1 else const(op, stride, np.int32))
-                for axis, stride in strides
-            ]
-            src = _index_arithmetic(
-                op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int32
-            )
-            return src if direct else op.Cast(src, to=ir.DataType.INT64)
-    elif sig.lead_dims() is None and _int32_arithmetic(sig) and _fits_int32(sig, 1, ()):
-        # Run-time scale and strides (a dim or a product of dims) are cast once.
+    fits = _fits_int32(sig, static_scale, strides)
+    direct = fits and gather is not None and sig.allows(f"{gather}:int32")
+    if strides is not None and static_scale is not None and sig.lens is None:
+        found = _table_lookup(
+            op,
+            lens,
+            sig,
+            scale=static_scale,
+            offsets=strides,
+            itype=np.int32 if direct else np.int64,
+        )
+        if found is not None:
+            return found
+    if fits and _int32_arithmetic(sig):
         scale = _as_int32(op, scale)
         offsets = [(axis, _as_int32(op, stride)) for axis, stride in offsets]
         src = _index_arithmetic(
             op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int32
         )
-        direct = gather is not None and sig.allows(f"{gather}:int32")
         return src if direct else op.Cast(src, to=ir.DataType.INT64)
     return _index_arithmetic(op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int64)
 
 
 def _as_int32(op: OpBuilder, value: ir.Value | None) -> ir.Value | None:
-    if value is None:
-        return None
+    """A scale or stride for int32 arithmetic, from the int64 one the form passed.
+
+    A constant is made again in int32 (None for 1); a run-time one (a dim or a product
+    of dims) is cast once.
+    """
     static = _static_int(value)
     if static is not None:
-        return const(op, static, np.int32)
+        return None if static == 1 else const(op, static, np.int32)
     return op.Cast(value, to=ir.DataType.INT32)
 
 
