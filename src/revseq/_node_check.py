@@ -23,7 +23,7 @@ import onnx_ir as ir
 from revseq._compare import first_difference
 from revseq._counterparts import Counterpart, counterparts
 from revseq._inputs import Inputs, lengths_pattern, random_array
-from revseq._placement import harmful_nodes
+from revseq._placement import harmful_nodes, harmless_size
 from revseq._reports import NodeReport
 from revseq._runners import Engine, Native, Runner, capture, main_opset, with_definition
 from revseq.ops.domains import REVSEQ_DOMAIN
@@ -235,7 +235,7 @@ def _run_case(
 
 
 def _declared_dims(
-    known: tuple[int | str | None, ...] | None, shape: tuple[int, ...]
+    known: tuple[int | str | None, ...] | None, rank: int
 ) -> tuple[int | str | None, ...]:
     """The dims a cut model declares for an input: what the candidate knows of them.
 
@@ -245,8 +245,8 @@ def _declared_dims(
     show the backend static dims the decomposition was not emitted for (TVM then
     cannot broadcast its run-time index to them).
     """
-    if known is None or len(known) != len(shape):
-        return (None,) * len(shape)
+    if known is None or len(known) != rank:
+        return (None,) * rank
     return known
 
 
@@ -266,8 +266,7 @@ def _counterpart_runner(
     types = {n: onnx.helper.np_dtype_to_tensor_dtype(a.dtype) for n, a in feeds.items()}
     output_type = onnx.helper.np_dtype_to_tensor_dtype(expected.dtype)
     dims = tuple(
-        _declared_dims(d, feeds[n].shape)
-        for n, d in zip(cp.inputs, cp.input_dims, strict=True)
+        _declared_dims(d, feeds[n].ndim) for n, d in zip(cp.inputs, cp.input_dims, strict=True)
     )
     key = (tuple(sorted(types.items())), output_type, dims)
     if key not in state.runners:
@@ -286,10 +285,7 @@ def _counterpart_runner(
             raise CheckError(f"{cp.label}: {e}") from e
         placement = getattr(runner, "placement", None)
         if placement is not None:
-            # A time or batch vector, or a shape (onnxruntime computes shapes on the CPU).
-            limit = max(
-                expected.shape[cp.time_axis], expected.shape[cp.batch_axis], expected.ndim
-            )
+            limit = harmless_size(expected.shape, cp.time_axis, cp.batch_axis)
             harmful = harmful_nodes(model, placement, feeds, limit=limit)
             if harmful:
                 state.difference = f"placed off the device: {'; '.join(harmful)}"

@@ -11,7 +11,9 @@ uploaded.
 
 from __future__ import annotations
 
-__all__ = ["CPU", "Placement", "harmful_nodes"]
+__all__ = ["CPU", "Placement", "harmful_nodes", "harmless_size"]
+
+from collections.abc import Sequence
 
 import numpy as np
 import onnx
@@ -25,6 +27,15 @@ Placement = dict[str, list[tuple[str, str]]]
 CPU = "CPUExecutionProvider"
 
 
+def harmless_size(shape: Sequence[int], time_axis: int, batch_axis: int) -> int:
+    """The most elements a CPU node may make for data of ``shape``.
+
+    The longest of the time and batch vectors and the shape itself (onnxruntime
+    computes shapes on the CPU).
+    """
+    return max(shape[time_axis], shape[batch_axis], len(shape))
+
+
 def harmful_nodes(
     model: onnx.ModelProto, placement: Placement, feeds: Inputs, *, limit: int
 ) -> list[str]:
@@ -35,8 +46,7 @@ def harmful_nodes(
         placement: Where the backend placed its nodes.
         feeds: Inputs the model runs on; the CPU nodes' outputs are measured on them (in
             onnxruntime, which computes the same shapes).
-        limit: The most elements a CPU node may make: the longest of the time and batch
-            vectors and the data's shape.
+        limit: The most elements a CPU node may make (``harmless_size``).
 
     Returns:
         One line per harmful node: its op type, name and why.

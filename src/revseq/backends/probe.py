@@ -69,20 +69,18 @@ def _run_exact(
     """None when every output on every input set is bit-identical, else why not.
 
     On an execution-provider backend (webgpu) a model placed off the device fails too
-    (:func:`revseq._placement.harmful_nodes`, a time or batch vector being the longer of
-    the first two dims of ``x``): a probe certifies what runs there, not on a fallback.
+    (:func:`revseq._placement.harmful_nodes`; every probe's ``x`` holds time and batch
+    in its first two dims): a probe certifies what runs there, not on a fallback.
     """
-    from revseq._placement import harmful_nodes
+    from revseq._placement import harmful_nodes, harmless_size
 
     try:
         runner = backend.prepare(model)
         placement = getattr(runner, "placement", None)
         for inputs in feeds:
             if placement is not None:
-                shape = np.shape(inputs.get("x", ()))
-                harmful = harmful_nodes(
-                    model, placement, inputs, limit=max(*shape[:2], len(shape), 1)
-                )
+                limit = harmless_size(inputs["x"].shape, 0, 1)
+                harmful = harmful_nodes(model, placement, inputs, limit=limit)
                 if harmful:
                     return f"placed off the device: {'; '.join(harmful)}"
                 placement = None  # where nodes run does not change with the inputs
