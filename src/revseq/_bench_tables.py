@@ -6,15 +6,10 @@ their own (docs/benchmark.md), stamped with the command that measured them.
 
 from __future__ import annotations
 
-__all__ = ["format_memory", "format_speed", "format_summary", "page"]
+__all__ = ["format_memory", "format_speed", "format_summary", "page_body"]
 
-import os
-import platform
 import statistics
-import time
 from typing import TYPE_CHECKING
-
-import revseq
 
 if TYPE_CHECKING:
     from revseq.bench import Case
@@ -109,12 +104,6 @@ on a shared machine.
 """
 
 
-def page(command: str, tables: str) -> str:
-    """The tables as a page of their own, stamped with the command, date and machine."""
-    stamp = (
-        f"Written by `{command}` on {time.strftime('%Y-%m-%d')} (revseq "
-        f"{revseq.__version__}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs); run it again to bring it up to date."
-    )
-    body = tables.replace("\n## ", "\n### ")
-    return f"# Benchmark\n\n{stamp}\n\n{_PAGE_INTRO}\n{body}"
+def page_body(tables: str) -> str:
+    """The tables as the body of docs/benchmark.md: what the columns mean, then them."""
+    return _PAGE_INTRO + "\n" + tables.replace("\n## ", "\n### ")

@@ -15,6 +15,7 @@ __all__ = [
     "load_model",
     "same_file",
     "save_model",
+    "write_measured_page",
     "write_text_atomically",
 ]
 
@@ -24,6 +25,7 @@ import os
 import pathlib
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 
 import google.protobuf.message
@@ -332,3 +334,20 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
             os.replace(temporary, path)
     except OSError as e:
         raise ModelSaveError(f"{path}: cannot write: {one_line(e)}") from e
+
+
+def write_measured_page(
+    path: str | os.PathLike, title: str, command: str, context: str, body: str
+) -> None:
+    """Write a Markdown page of measurements, stamped with what wrote it and when.
+
+    The stamp names the ``command`` (so anyone can bring the page up to date), the date,
+    revseq's version and the ``context`` it measured with (backend versions, machine).
+    """
+    from revseq import __version__  # at call time: the package imports this module
+
+    stamp = (
+        f"Written by `{command}` on {time.strftime('%Y-%m-%d')} (revseq {__version__}; "
+        f"{context}); run it again to bring it up to date."
+    )
+    write_text_atomically(path, f"# {title}\n\n{stamp}\n\n{body}")

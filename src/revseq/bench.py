@@ -14,6 +14,8 @@ import argparse
 import dataclasses
 import io
 import math
+import os
+import platform
 import statistics
 import sys
 import time
@@ -34,7 +36,7 @@ from revseq._bench_passes import (
     time_once,
     time_passes,
 )
-from revseq._bench_tables import format_memory, format_speed, format_summary, page
+from revseq._bench_tables import format_memory, format_speed, format_summary, page_body
 from revseq.ops.reference import reverse_sequence_model
 
 _TYPES = {
@@ -272,7 +274,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = " ".join(
             ["python -m revseq.bench", *(sys.argv[1:] if argv is None else argv)]
         )
-        _io.write_text_atomically(args.write, page(command, out.getvalue()))
+        machine = f"Python {platform.python_version()}, {os.cpu_count()} CPUs"
+        _io.write_measured_page(
+            args.write, "Benchmark", command, machine, page_body(out.getvalue())
+        )
     return 0
 
 

@@ -176,23 +176,21 @@ def _write_page(path: str, exactness: str, timing: str, names: list[str]) -> Non
     """The tables as a page of their own, stamped with the command, date and versions."""
     from revseq import _io
 
-    labels = ", ".join(backends.get(n).label for n in names)
-    page = (
-        "# The backend matrix\n\n"
-        f"Written by `python -m revseq.backends.matrix --write {path}` on "
-        f"{time.strftime('%Y-%m-%d')} (revseq {revseq.__version__}; {labels}); run it "
-        "again to bring it up to date. Each form (the default `portable` output and every "
-        "named form, as emitted for `any`) on each backend, static (`[5, 4, 3]`) and "
-        "dynamic (symbolic `T`, `B`, run at two sizes), over every element type, valid "
-        "lengths 0, 1, T and 2, compared with the truth bit for bit (`ok`; `FAIL`: the "
-        "backend raised; `WRONG`: it ran and gave other bytes; `-`: the backend has no "
-        "such type; `refused`: revseq refused to emit it).\n\n"
+    body = (
+        "Each form (the default `portable` output and every named form, as emitted for "
+        "`any`) on each backend, static (`[5, 4, 3]`) and dynamic (symbolic `T`, `B`, run "
+        "at two sizes), over every element type, valid lengths 0, 1, T and 2, compared "
+        "with the truth bit for bit (`ok`; `FAIL`: the backend raised; `WRONG`: it ran "
+        "and gave other bytes; `-`: the backend has no such type; `refused`: revseq "
+        "refused to emit it).\n\n"
         f"{exactness}\n\n## The default output against the copy floor\n\n"
         "`[64, 32, 256]` float32 (2 MiB), time-major, median of the runs after a warm-up; "
         "the floor is the backend's own Identity, and a full flip by `Slice` step -1, of "
         f"the same tensor.\n\n{timing}\n"
     )
-    _io.write_text_atomically(path, page)
+    labels = ", ".join(backends.get(n).label for n in names)
+    command = f"python -m revseq.backends.matrix --write {path}"
+    _io.write_measured_page(path, "The backend matrix", command, labels, body)
 
 
 if __name__ == "__main__":
