@@ -170,3 +170,11 @@ def test_placement_parser_reads_onnxruntime_log():
         "CPUExecutionProvider": [("Min", "rs/Min_5")],
         "WebGpuExecutionProvider": [("Gather", "rs/Gather_11"), ("MemcpyFromHost", "Memcpy")],
     }
+
+
+def test_matrix_marks_work_off_the_device(webgpu):
+    from revseq.backends.matrix import _cell
+
+    assert _cell(webgpu, "default", "float32", dynamic=True) == "CPU"
+    assert _cell(webgpu, "own target", "float32", dynamic=True) == "ok"
+    assert _cell(webgpu, "own target", "int32", dynamic=False) == "ok"
