@@ -92,10 +92,10 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
 
     The axes before the time axis are GatherND batch dims; the tuple holds the source
     step and the coordinates of the leading axes after the time axis. Without
-    ``batch_dims`` (WebNN), every leading axis gets a coordinate.
+    ``batch_dims`` (WebNN; opset 11), every leading axis gets a coordinate.
     """
     t, lead = sig.time_axis, sig.lead_rank
-    batch_dims = t if sig.allows("GatherND:batch_dims") else 0
+    batch_dims = t if sig.opset >= 12 and sig.allows("GatherND:batch_dims") else 0
     lead_shape = lead_shape_of(op, data, sig)
     src = source_index(op, data, lens, sig)
     columns = []
@@ -106,6 +106,8 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
             grid = op.Expand(src if axis == t else axis_grid(op, data, axis, sig), lead_shape)
         columns.append(unsqueeze(op, grid, [lead], sig))
     index = columns[0] if len(columns) == 1 else op.Concat(*columns, axis=lead)
+    if sig.opset < 12:  # GatherND-11 has no batch_dims attribute
+        return op.GatherND(data, index)
     return op.GatherND(data, index, batch_dims=batch_dims)
 
 
@@ -177,19 +179,36 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
 
 
+def _needs_allowzero(sig: Signature) -> bool:
+    """Whether ``gather_rows`` reshapes with ``allowzero`` (opset 14): where a dim may be 0.
+
+    A static shape without zeros reads the same without it; a run-time shape may hold 0.
+    """
+    if gathers_matrix(sig):
+        return False
+    dims = sig.dims
+    return dims is None or any(d is None or d == 0 for d in dims)
+
+
 @dataclasses.dataclass(frozen=True)
 class Form:
-    """A named decomposition and the opset it needs."""
+    """A named decomposition and the opset it needs.
+
+    ``min_opset`` is what the form needs at best; ``needs`` raises it for a signature
+    where the form emits something newer (``gather_rows``' ``allowzero``).
+    """
 
     name: str
     build: Callable[[OpBuilder, ir.Value, ir.Value, Signature], ir.Value]
     min_opset: int
     description: str
+    needs: Callable[[Signature], int] | None = None
 
     def available(self, sig: Signature) -> str | None:
         """None if the form fits ``sig``, else the reason it does not."""
-        if sig.opset < self.min_opset:
-            return f"strategy {self.name!r} needs opset >= {self.min_opset}"
+        opset = self.min_opset if self.needs is None else self.needs(sig)
+        if sig.opset < opset:
+            return f"strategy {self.name!r} needs opset >= {opset}"
         return None
 
 
@@ -205,14 +224,15 @@ FORMS: dict[str, Form] = {
         Form(
             "gather_nd",
             gather_nd,
-            12,
+            11,
             "GatherND gathering whole rows with (time, batch) index tuples",
         ),
         Form(
             "gather_rows",
             gather_rows,
-            14,
+            11,
             "Gather of whole rows of a flattened [rows, rest] view",
+            needs=lambda sig: 14 if _needs_allowzero(sig) else 11,
         ),
     )
 }

@@ -200,6 +200,32 @@ def test_default_output_general_axes(name, rank, batch_axis, time_axis, dynamic)
     )
 
 
+@pytest.mark.backend
+@pytest.mark.parametrize("opset", [10, 11, 13])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("name", BACKENDS)
+def test_default_output_before_opset_14(name, layout, opset):
+    """Static dims before Reshape's allowzero: the row form (opset 11; 10 is upgraded),
+    for the unsigned types only Gather moves on every backend, and float32."""
+    backend = backend_or_skip(name)
+    batch_axis, time_axis = LAYOUTS[layout]
+    for dtype in ("uint16", "uint32", "uint64", "float32"):
+        if dtype not in types_of(name):
+            continue
+        dims = dims_for(3, batch_axis, time_axis, False, SIZES[0])
+        model = model_of(dims, dtype, batch_axis, time_axis)
+        model.opset_import[0].version = opset
+        run_and_compare(
+            backend,
+            revseq.inline(model),
+            rank=3,
+            dtype=dtype,
+            batch_axis=batch_axis,
+            time_axis=time_axis,
+            dynamic=False,
+        )
+
+
 def profile_forms() -> list[tuple[str, str, bool]]:
     cases = []
     for name in BACKENDS:

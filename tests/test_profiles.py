@@ -117,6 +117,62 @@ def test_a_backend_that_cannot_run_a_case_is_named():
     assert "onnx2torch 1.5.15" in message and "tvm 0.27" in message
     assert "declare static input shapes" in message
     assert gathers(revseq.inline(model, target="tvm"))  # its own target serves it
+    # Static dims: the row form's Gather moves it everywhere, from opset 11 (10 is
+    # upgraded) where no dim is 0.
+    for opset in (10, 11, 18):
+        static = one_node([5, 4, 3], elem=TensorProto.UINT16)
+        static.opset_import[0].version = opset
+        assert "Gather" in {n.op_type for n in gathers(revseq.inline(static))}
+
+
+def _probed(name, *, dynamic_ops, gather_elements):
+    ops = frozenset({"Shape", "Slice", "Cast", "Squeeze", "Range", "Less", "Where", "Add",
+                     "Sub", "Unsqueeze", "Concat", "Expand", "GatherElements", "GatherND",
+                     "Gather", "Min", "Max", "Mul", "Reshape", "Transpose"})  # fmt: skip
+    types = frozenset({"float32", "uint16"})
+    return Profile(
+        name=name,
+        source="probe",
+        description=name,
+        backend_version=f"{name} 1.0",
+        native=False,
+        static_ops=ops,
+        dynamic_ops=ops & dynamic_ops,
+        dtypes={"Gather": types, "GatherElements": gather_elements, "GatherND": types},
+        forms={
+            "static": frozenset({"gather_elements", "gather_nd", "gather_rows"}),
+            "dynamic": frozenset({"gather_elements", "gather_nd"}),
+        },
+    )
+
+
+def test_a_default_no_form_fits_names_the_backends_in_the_way():
+    """Synthetic: one backend lacks GatherND on symbolic dims, the other's GatherElements
+    moves no uint16; the default they make refuses uint16 there, naming both."""
+    every_op = frozenset(TARGETS[PORTABLE].static_ops)
+    default = portable(
+        [
+            _probed("alpha", dynamic_ops=every_op - {"GatherND"},
+                    gather_elements=frozenset({"float32", "uint16"})),
+            _probed("beta", dynamic_ops=every_op, gather_elements=frozenset({"float32"})),
+        ]
+    )  # fmt: skip
+    model = one_node(["T", "B", 3], elem=TensorProto.UINT16)
+    with pytest.raises(revseq.StrategyError) as error:
+        revseq.inline(model, target=default)
+    message = str(error.value)
+    assert "GatherND, which alpha 1.0 lacks" in message
+    assert "moves no uint16 on beta 1.0" in message
+    assert "declare static input shapes" in message
+    assert gathers(revseq.inline(one_node([5, 4, 3], elem=TensorProto.UINT16), target=default))
+
+
+def test_a_named_target_refuses_a_type_it_lacks_with_its_version():
+    model = one_node(["T", "B", 3], elem=TensorProto.COMPLEX64)
+    refusal = r"target 'tract' .*probed with tract 0\.23"
+    with pytest.raises(revseq.StrategyError, match=refusal):
+        revseq.inline(model, target="tract")
+    assert gathers(revseq.inline(model))  # the default serves it (tract has no complex)
 
 
 def test_targets_command_marks_each_source(capsys):
