@@ -50,3 +50,38 @@ def test_a_shape_outside_the_suite_is_refused_in_one_line(capsys):
     assert exit_info.value.code == 2
     error = capsys.readouterr().err.splitlines()[-1]
     assert "no suite case of shape 3,4" in error
+
+
+def test_symbolic_dims_rows_declare_what_they_say():
+    case = bench.SUITE[5]  # [128, 32, 64], time-major
+    assert bench.declared_dims(case, "static") == [128, 32, 64]
+    assert bench.declared_dims(case, "time+batch") == ["T", "B", 64]
+    assert bench.declared_dims(case, "all") == ["T", "B", "d2"]
+    model = bench.native_model(case, dims="all")
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param for d in dims] == ["T", "B", "d2"]
+
+
+def test_backend_rows_time_the_default_against_the_copy_floor(capsys):
+    argv = ["--backend", "onnxruntime", "--shape", "2000,16", "--dims", "static,all"]
+    assert bench.main([*argv, "--rounds", "3", "--budget", "0.05"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| [")]
+    assert [row.split(" | ")[1] for row in rows] == ["static", "all"]
+    for row in rows:
+        default, own = row.split(" | ")[4:6]
+        assert default.endswith(")") and "x (" in default and "x (" in own
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--dims", "static,some"], "unknown dims 'some'"),
+        (["--backend", "webgpu"], "dominated by moving the tensors"),
+        (["--backend", "onnxruntime", "--shape", "1000,8,1"], "no suite case of shape"),
+    ],
+)
+def test_bad_bench_arguments_are_refused_in_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err.splitlines()[-1]

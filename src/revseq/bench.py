@@ -27,7 +27,7 @@ import onnx.helper
 import onnxruntime as ort
 
 import revseq
-from revseq import _io
+from revseq import _io, backends
 from revseq._bench_passes import (
     chain_model,
     format_passes,
@@ -36,7 +36,13 @@ from revseq._bench_passes import (
     time_once,
     time_passes,
 )
-from revseq._bench_tables import format_memory, format_speed, format_summary, page_body
+from revseq._bench_tables import (
+    format_memory,
+    format_nodes,
+    format_speed,
+    format_summary,
+    page_body,
+)
 from revseq.ops.reference import reverse_sequence_model
 
 _TYPES = {
@@ -83,14 +89,32 @@ SUITE: tuple[Case, ...] = (
 _QUICK = (SUITE[0], SUITE[1], SUITE[3], SUITE[5], SUITE[8])
 
 
-def native_model(case: Case, lens: np.ndarray | None = None) -> onnx.ModelProto:
-    """A one-node ReverseSequence model with the case's static shape.
+DIMS: tuple[str, ...] = ("static", "time+batch", "all")
+"""How much of a case's shape the model declares: every dim; the time and batch dims
+symbolic (the common exported form); every dim symbolic."""
+
+
+def declared_dims(case: Case, dims: str = "static") -> list[int | str]:
+    """The data's dims as the model declares them for ``dims`` (one of DIMS)."""
+    declared: list[int | str] = list(case.shape)
+    if dims == "static":
+        return declared
+    if dims == "all":
+        declared = [f"d{axis}" for axis in range(len(case.shape))]
+    declared[case.time_axis], declared[case.batch_axis] = "T", "B"
+    return declared
+
+
+def native_model(
+    case: Case, lens: np.ndarray | None = None, dims: str = "static"
+) -> onnx.ModelProto:
+    """A one-node ReverseSequence model of the case, its dims declared as ``dims`` says.
 
     With ``lens``, the lengths are that constant instead of an input: inlined, the model
     is one gather with a constant index (what onnxruntime's gather costs alone).
     """
     return reverse_sequence_model(
-        case.shape,
+        declared_dims(case, dims),
         _TYPES[case.dtype][1],
         batch_axis=case.batch_axis,
         time_axis=case.time_axis,
@@ -175,7 +199,7 @@ def paired_medians(
     }
 
 
-def _inputs(case: Case, rng: np.random.Generator) -> dict[str, np.ndarray]:
+def input_arrays(case: Case, rng: np.random.Generator) -> dict[str, np.ndarray]:
     np_type = _TYPES[case.dtype][0]
     x = rng.standard_normal(case.shape).astype(np_type)
     time_len = case.shape[case.time_axis]
@@ -198,34 +222,46 @@ def _variants(
 
 
 def run_speed(
-    cases: Sequence[Case], threads: Sequence[int], rounds: int, budget_s: float
+    cases: Sequence[Case],
+    threads: Sequence[int],
+    rounds: int,
+    budget_s: float,
+    dims_kinds: Sequence[str] = DIMS,
 ) -> list[dict[str, object]]:
-    """Time every case at every thread count; one row per (case, threads)."""
+    """Time every case at every thread count; one row per (case, dims, threads)."""
     rng = np.random.default_rng(0)
     strategies = list(revseq.STRATEGIES)
     rows = []
     for case in cases:
-        native = native_model(case)
-        # "portable": the default output (runs on every probed backend); then each
-        # strategy as emitted for onnxruntime ("auto" is the fastest form there).
-        models = {"native": native, "portable": revseq.inline(native)}
-        models.update(
-            {s: revseq.inline(native, strategy=s, target="onnxruntime") for s in strategies}
-        )
-        feeds = _inputs(case, rng)
-        # The same lengths as a constant: one gather with a constant index, the floor
-        # the index arithmetic adds to.
-        models["gather alone"] = revseq.inline(native_model(case, feeds["lens"]))
-        for n in threads:
-            variants = _variants({**models, "ort copy": copy_model(case)}, feeds, n)
-            result = paired_medians(variants, rounds=rounds, budget_s=budget_s)
-            rows.append({"case": case, "threads": n, "result": result})
-        for name, model in models.items():
-            rows[-1].setdefault("extra", {})[name] = extra_bytes(model)  # type: ignore[index]
-            rows[-1].setdefault("nodes", {})[name] = sum(  # type: ignore[index]
-                n.op_type != "Constant" for n in model.graph.node
+        feeds = input_arrays(case, rng)
+        for dims in dims_kinds:
+            native = native_model(case, dims=dims)
+            # "portable": the default output (runs on every probed backend); then each
+            # strategy as emitted for onnxruntime ("auto" is the fastest form there).
+            models = {"native": native, "portable": revseq.inline(native)}
+            models.update(
+                {
+                    s: revseq.inline(native, strategy=s, target="onnxruntime")
+                    for s in strategies
+                }
             )
+            # The same lengths as a constant, static dims: one gather with a constant
+            # index, the floor the index arithmetic adds to.
+            models["gather alone"] = revseq.inline(native_model(case, feeds["lens"]))
+            for n in threads:
+                variants = _variants({**models, "ort copy": copy_model(case)}, feeds, n)
+                result = paired_medians(variants, rounds=rounds, budget_s=budget_s)
+                rows.append({"case": case, "dims": dims, "threads": n, "result": result})
+            # Bytes from shape inference: known for static dims only.
+            if dims == "static":
+                rows[-1]["extra"] = {name: extra_bytes(m) for name, m in models.items()}
+            rows[-1]["nodes"] = {name: node_count(m) for name, m in models.items()}
     return rows
+
+
+def node_count(model: onnx.ModelProto) -> int:
+    """The nodes a backend runs: every node but the constants."""
+    return sum(n.op_type != "Constant" for n in model.graph.node)
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -236,8 +272,17 @@ def _shape(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(message) from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Print the speed, memory and pass-speed tables."""
+def _dims_kinds(text: str) -> tuple[str, ...]:
+    kinds = tuple(text.split(","))
+    unknown = [k for k in kinds if k not in DIMS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown dims {unknown[0]!r}; choose from {', '.join(DIMS)} (comma-separated)"
+        )
+    return kinds
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m revseq.bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few small cases, 1 thread")
     parser.add_argument("--rounds", type=int, default=41, help="rounds per case (max)")
@@ -249,6 +294,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="only the suite's cases of this shape, e.g. 128,32,64 (repeatable)",
     )
     parser.add_argument(
+        "--dims",
+        type=_dims_kinds,
+        default=DIMS,
+        help=f"which declared dims to run, comma-separated (default {','.join(DIMS)})",
+    )
+    parser.add_argument(
+        "--backend",
+        metavar="NAME",
+        choices=sorted(backends.ADAPTERS),
+        help="time the default output and NAME's own target on that installed backend "
+        "against its copy floor, instead of onnxruntime against its native kernel",
+    )
+    parser.add_argument(
         "--speed-only", action="store_true", help="the speed and memory tables only"
     )
     parser.add_argument(
@@ -256,19 +314,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="PATH",
         help="also write the tables as a Markdown page (docs/benchmark.md is written so)",
     )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the speed, memory and pass-speed tables (or one backend's table)."""
+    parser = _parser()
     args = parser.parse_args(argv)
-    cases = _QUICK if args.quick else SUITE
+    if args.backend is not None:
+        from revseq import _bench_backend  # it builds on this module's cases
+
+        suite = _bench_backend.BACKEND_SUITE
+        reason = _bench_backend.UNTIMED.get(args.backend) or backends.unavailable(args.backend)
+        if reason is not None:
+            parser.error(f"--backend {args.backend}: {reason}")
+    else:
+        suite = _QUICK if args.quick else SUITE
+    cases = suite
     if args.shape:
-        unknown = set(args.shape) - {case.shape for case in SUITE}
+        unknown = set(args.shape) - {case.shape for case in suite}
         if unknown:
-            shapes = "; ".join(",".join(map(str, c.shape)) for c in SUITE)
+            shapes = "; ".join(",".join(map(str, c.shape)) for c in suite)
             wrong = ",".join(map(str, sorted(unknown)[0]))
             parser.error(f"no suite case of shape {wrong}; the suite has {shapes}")
-        cases = tuple(case for case in SUITE if case.shape in args.shape)
-    threads = (1,) if args.quick else (1, 2)
-    rows = run_speed(cases, threads, args.rounds, args.budget)
+        cases = tuple(case for case in suite if case.shape in args.shape)
     out = io.StringIO()
-    _write_tables(out, rows, args)
+    if args.backend is not None:
+        rows = _bench_backend.run_backend(
+            args.backend, cases, args.dims, args.rounds, args.budget
+        )
+        label = backends.get(args.backend).label
+        out.write(_bench_backend.format_backend(label, rows) + "\n")
+    else:
+        threads = (1,) if args.quick else (1, 2)
+        rows = run_speed(cases, threads, args.rounds, args.budget, args.dims)
+        _write_tables(out, rows, args)
     sys.stdout.write(out.getvalue())
     if args.write:
         command = " ".join(
@@ -290,6 +370,8 @@ def _write_tables(
     out.write(format_summary(rows) + "\n\n")
     out.write("## Extra memory: intermediate tensors (shape inference upper bound)\n\n")
     out.write(format_memory(rows) + "\n\n")
+    out.write("## Nodes: what each model runs, constants aside\n\n")
+    out.write(format_nodes(rows) + "\n\n")
     if args.speed_only:
         return
     counts = (100, 1000) if args.quick else (100, 1000, 2000, 5000)
