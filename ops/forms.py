@@ -33,7 +33,15 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops._emit import const, pad_trailing, shape_of, squeeze, unsqueeze
+from revseq.ops._emit import (
+    const,
+    iota,
+    pad_trailing,
+    place_along,
+    shape_of,
+    squeeze,
+    unsqueeze,
+)
 from revseq.ops._index import (
     axis_grid,
     gathers_matrix,
@@ -96,12 +104,24 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     """
     t, lead = sig.time_axis, sig.lead_rank
     batch_dims = t if sig.opset >= 12 and sig.allows("GatherND:batch_dims") else 0
-    lead_shape = lead_shape_of(op, data, sig)
     src = source_index(op, data, lens, sig)
+    if lead == 2 and sig.lead_dims() is None:
+        lead_shape = op.Shape(src)
+    else:
+        lead_shape = lead_shape_of(op, data, sig)
     columns = []
     for axis in range(batch_dims, lead):
         if axis == t and lead == 2:
             grid = src  # [T, B] or [B, T] already
+        elif axis == sig.batch_axis and lead == 2 and sig.lead_dims() is None:
+            # With symbolic dims, the batch coordinates count the lengths (not the data's
+            # batch dim) and take the index's own shape: src is [T', L] (T' a Range's
+            # length, L the lengths'), and a Concat with a column of the data's [T, B]
+            # converts neither in TVM (it cannot prove T' == T) nor in tract (it cannot
+            # unify L with broadcast(L, B)).
+            count = op.Shape(lens)
+            steps = place_along(op, iota(op, count, None, sig), axis, lead, sig)
+            grid = op.Expand(steps, lead_shape)
         else:
             grid = op.Expand(src if axis == t else axis_grid(op, data, axis, sig), lead_shape)
         columns.append(unsqueeze(op, grid, [lead], sig))

@@ -117,15 +117,27 @@ def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], froze
         source = node.inputs[0] if node.inputs else None
         if node.op_type in GATHERS and source is not None and source.const_value is None:
             moving.add(node.op_type)  # not a lookup in a constant table of indices
+            index = node.inputs[1] if len(node.inputs) > 1 else None
+            if node.op_type == "Gather" and _constant_of_rank(index, at_least=2):
+                used.add("Gather:constant_index")
     return frozenset(used), frozenset(moving)
+
+
+def _constant_of_rank(value, *, at_least: int) -> bool:
+    return (
+        value is not None
+        and value.const_value is not None
+        and len(value.const_value.shape) >= at_least
+    )
 
 
 def emitted_op_types(sig: forms.Signature, strategy: str) -> frozenset[str]:
     """The op types the form emits for ``sig`` (its recorded template's).
 
-    GatherND with ``batch_dims > 0`` and Reshape with ``allowzero=1`` are reported as the
-    variants ``GatherND:batch_dims`` and ``Reshape:allowzero`` too: backends differ on
-    them.
+    GatherND with ``batch_dims > 0``, Reshape with ``allowzero=1`` and a Gather of the
+    data by a constant index of two or more dims (constant lengths) are reported as the
+    variants ``GatherND:batch_dims``, ``Reshape:allowzero`` and ``Gather:constant_index``
+    too: backends differ on them (tinygrad reads a constant Gather index as a flat list).
     """
     return _emitted(sig, strategy)[0]
 

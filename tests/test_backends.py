@@ -18,7 +18,6 @@ from onnx import helper
 import revseq
 from revseq import backends
 from revseq._inputs import random_array
-from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
@@ -120,13 +119,6 @@ def run_and_compare(
                 assert_identical(runner({"x": x, "lens": lens})[0], expected)
 
 
-# Where no form runs on every probed backend, the default refuses (never a silent
-# fallback): unsigned types of 16 bits and more with symbolic dims, since onnx2torch's
-# GatherElements moves none of them and TVM's GatherND fails on symbolic dims. The
-# backend's own target serves them.
-PORTABLE_REFUSALS = {("uint16", True), ("uint32", True), ("uint64", True)}
-
-
 def check_default(
     name: str, rank: int, dtype: str, layout: str, dynamic: bool, **inline_options
 ) -> None:
@@ -136,10 +128,6 @@ def check_default(
     batch_axis, time_axis = LAYOUTS[layout]
     dims = dims_for(rank, batch_axis, time_axis, dynamic, SIZES[0])
     model = model_of(dims, dtype, batch_axis, time_axis)
-    if not inline_options and (dtype, dynamic) in PORTABLE_REFUSALS:
-        with pytest.raises(StrategyError, match="no decomposition fits target 'portable'"):
-            revseq.inline(model)
-        inline_options = {"target": name}
     inlined = revseq.inline(model, **inline_options)
     run_and_compare(
         backend,

@@ -223,27 +223,6 @@ def _native_runs(case: dict[str, object]) -> bool:
     )
 
 
-# The portable default refuses these with symbolic dims, where no form runs on every
-# probed backend (onnx2torch's GatherElements moves none of them; TVM's GatherND fails
-# on symbolic dims); onnxruntime's own target serves them.
-PORTABLE_REFUSED_TYPES = {"uint16", "uint32", "uint64"}
-
-
-def _inline(model: onnx.ModelProto, case: dict[str, object]) -> onnx.ModelProto:
-    try:
-        return revseq.inline(model, strategy=case["strategy"])
-    except revseq.StrategyError as e:
-        refused = "no decomposition fits target 'portable'" in str(e)
-        if not (
-            refused
-            and case["strategy"] == "auto"
-            and case["type"] in PORTABLE_REFUSED_TYPES
-            and (case["symbolic"] or case["scope"] == "function")
-        ):
-            raise
-        return revseq.inline(model, strategy="auto", target="onnxruntime")
-
-
 @settings(settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci")))
 @given(cases())
 def test_inlined_random_models_are_bit_exact(case: dict[str, object]) -> None:
@@ -254,10 +233,11 @@ def test_inlined_random_models_are_bit_exact(case: dict[str, object]) -> None:
             revseq.inline(model, strategy=case["strategy"])
         return
     try:
-        inlined = _inline(model, case)
+        inlined = revseq.inline(model, strategy=case["strategy"])
     except revseq.StrategyError as e:
-        # The row form asked for by name needs opset 14 where a dim may be 0 at run time
-        # (Reshape's allowzero); every other form runs from opset 11 (10 is upgraded).
+        # The default refuses no valid node. The row form asked for by name needs opset
+        # 14 where a dim may be 0 at run time (Reshape's allowzero); every other form
+        # runs from opset 11 (10 is upgraded).
         assert case["strategy"] == "gather_rows" and case["opset"] < 14, e
         assert "opset >= 14" in str(e)
         return

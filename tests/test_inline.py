@@ -120,21 +120,11 @@ def all_nodes(model: onnx.ModelProto) -> list[str]:
     return all_op_types(model)
 
 
-# The portable default refuses these with symbolic dims (no form runs them on both
-# onnx2torch and TVM: see test_backends); onnxruntime's own target serves them.
-PORTABLE_REFUSED_TYPES = {"uint16", "uint32", "uint64"}
-
-
 def verify(model: onnx.ModelProto, strategy: str, feeds: dict, expected: np.ndarray) -> None:
     """Inline, check the model, and compare with the native op and the reference."""
     elem = model.graph.output[0].type.tensor_type.elem_type
     name = next(k for k, v in TYPES.items() if v == elem)
-    try:
-        inlined = revseq.inline(model, strategy=strategy)
-    except revseq.StrategyError as e:
-        assert strategy == "auto" and name in PORTABLE_REFUSED_TYPES, e
-        assert "target 'portable' with dynamic shapes" in str(e)
-        inlined = revseq.inline(model, strategy=strategy, target="onnxruntime")
+    inlined = revseq.inline(model, strategy=strategy)  # the default refuses no valid node
     onnx.checker.check_model(inlined, full_check=True)
     assert "ReverseSequence" not in all_nodes(inlined)
     if name in REFERENCE_ONLY:

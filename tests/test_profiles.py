@@ -96,11 +96,12 @@ def test_tinygrad_bool_avoids_gather_nd():
 @pytest.mark.parametrize(
     ("target", "forbidden"),
     [
-        # TVM's Relax frontend: GatherND, CumSum and ReduceProd fail on symbolic dims.
-        ("tvm", {"GatherND", "CumSum", "ReduceProd", "Flatten"}),
+        # TVM's Relax frontend: CumSum, ReduceProd and ConstantOfShape fail on symbolic
+        # dims (GatherND converts where its index columns share one shape: gather_nd).
+        ("tvm", {"CumSum", "ReduceProd", "ConstantOfShape", "Flatten"}),
         # tract cannot infer Flatten's output from symbolic dims.
         ("tract", {"Flatten", "ReduceProd"}),
-        (PORTABLE, {"GatherND", "CumSum", "ReduceProd", "Flatten"}),
+        (PORTABLE, {"CumSum", "ReduceProd", "ConstantOfShape", "Flatten"}),
     ],
 )
 def test_dynamic_shapes_use_what_the_frontends_convert(target, forbidden):
@@ -109,20 +110,31 @@ def test_dynamic_shapes_use_what_the_frontends_convert(target, forbidden):
     assert not used & forbidden
 
 
-def test_a_backend_that_cannot_run_a_case_is_named():
-    model = one_node(["T", "B", 3], elem=TensorProto.UINT16)
-    with pytest.raises(revseq.StrategyError) as error:
-        revseq.inline(model)
-    message = str(error.value)
-    assert "onnx2torch 1.5.15" in message and "tvm 0.27" in message
-    assert "declare static input shapes" in message
-    assert gathers(revseq.inline(model, target="tvm"))  # its own target serves it
-    # Static dims: the row form's Gather moves it everywhere, from opset 11 (10 is
-    # upgraded) where no dim is 0.
-    for opset in (10, 11, 18):
-        static = one_node([5, 4, 3], elem=TensorProto.UINT16)
-        static.opset_import[0].version = opset
-        assert "Gather" in {n.op_type for n in gathers(revseq.inline(static))}
+def test_the_default_refuses_no_type():
+    """uint16/32/64 with symbolic dims take GatherND (onnx2torch's GatherElements moves
+    none of them); static, from opset 10 (upgraded to 11), the row form's Gather."""
+    for elem in (TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64):
+        for opset in (10, 11, 18):
+            for dims in (["T", "B", 3], [5, 4, 3]):
+                model = one_node(dims, elem=elem)
+                model.opset_import[0].version = opset
+                used = {n.op_type for n in gathers(revseq.inline(model))}
+                assert used == ({"GatherND"} if "T" in dims else {"Gather"}), (opset, dims)
+
+
+def test_constant_lengths_avoid_a_constant_gather_index_where_a_backend_lacks_it():
+    """Probed: tinygrad 0.14 reads a constant Gather index of two dims as a flat list."""
+    lens = helper.make_tensor("lens", TensorProto.INT64, [4], [0, 1, 5, 2])
+    model = one_node([5, 4, 3])
+    model.graph.input.pop()
+    model.graph.initializer.append(lens)
+    for target in ("tinygrad", None):
+        assert "Gather" not in {
+            n.op_type for n in gathers(revseq.inline(model, target=target))
+        }
+    assert {n.op_type for n in gathers(revseq.inline(model, target="onnxruntime"))} == {
+        "Gather"
+    }
 
 
 def _probed(name, *, dynamic_ops, gather_elements):

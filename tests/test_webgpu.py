@@ -48,13 +48,6 @@ def _dims(rank: int, time_axis: int, batch_axis: int, symbolic: bool) -> tuple:
 def test_output_runs_exactly_on_webgpu(webgpu, dtype, rank, symbolic, target):
     if dtype == "float16" and not _adapter_has_f16():
         pytest.skip("the WebGPU adapter has no shader-f16 (SwiftShader lacks it)")
-    if dtype == "uint32" and symbolic and target is None:
-        with pytest.raises(api.StrategyError, match="moves no uint32 on onnx2torch"):
-            api.inline(model_of(_dims(rank, 0, 1, True), dtype, 1, 0))
-        pytest.xfail(
-            "the portable default refuses uint32 with symbolic dims (onnx2torch's gathers "
-            "lack it: issue 19)"
-        )
     for time_axis, batch_axis in ((0, 1), (1, 0)):
         model = model_of(_dims(rank, time_axis, batch_axis, symbolic), dtype, batch_axis,
                          time_axis)  # fmt: skip

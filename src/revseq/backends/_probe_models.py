@@ -50,7 +50,8 @@ def source(dynamic: bool, *, batch_major: bool = False) -> str:
 
     As in the forms: T (a constant, or sliced from Shape and cast) clamps the lengths by
     Less+Where, and ``src = where(L < t+1, t, L - (t+1))`` over [T, B] ([B, T] when
-    batch-major). Also ``bgrid``: 0 .. B-1 broadcast over the same shape.
+    batch-major). Also ``bgrid``: 0 .. B-1 broadcast over the same shape; with symbolic
+    dims B counts the lengths and the shape is ``src``'s, as ``gather_nd`` builds them.
     """
     t_axis, b_axis = (1, 0) if batch_major else (0, 1)
     if dynamic:
@@ -59,8 +60,8 @@ def source(dynamic: bool, *, batch_major: bool = False) -> str:
             "t1 = Cast <to = 7> (tshape)\nts = Squeeze (t1, zero1)\n"
             "steps = Range (zero, ts, one)\n"
             f"bshape = Shape <start = {b_axis}, end = {b_axis + 1}> (x)\n"
-            "b1 = Cast <to = 7> (bshape)\nbs = Squeeze (b1, zero1)\n"
-            "biota = Range (zero, bs, one)\n"
+            "b1 = Cast <to = 7> (bshape)\nnlens = Shape (lens)\n"
+            "bs = Squeeze (nlens, zero1)\nbiota = Range (zero, bs, one)\n"
         )
     else:
         time_len, batch = (4, 4) if batch_major else (5, 4)
@@ -77,7 +78,7 @@ def source(dynamic: bool, *, batch_major: bool = False) -> str:
         f"t = Unsqueeze (steps, {t_dim})\nlb = Unsqueeze (L, {b_dim})\n"
         "n = Add (t, one1)\nk = Less (lb, n)\nback = Sub (lb, n)\n"
         "src = Where (k, t, back)\n"
-        "lead = Shape <start = 0, end = 2> (x)\n"
+        "lead = Shape (src)\n"
         f"bu = Unsqueeze (biota, {b_dim})\nbgrid = Expand (bu, lead)"
     )
 
@@ -238,6 +239,16 @@ OP_PROBES: tuple[Probe, ...] = (
             f"{source(d)}\nscaled = Mul (src, b1)\nflat = Add (scaled, bgrid)\n"
             "f32 = Cast <to = 6> (flat)\nrows = Flatten <axis = 2> (x)\n"
             "g = Gather <axis = 0> (rows, f32)\ns = Shape (x)\ny = Reshape (g, s)"
+        ),
+    ),
+    # What the row form emits for constant lengths: the data gathered by a constant
+    # index of two dims (tinygrad 0.14 reads a constant index as a flat list).
+    Probe(
+        "Gather:constant_index",
+        ("Gather:constant_index",),
+        lambda d: (
+            "idx = Constant <value = int64[2, 2] {1, 0, 0, 1}> ()\n"
+            "y = Gather <axis = 1> (x, idx)"
         ),
     ),
     Probe("Flatten", ("Flatten",), lambda d: "y = Flatten <axis = 2> (x)"),
