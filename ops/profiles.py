@@ -187,8 +187,8 @@ def load_profiles() -> dict[str, Profile]:
     return profiles
 
 
-def portable(probed: Iterable[Profile]) -> Profile:
-    """The profile whose output runs on every one of ``probed``.
+def portable(probed: Iterable[Profile], name: str = PORTABLE) -> Profile:
+    """The profile (named ``name``) whose output runs on every one of ``probed``.
 
     Ops: those every profile runs (dynamic: every profile that runs dynamic shapes at
     all). Element types: a gather may move a type when every profile that moves that
@@ -198,7 +198,7 @@ def portable(probed: Iterable[Profile]) -> Profile:
     probed = list(probed)
     if not probed:
         return Profile(
-            PORTABLE, "computed", "no probed profile", None, None, frozenset(), frozenset()
+            name, "computed", "no probed profile", None, None, frozenset(), frozenset()
         )
     static_ops = frozenset.intersection(*(p.static_ops or frozenset() for p in probed))
     dynamic = [p for p in probed if p.dynamic_ops]
@@ -222,11 +222,12 @@ def portable(probed: Iterable[Profile]) -> Profile:
         for kind in ("static", "dynamic")
         if any(p.forms for p in probed)
     }
-    names = ", ".join(f"{p.name} {p.backend_version}" for p in probed)
+    names = ", ".join(p.backend_version or p.name for p in probed)
+    every = "every probed backend" if name == PORTABLE else "each of"
     return Profile(
-        name=PORTABLE,
+        name=name,
         source="computed",
-        description=f"runs on every probed backend: {names}",
+        description=f"runs on {every}: {names}",
         backend_version=None,
         native=None,
         static_ops=static_ops,

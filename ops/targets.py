@@ -1,8 +1,10 @@
 """Targets: what ``target=`` accepts, resolved to the profile the planner reads.
 
 A target is a profile name (``revseq.TARGETS``: probed backends, documented ones,
-``portable`` and ``any``), a collection of op types (profile names may be mixed in: their
-op types are added), or None for the ``portable`` default.
+``portable`` and ``any``), a collection of profile names (the output must run on every
+one of them: their profiles combined as ``portable`` combines the probed ones), a
+collection of op types (profile names may be mixed in: their op types are added), or
+None for the ``portable`` default.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import onnx.defs
 import onnx_ir as ir
 
 from revseq.ops.errors import StrategyError
-from revseq.ops.profiles import ELEMENT_TYPES, PORTABLE, Profile, load_profiles
+from revseq.ops.profiles import ELEMENT_TYPES, PORTABLE, Profile, load_profiles, portable
 
 ANY = Profile(
     name="any",
@@ -77,7 +79,14 @@ def resolve_target(target: Target) -> Profile:
         if target not in TARGETS:
             raise _unknown_target(target)
         return TARGETS[target]
-    names = sorted(target)
+    names = sorted(set(target))
+    if names and all(name in TARGETS for name in names):
+        profiles = [TARGETS[name] for name in names]
+        if any(p.static_ops is None for p in profiles):  # "any" adds no constraint
+            profiles = [p for p in profiles if p.static_ops is not None] or [ANY]
+        if len(profiles) == 1:
+            return profiles[0]
+        return portable(profiles, name="+".join(p.name for p in profiles))
     static: set[str] = set()
     dynamic: set[str] = set()
     for item in names:

@@ -214,6 +214,26 @@ def test_default_output_before_opset_14(name, layout, opset):
         )
 
 
+@pytest.mark.backend
+@pytest.mark.parametrize("dtype", ["float32", "uint16"])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("pair", [("onnx2torch", "tvm"), ("tract", "tinygrad")])
+def test_output_for_several_backends_runs_on_each(pair, layout, dtype):
+    batch_axis, time_axis = LAYOUTS[layout]
+    dims = dims_for(3, batch_axis, time_axis, True, SIZES[0])
+    inlined = revseq.inline(model_of(dims, dtype, batch_axis, time_axis), target=pair)
+    for name in pair:
+        run_and_compare(
+            backend_or_skip(name),
+            inlined,
+            rank=3,
+            dtype=dtype,
+            batch_axis=batch_axis,
+            time_axis=time_axis,
+            dynamic=True,
+        )
+
+
 def profile_forms() -> list[tuple[str, str, bool]]:
     cases = []
     for name in BACKENDS:

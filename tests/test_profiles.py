@@ -194,3 +194,21 @@ def test_targets_command_marks_each_source(capsys):
         assert f"| {name} | verified by execution |" in out
     for name in DOCUMENTED:
         assert f"| {name} | from documents only |" in out
+
+
+def test_several_backends_get_output_that_runs_on_each():
+    """target=("onnx2torch", "tvm"): what both run, not what either does (TVM's GatherND
+    takes batch_dims, onnx2torch's raises on it)."""
+    pair = revseq.ops.targets.resolve_target(("tvm", "onnx2torch"))
+    assert pair.name == "onnx2torch+tvm" and pair.members == (
+        TARGETS["onnx2torch"],
+        TARGETS["tvm"],
+    )
+    model = one_node(["B", "T", 3], batch_axis=0, time_axis=1)
+    assert any(
+        a.i for n in gathers(revseq.inline(model, target="tvm")) for a in n.attribute
+    )  # batch_dims
+    both = revseq.inline(model, target=("onnx2torch", "tvm"))
+    assert not any(a.i for n in gathers(both) for a in n.attribute if a.name == "batch_dims")
+    assert revseq.ops.targets.resolve_target(["tvm"]) is TARGETS["tvm"]
+    assert revseq.ops.targets.resolve_target(["any", "tvm"]) is TARGETS["tvm"]

@@ -135,7 +135,8 @@ def _build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME_OR_OP",
         help=f"a backend profile ({', '.join(revseq.TARGETS)}) or an allowed op type; "
-        "repeat to allow several",
+        "repeat it: several profiles give output that runs on each of them, op types "
+        "are allowed together",
     )
     _add_rewrite_command(
         commands,
