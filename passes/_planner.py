@@ -22,6 +22,8 @@ __all__ = [
 import dataclasses
 import functools
 
+import onnx_ir as ir
+
 from revseq.ops import forms
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import GATHERS, Profile
@@ -126,7 +128,7 @@ def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], froze
     return frozenset(used), frozenset(moving)
 
 
-def _constant_of_rank(value, *, at_least: int) -> bool:
+def _constant_of_rank(value: ir.Value | None, *, at_least: int) -> bool:
     return (
         value is not None
         and value.const_value is not None
