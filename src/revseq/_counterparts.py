@@ -99,7 +99,12 @@ class Counterpart:
         graph = onnx.GraphProto()
         graph.CopyFrom(self.graph)
         graph.input.extend(inputs)
-        graph.output.append(onnx.helper.make_tensor_value_info(self.output, output_type, None))
+        # The output has the data's rank; its dims are left unknown (a backend infers
+        # them). IREE's importer requires a shape on every graph output.
+        dims = dict(zip(self.inputs, self.input_dims, strict=True)).get(self.data)
+        dims = self.data_dims if dims is None else dims
+        rank = None if dims is None else [None] * len(dims)
+        graph.output.append(onnx.helper.make_tensor_value_info(self.output, output_type, rank))
         called = _called(graph, functions)
         domains = {n.domain for n in graph.node} | {n.domain for f in called for n in f.node}
         return onnx.helper.make_model(
