@@ -204,3 +204,26 @@ def test_harmful_placements_are_a_copy_back_or_more_than_a_time_vector():
     assert harmful_nodes(model, copy, feeds, limit=limit) == [
         "MemcpyToHost 'Memcpy_token_0' (a copy back to the host)"
     ]
+
+
+def test_a_cut_decomposition_is_a_model_every_importer_takes():
+    """IREE's importer requires a shape on every graph output: the cut model's output
+    declares the data's rank (its dims left to inference), and passes onnx's checker."""
+    import onnx_ir as ir
+
+    from revseq._counterparts import counterparts
+
+    reference = _reverse()
+    (cut,) = counterparts(ir.from_proto(reference), ir.from_proto(revseq.inline(reference)))
+    model = cut.model(
+        {name: onnx.TensorProto.FLOAT if name == "x" else onnx.TensorProto.INT64
+         for name in cut.inputs},
+        onnx.TensorProto.FLOAT,
+        functions=[],
+        ir_version=9,
+    )  # fmt: skip
+    onnx.checker.check_model(model, full_check=True)
+    (output,) = model.graph.output
+    assert output.type.tensor_type.HasField("shape")
+    rank = len(reference.graph.input[0].type.tensor_type.shape.dim)
+    assert len(output.type.tensor_type.shape.dim) == rank
