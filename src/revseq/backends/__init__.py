@@ -17,18 +17,22 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "Runner",
+    "UNTIMED",
     "get",
+    "input_names",
     "installed",
     "unavailable",
 ]
 
 from revseq.backends._adapter import (
     ADAPTERS,
+    UNTIMED,
     Backend,
     BackendError,
     BackendUnavailableError,
     Runner,
     get,
+    input_names,
     installed,
     unavailable,
 )

@@ -8,7 +8,9 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "Runner",
+    "UNTIMED",
     "get",
+    "input_names",
     "installed",
     "unavailable",
 ]
@@ -44,6 +46,12 @@ ADAPTERS: dict[str, str] = {
     "webgpu": "onnxruntime-web's WebGPU execution provider in headless Chromium (playwright)",
 }
 """Every adapter, by the name ``--backend`` and ``target=`` take, with what it runs."""
+
+UNTIMED: dict[str, str] = {
+    "webgpu": "its runs through the browser page are dominated by moving the tensors in "
+    "and out (about 0.36 s for 2 MiB, an Identity as much as anything): no timing there",
+}
+"""Adapters whose run times say nothing about the backend's speed, and why."""
 
 
 class BackendError(RevseqError):

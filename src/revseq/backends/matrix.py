@@ -163,9 +163,6 @@ def timing_table(names: list[str], repeats: int) -> str:
     return "\n".join(lines)
 
 
-_UNTIMED = frozenset({"webgpu"})
-
-
 def main(argv: list[str] | None = None) -> int:
     """Print both tables for the installed backends (or those named)."""
     parser = argparse.ArgumentParser(prog="python -m revseq.backends.matrix")
@@ -179,9 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     names = args.backends or [n for n in backends.ADAPTERS if backends.unavailable(n) is None]
-    # The webgpu adapter's runs are dominated by moving tensors in and out of the page
-    # (about 0.36 s for 2 MiB, an Identity as much as anything): no copy floor there.
-    timed = [n for n in names if n not in _UNTIMED]
+    timed = [n for n in names if n not in backends.UNTIMED]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         exactness = exactness_table(names, args.types)
