@@ -9,7 +9,7 @@ onnxruntime.
 
 from __future__ import annotations
 
-__all__ = ["BACKEND_SUITE", "UNTIMED", "format_backend", "run_backend"]
+__all__ = ["BACKEND_SUITE", "format_backend", "run_backend"]
 
 import statistics
 from collections.abc import Sequence
@@ -22,9 +22,11 @@ from revseq import backends
 from revseq.bench import (
     Case,
     copy_model,
+    fed,
     input_arrays,
     native_model,
     node_count,
+    numpy_copy,
     paired_medians,
 )
 from revseq.ops.errors import one_line
@@ -38,21 +40,17 @@ BACKEND_SUITE: tuple[Case, ...] = (
 )
 """Time-major float32, a small tensor, 2 MiB and 16 MiB: what sequence models hold."""
 
-UNTIMED = {
-    "webgpu": "its runs through the browser page are dominated by moving the tensors in "
-    "and out (an Identity costs as much as anything): no timing there",
-}
-"""Backends whose runs here say nothing about their speed, and why."""
 
-
-def _models(name: str, case: Case, dims: str, lens: np.ndarray) -> dict[str, object]:
+def _models(
+    name: str, case: Case, dims: str, lens: np.ndarray
+) -> dict[str, onnx.ModelProto | str]:
     """Each variant's model, or why it has none.
 
     The default, the backend's own target, and each named form emitted for that target
     (for "any" where the backend has no profile).
     """
     native = native_model(case, dims=dims)
-    models: dict[str, object] = {"default": revseq.inline(native)}
+    models: dict[str, onnx.ModelProto | str] = {"default": revseq.inline(native)}
     target = name if name in TARGETS else "any"
     for label, strategy in (("own target", "auto"), *((f, f) for f in FORMS)):
         try:
@@ -84,19 +82,17 @@ def run_backend(
                 if isinstance(model, str):
                     notes[label] = model
                     continue
-                inputs = {i.name for i in model.graph.input}  # type: ignore[union-attr]
-                fed = {k: v for k, v in feeds.items() if k in inputs}
+                its_feeds = fed(model, feeds)
                 try:
                     runner = backend.prepare(model)
-                    runner(fed)
+                    runner(its_feeds)
                 except backends.BackendError as e:
                     lacks_op = label == "native" and not native_op
                     notes[label] = "no ReverseSequence" if lacks_op else one_line(e)
                     continue
-                assert isinstance(model, onnx.ModelProto)
                 nodes[label] = node_count(model)
-                variants[label] = lambda r=runner, f=fed: r(f)
-            variants["memcpy"] = lambda x=feeds["x"]: np.copyto(np.empty_like(x), x)
+                variants[label] = lambda r=runner, f=its_feeds: r(f)
+            variants["memcpy"] = numpy_copy(feeds["x"])
             result = paired_medians(variants, rounds=rounds, budget_s=budget_s)
             rows.append(
                 {"case": case, "dims": dims, "result": result, "notes": notes, "nodes": nodes}
