@@ -105,15 +105,13 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     t, lead = sig.time_axis, sig.lead_rank
     batch_dims = t if sig.opset >= 12 and sig.allows("GatherND:batch_dims") else 0
     src = source_index(op, data, lens, sig)
-    if lead == 2 and sig.lead_dims() is None:
-        lead_shape = op.Shape(src)
-    else:
-        lead_shape = lead_shape_of(op, data, sig)
+    symbolic_pair = lead == 2 and sig.lead_dims() is None
+    lead_shape = op.Shape(src) if symbolic_pair else lead_shape_of(op, data, sig)
     columns = []
     for axis in range(batch_dims, lead):
         if axis == t and lead == 2:
             grid = src  # [T, B] or [B, T] already
-        elif axis == sig.batch_axis and lead == 2 and sig.lead_dims() is None:
+        elif axis == sig.batch_axis and symbolic_pair:
             # With symbolic dims, the batch coordinates count the lengths (not the data's
             # batch dim) and take the index's own shape: src is [T', L] (T' a Range's
             # length, L the lengths'), and a Concat with a column of the data's [T, B]
