@@ -11,7 +11,7 @@ uploaded.
 
 from __future__ import annotations
 
-__all__ = ["CPU", "Placement", "harmful_nodes", "harmless_size"]
+__all__ = ["CPU", "Placement", "harmful_nodes", "harmless_size", "node_key"]
 
 from collections.abc import Sequence
 
@@ -25,6 +25,11 @@ Placement = dict[str, list[tuple[str, str]]]
 """Execution provider -> the (op type, node name) pairs onnxruntime placed on it."""
 
 CPU = "CPUExecutionProvider"
+
+
+def node_key(node: onnx.NodeProto, position: int) -> str:
+    """How a placement names a node: its name, or ``#`` and its position in the graph."""
+    return node.name or f"#{position}"
 
 
 def harmless_size(shape: Sequence[int], time_axis: int, batch_axis: int) -> int:
@@ -58,7 +63,11 @@ def harmful_nodes(
         if op_type == "MemcpyToHost"
     ]
     on_cpu = {name for _, name in placement.get(CPU, [])}
-    producers = {n.name: n for n in model.graph.node if n.name in on_cpu}
+    producers = {
+        key: n
+        for position, n in enumerate(model.graph.node)
+        if (key := node_key(n, position)) in on_cpu
+    }
     outputs = sorted({o for n in producers.values() for o in n.output if o})
     values = capture(model, feeds, outputs) if outputs else {}
     for name, node in producers.items():

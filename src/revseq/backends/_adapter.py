@@ -8,6 +8,7 @@ __all__ = [
     "BackendError",
     "BackendUnavailableError",
     "Runner",
+    "PLACED",
     "UNTIMED",
     "get",
     "input_names",
@@ -52,6 +53,10 @@ UNTIMED: dict[str, str] = {
     "and out (about 0.36 s for 2 MiB, an Identity as much as anything): no timing there",
 }
 """Adapters whose run times say nothing about the backend's speed, and why."""
+
+PLACED = frozenset({"webgpu"})
+"""Adapters whose runs report where each node ran (an execution provider and its CPU
+fallback): on them a run placed off the device fails like a wrong value."""
 
 
 class BackendError(RevseqError):

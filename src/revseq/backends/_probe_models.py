@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "FORM_LAYOUTS",
+    "INDEX_TYPES",
     "OP_PROBES",
     "OPSET",
     "Probe",
@@ -36,83 +37,133 @@ SIZES = ((5, 4), (7, 2), (1, 3))
 class Probe:
     """One probe model, and the op types or variants it tests.
 
-    A probe may use other ops on the way (each has a probe of its own); an op or variant
-    enters a profile only when every probe that tests it ran exactly.
+    A probe may use other ops on the way (each has a probe of its own). A probe of the
+    index arithmetic runs once per type in ``index_types`` (its body takes the dynamic
+    flag and the type); an op or variant enters a profile when, for some index type,
+    every probe that tests it with that type ran exactly.
     """
 
     name: str
     certifies: tuple[str, ...]
-    body: Callable[[bool], str]
+    body: Callable[[bool, str], str]
+    index_types: tuple[str, ...] = ("int64",)
 
 
-def source(dynamic: bool, *, batch_major: bool = False) -> str:
+INDEX_TYPES = ("int64", "int32")
+"""The index arithmetic's types: int64, and int32 as the forms run it where int64 is not
+on the device (WebGPU) or is slower."""
+
+_ELEM = {"int64": 7, "int32": 6}
+
+
+def _to(itype: str) -> str:
+    return f"Cast <to = {_ELEM[itype]}>"
+
+
+def widened(value: str, itype: str) -> tuple[str, str]:
+    """(statements, name): ``value`` as int64, itself or cast (GatherND takes no int32)."""
+    if itype == "int64":
+        return "", value
+    return f"{value}w = Cast <to = 7> ({value})\n", f"{value}w"
+
+
+def narrowed(value: str, itype: str) -> tuple[str, str]:
+    """(statements, name): ``value`` as int32, itself or cast (the ":int32" variants)."""
+    if itype == "int32":
+        return "", value
+    return f"{value}n = Cast <to = 6> ({value})\n", f"{value}n"
+
+
+def source(dynamic: bool, *, batch_major: bool = False, itype: str = "int64") -> str:
     """Statements computing ``src``, the forms' source index, from ``lens`` at run time.
 
     As in the forms: T (a constant, or sliced from Shape and cast) clamps the lengths by
     Less+Where, and ``src = where(L < t+1, t, L - (t+1))`` over [T, B] ([B, T] when
     batch-major). Also ``bgrid``: 0 .. B-1 broadcast over the same shape; with symbolic
     dims B counts the lengths and the shape is ``src``'s, as ``gather_nd`` builds them.
+    Both are of ``itype``: with int32 the lengths are clamped in int64 and cast, and the
+    time and batch vectors are made in int64 and cast, as the forms do. ``b1`` is B
+    (int64), ``bi`` B in ``itype`` (see :func:`batch_of`).
     """
     t_axis, b_axis = (1, 0) if batch_major else (0, 1)
+    wide = itype == "int64"
+    steps, biota, clamped = ("steps", "biota", "L") if wide else ("s64", "b64", "L64")
     if dynamic:
         dims = (
             f"tshape = Shape <start = {t_axis}, end = {t_axis + 1}> (x)\n"
             "t1 = Cast <to = 7> (tshape)\nts = Squeeze (t1, zero1)\n"
-            "steps = Range (zero, ts, one)\n"
+            f"{steps} = Range (zero, ts, one)\n"
             f"bshape = Shape <start = {b_axis}, end = {b_axis + 1}> (x)\n"
             "b1 = Cast <to = 7> (bshape)\nnlens = Shape (lens)\n"
-            "bs = Squeeze (nlens, zero1)\nbiota = Range (zero, bs, one)\n"
+            f"bs = Squeeze (nlens, zero1)\n{biota} = Range (zero, bs, one)\n"
         )
+        if not wide:
+            dims += f"steps = {_to(itype)} ({steps})\nbiota = {_to(itype)} ({biota})\n"
+            dims += f"bi = {_to(itype)} (b1)\n"
     else:
         time_len, batch = (4, 4) if batch_major else (5, 4)
-        steps = ", ".join(str(i) for i in range(time_len))
+        values = ", ".join(str(i) for i in range(time_len))
         dims = (
             f"t1 = Constant <value = int64[1] {{{time_len}}}> ()\n"
-            f"steps = Constant <value = int64[{time_len}] {{{steps}}}> ()\n"
+            f"steps = Constant <value = {itype}[{time_len}] {{{values}}}> ()\n"
             f"b1 = Constant <value = int64[1] {{{batch}}}> ()\n"
-            "biota = Constant <value = int64[4] {0, 1, 2, 3}> ()\n"
+            f"biota = Constant <value = {itype}[4] {{0, 1, 2, 3}}> ()\n"
         )
+        if not wide:
+            dims += f"bi = Constant <value = {itype}[1] {{{batch}}}> ()\n"
     t_dim, b_dim = ("zero1", "one1") if batch_major else ("one1", "zero1")
-    return dims + (
-        "k0 = Less (t1, lens)\nL = Where (k0, t1, lens)\n"
-        f"t = Unsqueeze (steps, {t_dim})\nlb = Unsqueeze (L, {b_dim})\n"
-        "n = Add (t, one1)\nk = Less (lb, n)\nback = Sub (lb, n)\n"
+    clamp = f"k0 = Less (t1, lens)\n{clamped} = Where (k0, t1, lens)\n"
+    one = "one1"
+    if not wide:
+        clamp += f"L = {_to(itype)} ({clamped})\n"
+        clamp += f"onei = Constant <value = {itype}[1] {{1}}> ()\n"
+        one = "onei"
+    return (
+        dims + clamp + f"t = Unsqueeze (steps, {t_dim})\nlb = Unsqueeze (L, {b_dim})\n"
+        f"n = Add (t, {one})\nk = Less (lb, n)\nback = Sub (lb, n)\n"
         "src = Where (k, t, back)\n"
         "lead = Shape (src)\n"
         f"bu = Unsqueeze (biota, {b_dim})\nbgrid = Expand (bu, lead)"
     )
 
 
+def batch_of(itype: str) -> str:
+    """The name :func:`source` gives B in ``itype``."""
+    return "b1" if itype == "int64" else "bi"
+
+
 T1 = "t1shape = Shape <start = 0, end = 1> (x)\nt1 = Cast <to = 7> (t1shape)"
 
 OP_PROBES: tuple[Probe, ...] = (
-    Probe("Shape", ("Shape",), lambda d: f"{T1}\ny = Identity (t1)"),
+    Probe("Shape", ("Shape",), lambda d, _: f"{T1}\ny = Identity (t1)"),
     Probe(
         "Slice",
         ("Slice",),
-        lambda d: "s = Shape (x)\nt = Slice (s, zero1, one1)\ny = Cast <to = 7> (t)",
+        lambda d, _: "s = Shape (x)\nt = Slice (s, zero1, one1)\ny = Cast <to = 7> (t)",
     ),
     Probe(
         "Slice:reverse",
         ("Slice:reverse",),
-        lambda d: "y = Slice (x, minus1, lowest1, zero1, minus1)",
+        lambda d, _: "y = Slice (x, minus1, lowest1, zero1, minus1)",
     ),
-    Probe("Cast", ("Cast",), lambda d: "l32 = Cast <to = 6> (lens)\ny = Cast <to = 7> (l32)"),
-    Probe("Squeeze", ("Squeeze",), lambda d: f"{T1}\ny = Squeeze (t1, zero1)"),
+    Probe(
+        "Cast", ("Cast",), lambda d, _: "l32 = Cast <to = 6> (lens)\ny = Cast <to = 7> (l32)"
+    ),
+    Probe("Squeeze", ("Squeeze",), lambda d, _: f"{T1}\ny = Squeeze (t1, zero1)"),
     Probe(
         "Range",
         ("Range",),
-        lambda d: f"{T1}\nts = Squeeze (t1, zero1)\ny = Range (zero, ts, one)",
+        lambda d, _: f"{T1}\nts = Squeeze (t1, zero1)\ny = Range (zero, ts, one)",
     ),
     Probe(
         "ConstantOfShape",
         ("ConstantOfShape",),
-        lambda d: f"{T1}\ny = ConstantOfShape <value = int64[1] {{1}}> (t1)",
+        lambda d, _: f"{T1}\ny = ConstantOfShape <value = int64[1] {{1}}> (t1)",
     ),
     Probe(
         "CumSum",
         ("CumSum",),
-        lambda d: (
+        lambda d, _: (
             f"{T1}\nones = ConstantOfShape <value = int64[1] {{1}}> (t1)\n"
             "c = CumSum (ones, zero)\ny = Sub (c, one1)"
         ),
@@ -120,39 +171,37 @@ OP_PROBES: tuple[Probe, ...] = (
     Probe(
         "Less",
         ("Less",),
-        lambda d: f"{T1}\nk = Less (t1, lens)\ny = Where (k, t1, lens)",
+        lambda d, _: f"{T1}\nk = Less (t1, lens)\ny = Where (k, t1, lens)",
     ),
     Probe(
         "Where",
         ("Where",),
-        lambda d: (
-            f"{T1}\nts = Squeeze (t1, zero1)\nr = Range (zero, ts, one)\n"
-            "t = Unsqueeze (r, one1)\nlb = Unsqueeze (lens, zero1)\nn = Add (t, one1)\n"
-            "k = Less (lb, n)\nback = Sub (lb, n)\ny = Where (k, t, back)"
-            if d
-            else "t = Constant <value = int64[5, 1] {0, 1, 2, 3, 4}> ()\n"
-            "lb = Unsqueeze (lens, zero1)\nn = Add (t, one1)\nk = Less (lb, n)\n"
-            "back = Sub (lb, n)\ny = Where (k, t, back)"
-        ),
+        lambda d, it: f"{source(d, itype=it)}\ny = Identity (src)",
+        INDEX_TYPES,
     ),
     # The select as it used to be written, its broadcast operand on the "else" side: no
     # form emits this variant any more (MNN 3.6 misread it); probed to keep it known.
     Probe(
         "Where:broadcast_else",
         ("Where:broadcast_else",),
-        lambda d: (
+        lambda d, _: (
             f"{T1}\nts = Squeeze (t1, zero1)\nr = Range (zero, ts, one)\n"
             "t = Unsqueeze (r, one1)\nlb = Unsqueeze (lens, zero1)\nn = Add (t, one1)\n"
             "k = Less (t, lb)\nback = Sub (lb, n)\ny = Where (k, back, t)"
         ),
     ),
-    # The index arithmetic in int32, as the forms run large static indexes: lengths
-    # clamped to [0, T] in int64 and cast, the select over [T, B], a flat row index.
+    # The index arithmetic in int32 as the forms run it: with a static T, lengths
+    # clamped to [0, T] in int64 and cast; with symbolic dims as ``source`` builds it;
+    # the select over [T, B], a flat row index, index tuples, a Cast to int64 at the end.
     Probe(
         "Index:int32",
         ("Index:int32",),
-        lambda d: (
-            "t1 = Constant <value = int64[1] {5}> ()\nc = Min (lens, t1)\n"
+        lambda d, it: (
+            f"{source(True, itype=it)}\nscaled = Mul (src, bi)\nflat = Add (scaled, bgrid)\n"
+            "t3 = Unsqueeze (src, two1)\nf3 = Unsqueeze (flat, two1)\n"
+            "c = Concat <axis = 2> (t3, f3)\ny = Cast <to = 7> (c)"
+            if d
+            else "t1 = Constant <value = int64[1] {5}> ()\nc = Min (lens, t1)\n"
             "c0 = Max (c, zero1)\nL = Cast <to = 6> (c0)\n"
             "t = Constant <value = int32[5, 1] {0, 1, 2, 3, 4}> ()\n"
             "one32 = Constant <value = int32[1] {1}> ()\n"
@@ -161,13 +210,24 @@ OP_PROBES: tuple[Probe, ...] = (
             "back = Sub (lb, n)\nsrc = Where (k, t, back)\nscaled = Mul (src, b32)\n"
             "y = Cast <to = 7> (scaled)"
         ),
+        ("int32",),
+    ),
+    # The same select in int64 and the index tuples of the coordinate forms, on the
+    # device (onnxruntime-web's WebGPU EP lacks it).
+    Probe(
+        "Index:int64",
+        ("Index:int64",),
+        lambda d, it: (
+            f"{source(d)}\nt3 = Unsqueeze (src, two1)\nb3 = Unsqueeze (bgrid, two1)\n"
+            "y = Concat <axis = 2> (t3, b3)"
+        ),
     ),
     # Lengths clamped to [0, T] in one op, int64 and int32 (-2 .. T+2 here), then used
     # as indices, as the forms use them (an integer type must survive the Clip).
     Probe(
         "Clip",
         ("Clip",),
-        lambda d: (
+        lambda d, _: (
             "two = Constant <value = int64[1] {2}> ()\nl = Sub (lens, two)\n"
             "top = Constant <value = int64 {4}> ()\nc = Clip (l, zero, top)\n"
             "l32 = Cast <to = 6> (l)\nzero32 = Constant <value = int32 {0}> ()\n"
@@ -176,104 +236,126 @@ OP_PROBES: tuple[Probe, ...] = (
             "g = Gather (tab, c)\ng32 = Gather (tab, c32)\ny = Concat <axis = 0> (g, g32)"
         ),
     ),
-    Probe("Min", ("Min",), lambda d: f"{T1}\ny = Min (lens, t1)"),
-    Probe("Max", ("Max",), lambda d: f"{T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
-    Probe("Add", ("Add",), lambda d: f"{T1}\ny = Add (lens, t1)"),
-    Probe("Sub", ("Sub",), lambda d: f"{T1}\ny = Sub (lens, t1)"),
-    Probe("Mul", ("Mul",), lambda d: f"{T1}\ny = Mul (lens, t1)"),
-    Probe("Unsqueeze", ("Unsqueeze",), lambda d: "y = Unsqueeze (lens, zero1)"),
-    Probe("Concat", ("Concat",), lambda d: f"{T1}\ny = Concat <axis = 0> (lens, t1)"),
+    Probe("Min", ("Min",), lambda d, _: f"{T1}\ny = Min (lens, t1)"),
+    Probe("Max", ("Max",), lambda d, _: f"{T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
+    Probe("Add", ("Add",), lambda d, _: f"{T1}\ny = Add (lens, t1)"),
+    Probe("Sub", ("Sub",), lambda d, _: f"{T1}\ny = Sub (lens, t1)"),
+    Probe("Mul", ("Mul",), lambda d, _: f"{T1}\ny = Mul (lens, t1)"),
+    Probe("Unsqueeze", ("Unsqueeze",), lambda d, _: "y = Unsqueeze (lens, zero1)"),
+    Probe("Concat", ("Concat",), lambda d, _: f"{T1}\ny = Concat <axis = 0> (lens, t1)"),
     Probe(
         "Expand",
         ("Expand",),
-        lambda d: (
+        lambda d, it: (
             "axes = Constant <value = int64[2] {0, 2}> ()\n"
-            "u = Unsqueeze (lens, axes)\ns = Shape (x)\ny = Expand (u, s)"
+            + (
+                "u = Unsqueeze (lens, axes)\n"
+                if it == "int64"
+                else f"l = {_to(it)} (lens)\nu = Unsqueeze (l, axes)\n"
+            )
+            + "s = Shape (x)\ny = Expand (u, s)"
         ),
+        INDEX_TYPES,
     ),
+    # The gathers fed as the forms feed them: with int32 arithmetic, Gather and
+    # GatherElements take the int32 index as it is (their ":int32" variants), GatherND
+    # takes its tuples cast to int64.
     Probe(
         "GatherElements",
         ("GatherElements",),
-        lambda d: (
-            f"{source(d)}\nu = Unsqueeze (src, two1)\ns = Shape (x)\n"
+        lambda d, it: (
+            f"{source(d, itype=it)}\nu = Unsqueeze (src, two1)\ns = Shape (x)\n"
             "idx = Expand (u, s)\ny = GatherElements <axis = 0> (x, idx)"
         ),
+        INDEX_TYPES,
     ),
     Probe(
         "GatherElements:int32",
         ("GatherElements:int32",),
-        lambda d: (
-            f"{source(d)}\ni32 = Cast <to = 6> (src)\nu = Unsqueeze (i32, two1)\n"
+        lambda d, it: (
+            f"{source(d, itype=it)}\n"
+            f"{narrowed('src', it)[0]}u = Unsqueeze ({narrowed('src', it)[1]}, two1)\n"
             "s = Shape (x)\nidx = Expand (u, s)\ny = GatherElements <axis = 0> (x, idx)"
         ),
+        INDEX_TYPES,
     ),
     Probe(
         "GatherND",
         ("GatherND",),
-        lambda d: (
-            f"{source(d)}\nt3 = Unsqueeze (src, two1)\nb3 = Unsqueeze (bgrid, two1)\n"
-            "idx = Concat <axis = 2> (t3, b3)\ny = GatherND (x, idx)"
+        lambda d, it: (
+            f"{source(d, itype=it)}\nt3 = Unsqueeze (src, two1)\n"
+            "b3 = Unsqueeze (bgrid, two1)\nc = Concat <axis = 2> (t3, b3)\n"
+            f"{widened('c', it)[0]}y = GatherND (x, {widened('c', it)[1]})"
         ),
+        INDEX_TYPES,
     ),
     Probe(
         "GatherND:batch_dims",
         ("GatherND:batch_dims",),
-        lambda d: (
-            f"{source(d, batch_major=True)}\nidx = Unsqueeze (src, two1)\n"
-            "y = GatherND <batch_dims = 1> (x, idx)"
+        lambda d, it: (
+            f"{source(d, batch_major=True, itype=it)}\nu = Unsqueeze (src, two1)\n"
+            f"{widened('u', it)[0]}y = GatherND <batch_dims = 1> (x, {widened('u', it)[1]})"
         ),
+        INDEX_TYPES,
     ),
     Probe(
         "Gather",
         ("Gather",),
-        lambda d: (
-            f"{source(d)}\nscaled = Mul (src, b1)\nflat = Add (scaled, bgrid)\n"
+        lambda d, it: (
+            f"{source(d, itype=it)}\nscaled = Mul (src, {batch_of(it)})\n"
+            "flat = Add (scaled, bgrid)\n"
             "rows = Flatten <axis = 2> (x)\ng = Gather <axis = 0> (rows, flat)\n"
             "s = Shape (x)\ny = Reshape (g, s)"
         ),
+        INDEX_TYPES,
     ),
     Probe(
         "Gather:int32",
         ("Gather:int32",),
-        lambda d: (
-            f"{source(d)}\nscaled = Mul (src, b1)\nflat = Add (scaled, bgrid)\n"
-            "f32 = Cast <to = 6> (flat)\nrows = Flatten <axis = 2> (x)\n"
-            "g = Gather <axis = 0> (rows, f32)\ns = Shape (x)\ny = Reshape (g, s)"
+        lambda d, it: (
+            f"{source(d, itype=it)}\nscaled = Mul (src, {batch_of(it)})\n"
+            f"flat = Add (scaled, bgrid)\n{narrowed('flat', it)[0]}"
+            "rows = Flatten <axis = 2> (x)\n"
+            f"g = Gather <axis = 0> (rows, {narrowed('flat', it)[1]})\n"
+            "s = Shape (x)\ny = Reshape (g, s)"
         ),
+        INDEX_TYPES,
     ),
     # What the row form emits for constant lengths: the data gathered by a constant
     # index of two dims (tinygrad 0.14 reads a constant index as a flat list).
     Probe(
         "Gather:constant_index",
         ("Gather:constant_index",),
-        lambda d: (
+        lambda d, _: (
             "idx = Constant <value = int64[2, 2] {1, 0, 0, 1}> ()\n"
             "y = Gather <axis = 1> (x, idx)"
         ),
     ),
-    Probe("Flatten", ("Flatten",), lambda d: "y = Flatten <axis = 2> (x)"),
+    Probe("Flatten", ("Flatten",), lambda d, _: "y = Flatten <axis = 2> (x)"),
     Probe(
         "Reshape",
         ("Reshape",),
-        lambda d: "s = Shape (x)\nshape = Concat <axis = 0> (s, one1)\ny = Reshape (x, shape)",
+        lambda d, _: (
+            "s = Shape (x)\nshape = Concat <axis = 0> (s, one1)\ny = Reshape (x, shape)"
+        ),
     ),
     Probe(
         "Reshape:allowzero",
         ("Reshape:allowzero",),
-        lambda d: (
+        lambda d, _: (
             "f = Flatten <axis = 2> (x)\ns = Shape (x)\ny = Reshape <allowzero = 1> (f, s)"
         ),
     ),
     Probe(
         "ReduceProd",
         ("ReduceProd",),
-        lambda d: (
+        lambda d, _: (
             "s = Shape (x)\ntail = Slice (s, one1, three1)\nc = Cast <to = 7> (tail)\n"
             "y = ReduceProd <keepdims = 1> (c)"
         ),
     ),
-    Probe("Transpose", ("Transpose",), lambda d: "y = Transpose <perm = [1, 0, 2]> (x)"),
-    Probe("Identity", ("Identity",), lambda d: "y = Identity (x)"),
+    Probe("Transpose", ("Transpose",), lambda d, _: "y = Transpose <perm = [1, 0, 2]> (x)"),
+    Probe("Identity", ("Identity",), lambda d, _: "y = Identity (x)"),
 )
 """Every op probe."""
 
@@ -294,7 +376,16 @@ def op_probes() -> tuple[Probe, ...]:
     return OP_PROBES
 
 
-def probe_model(probe: Probe, dynamic: bool) -> onnx.ModelProto:
+def probe_model(
+    probe: Probe, dynamic: bool, itype: str = "int64", *, float_output: bool = True
+) -> onnx.ModelProto:
+    """The probe's model with ``itype`` index arithmetic.
+
+    With ``float_output``, an integer result leaves as float32 (exact for these small
+    values): tract keeps shape arithmetic as symbolic dims, which its Python API cannot
+    hand back. Not on a backend that reports placement: there the Cast itself (none
+    from int64 on WebGPU) would be the CPU fallback the probe saw.
+    """
     batch_major = probe.name == "GatherND:batch_dims"
     t, b = ("T", "B") if dynamic else ((4, 5) if batch_major else (5, 4))
     dims = f"[{b}, {t}, 3]" if batch_major else f"[{t}, {b}, 3]"
@@ -305,7 +396,7 @@ def probe_model(probe: Probe, dynamic: bool) -> onnx.ModelProto:
     <ir_version: 9, opset_import: ["" : {OPSET}]>
     probe (float{dims} x, int64[{lens_dim}] lens) => (y) {{
     {CONSTANTS}
-    {probe.body(dynamic)}
+    {probe.body(dynamic, itype)}
     }}
     """
     model = onnx.parser.parse_model(text)
@@ -317,12 +408,12 @@ def probe_model(probe: Probe, dynamic: bool) -> onnx.ModelProto:
         raise ValueError(f"probe {probe.name}: no output type")
     output = model.graph.output[0]
     output.type.CopyFrom(result)
-    if result.tensor_type.elem_type != onnx.TensorProto.FLOAT:
-        # Integer results leave as float32 (exact for these small values): tract keeps
-        # shape arithmetic as symbolic dims, which its Python API cannot hand back.
+    if float_output and result.tensor_type.elem_type != onnx.TensorProto.FLOAT:
         model.graph.node.append(onnx.helper.make_node("Cast", ["y"], ["y_float"], to=1))
         output.name = "y_float"
         output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    for node in model.graph.node:  # placement logs name nodes: each needs its own
+        node.name = node.output[0]
     return model
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 import onnx.parser
 
-from revseq.backends._adapter import Backend, BackendError
+from revseq.backends._adapter import PLACED, Backend, BackendError
 from revseq.backends._isolated import IsolatedBackend, isolated
 from revseq.backends._probe_models import (
     FORM_LAYOUTS,
@@ -52,6 +52,7 @@ class ProbeResult:
     kind: str
     certifies: tuple[str, ...]
     failure: str | None
+    index: str = "int64"
 
 
 def _same(expected: np.ndarray, got: np.ndarray) -> bool:
@@ -100,17 +101,21 @@ def _reference(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list
     return lambda feeds: evaluator.run(None, feeds)
 
 
-def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
-    """Every op probe, static and dynamic."""
+def run_op_probes(
+    backend: Backend | IsolatedBackend, *, float_output: bool = True
+) -> list[ProbeResult]:
+    """Every op probe, static and dynamic, with each of its index types."""
     results = []
     for probe in OP_PROBES:
-        for dynamic in (False, True):
-            model = probe_model(probe, dynamic)
-            failure = _run_exact(
-                backend, model, probe_inputs(probe, dynamic), _reference(model)
-            )
-            kind = "dynamic" if dynamic else "static"
-            results.append(ProbeResult(probe.name, kind, probe.certifies, failure))
+        for itype in probe.index_types:
+            name = probe.name if itype == "int64" else f"{probe.name} [{itype} index]"
+            for dynamic in (False, True):
+                model = probe_model(probe, dynamic, itype, float_output=float_output)
+                failure = _run_exact(
+                    backend, model, probe_inputs(probe, dynamic), _reference(model)
+                )
+                kind = "dynamic" if dynamic else "static"
+                results.append(ProbeResult(name, kind, probe.certifies, failure, itype))
     return results
 
 
@@ -219,7 +224,7 @@ def probe_backend(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         say(f"probe: {backend.label}: op probes")
-        ops = run_op_probes(backend)
+        ops = run_op_probes(backend, float_output=name not in PLACED)
         say(f"probe: {backend.label}: element-type probes")
         types = run_dtype_probes(backend)
         ops_profile = _profile(name, backend, ops, types, native=None, forms=None, results=[])
@@ -251,12 +256,14 @@ def _profile(
     from revseq.backends._adapter import ADAPTERS
 
     def certified(kind: str) -> frozenset[str]:
-        passed: dict[str, bool] = {}
+        # A feature passes when, for some index type, all its probes of that type did.
+        passed: dict[tuple[str, str], bool] = {}
         for r in ops:
             if r.kind == kind:
                 for feature in r.certifies:
-                    passed[feature] = passed.get(feature, True) and r.failure is None
-        return frozenset(f for f, ok in passed.items() if ok)
+                    key = (feature, r.index)
+                    passed[key] = passed.get(key, True) and r.failure is None
+        return frozenset(f for (f, _), ok in passed.items() if ok)
 
     dtypes = {
         gather: frozenset(
@@ -276,4 +283,5 @@ def _profile(
         dtypes=dtypes,
         forms=forms,
         failures=failures,
+        falls_back=name in PLACED,
     )

@@ -328,18 +328,25 @@ def _decode(result: dict[str, object]) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype).reshape(dims).copy()
 
 
-def _lowest_ir(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` stamped with the lowest IR version its opsets allow.
+def _as_served(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` as the page gets it: the lowest IR version it can have, nodes named.
 
     onnxruntime-web 1.30 refuses IR versions newer than it knows (``Unsupported model IR
-    version``), which ``onnx.helper.make_model`` stamps by default.
+    version``), which ``onnx.helper.make_model`` stamps by default. The placement log
+    names nodes, so an unnamed one gets the name :func:`revseq._placement.node_key`
+    gives it (``#`` and its position).
     """
+    from revseq._placement import node_key
+
     lowest = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    if model.ir_version <= lowest:
+    nodes = model.graph.node
+    if model.ir_version <= lowest and all(n.name for n in nodes):
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    copy.ir_version = lowest
+    copy.ir_version = min(copy.ir_version, lowest)
+    for position, node in enumerate(copy.graph.node):
+        node.name = node_key(node, position)
     return copy
 
 
@@ -350,10 +357,11 @@ def prepare(model: onnx.ModelProto):
     name) pairs onnxruntime placed on it (``MemcpyToHost``/``MemcpyFromHost`` included).
     """
     browser = _session_browser()
-    payload = base64.b64encode(_lowest_ir(model).SerializeToString()).decode()
+    served = _as_served(model)
+    payload = base64.b64encode(served.SerializeToString()).decode()
     session, log = browser.create(payload)
     placement = parse_placement(
-        log, [(n.op_type, n.name) for n in model.graph.node if n.op_type != "Constant"]
+        log, [(n.op_type, n.name) for n in served.graph.node if n.op_type != "Constant"]
     )
     live = [session]
     names = input_names(model)
