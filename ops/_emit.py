@@ -124,13 +124,18 @@ def clamped_lengths(
     ``time_len`` is a 1-element tensor. With a static T, one Min; with a run-time T,
     Less+Where: tract cannot evaluate Min of a run-time value and a symbolic dim
     ("Undetermined symbol"), but selects fine. Negatives act as 0 downstream. For int32
-    arithmetic with a static T see ``lengths_in_range``; with a run-time T they are
-    clamped in int64 and cast.
+    arithmetic with a static T see ``lengths_in_range``; else they are clamped to
+    [0, T] in int64 (so that no 64-bit length wraps into range) and cast.
     """
-    if itype is np.int32 and sig.dim(sig.time_axis) is not None:
+    if itype is np.int32 and sig.dim(sig.time_axis) is not None and clamps(sig):
         return lengths_in_range(op, lens, sig, itype)
-    if itype is np.int32:  # a run-time T: clamped in int64 (a [B] vector), then cast
+    if itype is np.int32:  # clamped to [0, T] in int64 (a [B] vector), then cast
         clamped = clamped_lengths(op, lens, time_len, sig)
+        zero = const(op, [0])
+        if sig.allows("Max") and sig.opset >= 12:
+            clamped = op.Max(clamped, zero)
+        else:
+            clamped = op.Where(op.Less(clamped, zero), zero, clamped)
         return op.Cast(clamped, to=ir.DataType.INT32)
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)

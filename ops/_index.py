@@ -26,6 +26,7 @@ from revseq.ops._emit import (
     select_source,
     shape_of,
 )
+from revseq.ops.errors import StrategyError
 from revseq.ops.signature import OpBuilder, Signature, source_index_numpy
 
 # Time-major nodes with rows of several elements and at most this many batch entries
@@ -93,14 +94,15 @@ def gathers_matrix(sig: Signature) -> bool:
 # "GatherElements:int32"; GatherND takes int64 only).
 INT32_INDEX = "Index:int32"
 
-# The variant of a target whose device runs int64 arithmetic off the device (WebGPU:
-# onnxruntime-web's WebGPU EP has no int64 Less, Where, Sub or Expand, and none of its
-# Casts from int64, so an int64 index is computed on the CPU and uploaded). There the
-# index is computed in int32 at every size, and with symbolic dims too, where an index
-# value could overflow only if the leading dims held 2^31 rows, which no WebGPU buffer
-# binding can (at most 2^32 bytes, and an index as large as the data is 4 bytes an
-# element).
-INT32_PREFERRED = "Index:int32:preferred"
+# The variant of a target that runs the same arithmetic in int64 over [T, B] and
+# data-sized values, on its device. onnxruntime-web's WebGPU EP lacks it: it has no
+# int64 Less, Where, Sub, Expand or Concat, nor a Cast from int64, so an int64 index is
+# computed on the CPU and uploaded. A target without it (and so the portable default,
+# which runs there too) computes every index in int32. With symbolic dims that is exact
+# while each index value is below 2^31: the coordinate forms' values are time steps and
+# batch entries, the row form's are rows of the leading axes (with static dims the
+# bound is checked when the node is inlined).
+INT64_INDEX = "Index:int64"
 
 # Indexes of at least this many elements are computed in int32 where every value
 # provably fits: onnxruntime's int32 Where, Less and Sub run at about twice the int64
@@ -108,17 +110,23 @@ INT32_PREFERRED = "Index:int32:preferred"
 _INT32_MIN_ELEMENTS = 1 << 12
 
 
+def _int64_arithmetic(sig: Signature) -> bool:
+    """Whether the target runs the index arithmetic in int64 (``INT64_INDEX``)."""
+    return sig.allows(INT64_INDEX)
+
+
 def _fits_int32(
     sig: Signature, scale: int | None, strides: Sequence[tuple[int, int]] | None
 ) -> bool:
-    """Whether every value of the index provably fits in int32 (static leading axes).
+    """Whether every value of the index fits in int32.
 
-    With symbolic leading dims, only on a target whose device bounds them
-    (``INT32_PREFERRED``). A run-time scale or stride (None) bounds nothing.
+    Proved from static leading dims; with symbolic ones, assumed only on a target
+    without int64 arithmetic (``INT64_INDEX``), where int32 is the only way. A run-time
+    scale or stride (None) bounds nothing.
     """
     lead = sig.lead_dims()
     if lead is None:
-        return sig.prefers(INT32_PREFERRED)
+        return not _int64_arithmetic(sig)
     if scale is None or strides is None:
         return False
     largest = lead[sig.time_axis] * abs(scale) + sum(
@@ -129,10 +137,12 @@ def _fits_int32(
 
 def _int32_arithmetic(sig: Signature) -> bool:
     """Whether to run the index arithmetic in int32 (given that it fits)."""
-    if sig.lens is not None or not sig.allows("Cast", INT32_INDEX):
+    if not sig.allows("Cast", INT32_INDEX):
         return False
-    if sig.prefers(INT32_PREFERRED):
-        return sig.dim(sig.time_axis) is None or clamps(sig)
+    if sig.lens is not None and (_int64_arithmetic(sig) or sig.lead_dims() is not None):
+        return False  # constant lengths fold into a constant index
+    if not _int64_arithmetic(sig):
+        return True
     lead = sig.lead_dims()
     return (
         lead is not None
@@ -220,32 +230,60 @@ def source_index(
     int32. The result is int64, or int32 where every value fits and ``gather``, the op
     that reads it, takes int32 indices on the target (``Gather:int32``).
     """
+    direct = gather is not None and sig.allows(f"{gather}:int32")
+    src, itype = typed_source_index(
+        op, data, lens, sig, scale=scale, offsets=offsets, takes_int32=direct
+    )
+    if itype is np.int32 and not direct:
+        return op.Cast(src, to=ir.DataType.INT64)
+    return src
+
+
+def typed_source_index(
+    op: OpBuilder,
+    data: ir.Value,
+    lens: ir.Value,
+    sig: Signature,
+    *,
+    scale: ir.Value | None = None,
+    offsets: Sequence[tuple[int, ir.Value | None]] = (),
+    takes_int32: bool = True,
+) -> tuple[ir.Value, type]:
+    """``source_index`` as computed, and its type (``np.int32`` or ``np.int64``).
+
+    For a caller that finishes the index itself (GatherND's tuples are built in the
+    index's type and cast once). ``takes_int32``: whether the caller takes an int32
+    table as is (else a table is int64 where the target has int64 arithmetic).
+
+    Raises:
+        StrategyError: The index needs int64 arithmetic, which the target lacks.
+    """
     static_scale = _static_int(scale)
     static_offsets = [(axis, _static_int(stride)) for axis, stride in offsets]
     strides: list[tuple[int, int]] | None = None
     if static_scale is not None and all(stride is not None for _, stride in static_offsets):
         strides = [(axis, int(stride or 0)) for axis, stride in static_offsets]
     fits = _fits_int32(sig, static_scale, strides)
-    direct = fits and gather is not None and sig.allows(f"{gather}:int32")
     if strides is not None and static_scale is not None and sig.lens is None:
-        found = _table_lookup(
-            op,
-            lens,
-            sig,
-            scale=static_scale,
-            offsets=strides,
-            itype=np.int32 if direct else np.int64,
-        )
+        itype = np.int32 if fits and (takes_int32 or not _int64_arithmetic(sig)) else np.int64
+        found = _table_lookup(op, lens, sig, scale=static_scale, offsets=strides, itype=itype)
         if found is not None:
-            return found
+            return found, itype
     if fits and _int32_arithmetic(sig):
         scale = _as_int32(op, scale)
         offsets = [(axis, _as_int32(op, stride)) for axis, stride in offsets]
         src = _index_arithmetic(
             op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int32
         )
-        return src if direct else op.Cast(src, to=ir.DataType.INT64)
-    return _index_arithmetic(op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int64)
+        return src, np.int32
+    folds = sig.lens is not None and sig.lead_dims() is not None  # a constant index
+    if not _int64_arithmetic(sig) and not folds:
+        raise StrategyError(
+            "the source index needs int64 arithmetic (its values may not fit in int32), "
+            "which the target lacks"
+        )
+    src = _index_arithmetic(op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int64)
+    return src, np.int64
 
 
 def _as_int32(op: OpBuilder, value: ir.Value | None) -> ir.Value | None:
@@ -289,7 +327,7 @@ def _index_arithmetic(
             table = table.T
         shape = [1] * lead
         shape[t], shape[b] = table.shape[0 if t < b else 1], table.shape[1 if t < b else 0]
-        return affine(op, const(op, table.reshape(shape)), scale, offset)
+        return affine(op, const(op, table.reshape(shape), itype), scale, offset)
     time_len = dim_vector(op, data, t, sig)
     clamped = place_along(
         op,

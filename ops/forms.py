@@ -49,6 +49,7 @@ from revseq.ops._index import (
     product_of_dims,
     source_index,
     transposes_data,
+    typed_source_index,
 )
 from revseq.ops.errors import StrategyError
 from revseq.ops.signature import OpBuilder, Signature, source_index_numpy
@@ -100,11 +101,13 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
 
     The axes before the time axis are GatherND batch dims; the tuple holds the source
     step and the coordinates of the leading axes after the time axis. Without
-    ``batch_dims`` (WebNN; opset 11), every leading axis gets a coordinate.
+    ``batch_dims`` (WebNN; opset 11), every leading axis gets a coordinate. The tuples
+    are built in the source index's type and cast to int64 (GatherND's only index type)
+    once, so that int32 index arithmetic stays int32 up to the gather.
     """
     t, lead = sig.time_axis, sig.lead_rank
     batch_dims = t if sig.opset >= 12 and sig.allows("GatherND:batch_dims") else 0
-    src = source_index(op, data, lens, sig)
+    src, itype = typed_source_index(op, data, lens, sig)
     symbolic_pair = lead == 2 and sig.lead_dims() is None
     lead_shape = op.Shape(src) if symbolic_pair else lead_shape_of(op, data, sig)
     columns = []
@@ -118,12 +121,16 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
             # converts neither in TVM (it cannot prove T' == T) nor in tract (it cannot
             # unify L with broadcast(L, B)).
             count = op.Shape(lens)
-            steps = place_along(op, iota(op, count, None, sig), axis, lead, sig)
+            steps = place_along(op, iota(op, count, None, sig, itype), axis, lead, sig)
             grid = op.Expand(steps, lead_shape)
+        elif axis == t:
+            grid = op.Expand(src, lead_shape)
         else:
-            grid = op.Expand(src if axis == t else axis_grid(op, data, axis, sig), lead_shape)
+            grid = op.Expand(axis_grid(op, data, axis, sig, itype=itype), lead_shape)
         columns.append(unsqueeze(op, grid, [lead], sig))
     index = columns[0] if len(columns) == 1 else op.Concat(*columns, axis=lead)
+    if itype is not np.int64:
+        index = op.Cast(index, to=ir.DataType.INT64)
     if sig.opset < 12:  # GatherND-11 has no batch_dims attribute
         return op.GatherND(data, index)
     return op.GatherND(data, index, batch_dims=batch_dims)

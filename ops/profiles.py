@@ -76,6 +76,9 @@ class Profile:
         forms: For "static" and "dynamic", the forms that ran exactly end to end (None
             when not probed).
         failures: What the probes saw fail, one line each (for ``revseq targets``).
+        falls_back: Whether the backend runs what its device lacks on the CPU (an
+            execution provider: exact, but slow): where no form fits every member of a
+            combined profile, such members yield (see ``without_fallbacks``).
         members: For ``portable``, the probed profiles it was computed from.
     """
 
@@ -89,6 +92,7 @@ class Profile:
     dtypes: Mapping[str, frozenset[str]] | None = None
     forms: Mapping[str, frozenset[str]] | None = None
     failures: tuple[str, ...] = ()
+    falls_back: bool = False
     members: tuple[Profile, ...] = ()
 
     @property
@@ -143,6 +147,8 @@ class Profile:
         if self.forms is not None:
             data["forms"] = {k: sorted(v) for k, v in sorted(self.forms.items())}
         data["failures"] = list(self.failures)
+        if self.falls_back:
+            data["falls_back"] = True
         return data
 
     @classmethod
@@ -161,7 +167,18 @@ class Profile:
             dtypes=None if dtypes is None else {k: frozenset(v) for k, v in dtypes.items()},
             forms=None if forms is None else {k: frozenset(v) for k, v in forms.items()},
             failures=tuple(data.get("failures", ())),
+            falls_back=bool(data.get("falls_back", False)),
         )
+
+    def without_fallbacks(self) -> Profile | None:
+        """This combined profile without the members that fall back to the CPU.
+
+        None when it has none (or is not combined), or has nothing but them.
+        """
+        kept = [m for m in self.members if not m.falls_back]
+        if len(kept) in (0, len(self.members)):
+            return None
+        return portable(kept, name=self.name)
 
 
 def _ordered(types: Iterable[str]) -> list[str]:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 import onnx.defs
 import onnx_ir as ir
 
+from revseq.ops._index import INT64_INDEX
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import ELEMENT_TYPES, PORTABLE, Profile, load_profiles, portable
 
@@ -94,8 +95,9 @@ def resolve_target(target: Target) -> Profile:
         if profile is None:
             if not (onnx.defs.has(item) or item in _CAPABILITIES):
                 raise _unknown_target(item)
-            static.add(item)
-            dynamic.add(item)
+            # Op types name ONNX, whose index arithmetic is int64 (variants aside).
+            static |= {item, INT64_INDEX}
+            dynamic |= {item, INT64_INDEX}
         elif profile.static_ops is None:
             return ANY
         else:

@@ -200,14 +200,20 @@ def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profi
         StrategyError: No form fits the node and the target; the message gives each
             form's reason.
     """
-    sig = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
-    candidates = _auto_order(sig) if strategy == "auto" else (strategy,)
+    fitted = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
+    candidates = _auto_order(fitted) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
-        reason = _misfit(sig, name, profile)
+        reason = _misfit(fitted, name, profile)
         if reason is None:
-            return Plan(sig, name, _recorded(sig, name))
+            return Plan(fitted, name, _recorded(fitted, name))
         reasons.append(reason)
+    # No form fits every member: members that run what their device lacks on the CPU
+    # (WebGPU) yield to those that would fail, so the node still inlines.
+    yielding = profile.without_fallbacks()
+    if yielding is not None:
+        return plan(strategy, sig, scoped, yielding)
+    sig = fitted
     shapes = "dynamic" if is_dynamic(sig) else "static"
     where = f"target {profile.name!r} with {shapes} shapes"
     if profile.backend_version:

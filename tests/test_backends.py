@@ -89,7 +89,8 @@ def run_and_compare(
     lens_dtype=np.int64,
 ) -> None:
     """Run ``model`` at every size on valid lengths (T, 0, 1, 2), then on invalid ones
-    (T+3, -1) where the probe saw the backend clamp them; else it must raise there."""
+    (T+3, -1): clamped where the probe saw the backend clamp them; else it must raise
+    there or clamp."""
     rng = np.random.default_rng(0)
     patterns = {"valid": [None, 0, 1, 2], "invalid": [3, -1, 0, 1]}  # None: T; 3: T+3
     with warnings.catch_warnings():
@@ -113,8 +114,13 @@ def run_and_compare(
                     x, lens, batch_axis=batch_axis, time_axis=time_axis
                 )
                 if kind == "invalid" and not clamps(backend.name, form_of(model), dynamic):
-                    with pytest.raises(backends.BackendError):
-                        runner({"x": x, "lens": lens})
+                    # The probe saw this form fail there on invalid lengths (in its int64
+                    # arithmetic): it may raise, or clamp, never give other values.
+                    try:
+                        got = runner({"x": x, "lens": lens})
+                    except backends.BackendError:
+                        continue
+                    assert_identical(got[0], expected)
                     continue
                 assert_identical(runner({"x": x, "lens": lens})[0], expected)
 

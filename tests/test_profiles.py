@@ -17,8 +17,18 @@ from revseq.cli import main
 from revseq.ops.profiles import PORTABLE, Profile, load_profiles, portable
 from revseq.ops.targets import TARGETS
 
-PROBED = ("iree", "mnn", "onnx2torch", "onnxruntime", "openvino", "tinygrad", "tract", "tvm")
-DOCUMENTED = ("coreml", "nnapi", "qnn", "webgpu", "webnn")
+PROBED = (
+    "iree",
+    "mnn",
+    "onnx2torch",
+    "onnxruntime",
+    "openvino",
+    "tinygrad",
+    "tract",
+    "tvm",
+    "webgpu",
+)
+DOCUMENTED = ("coreml", "nnapi", "qnn", "webnn")
 
 
 def one_node(dims, elem=TensorProto.FLOAT, batch_axis=1, time_axis=0):
@@ -140,7 +150,8 @@ def test_constant_lengths_avoid_a_constant_gather_index_where_a_backend_lacks_it
 def _probed(name, *, dynamic_ops, gather_elements):
     ops = frozenset({"Shape", "Slice", "Cast", "Squeeze", "Range", "Less", "Where", "Add",
                      "Sub", "Unsqueeze", "Concat", "Expand", "GatherElements", "GatherND",
-                     "Gather", "Min", "Max", "Mul", "Reshape", "Transpose"})  # fmt: skip
+                     "Gather", "Min", "Max", "Mul", "Reshape", "Transpose",
+                     "Index:int64"})  # fmt: skip
     types = frozenset({"float32", "uint16"})
     return Profile(
         name=name,
@@ -161,7 +172,7 @@ def _probed(name, *, dynamic_ops, gather_elements):
 def test_a_default_no_form_fits_names_the_backends_in_the_way():
     """Synthetic: one backend lacks GatherND on symbolic dims, the other's GatherElements
     moves no uint16; the default they make refuses uint16 there, naming both."""
-    every_op = frozenset(TARGETS[PORTABLE].static_ops)
+    every_op = frozenset(TARGETS[PORTABLE].static_ops) | {"Index:int64"}
     default = portable(
         [
             _probed("alpha", dynamic_ops=every_op - {"GatherND"},
