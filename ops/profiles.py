@@ -3,7 +3,8 @@
 A profile is the only place a backend's needs live (no form has a backend branch). It
 records the op types (and op variants such as ``GatherND:batch_dims``) a backend runs
 exactly with static shapes and with symbolic dims, the element types each gather moves
-exactly, and which forms ran exactly end to end.
+exactly, which forms ran exactly end to end, and what each of those costs there (x the
+backend's copy floor, with its node count) per shape class.
 
 Two kinds exist. *Probed* profiles (``source == "probe"``) were written by ``revseq
 probe BACKEND --write``, which runs small probe models on the installed backend and
@@ -18,14 +19,23 @@ has that type at all. What inline emits with no target therefore runs on all of 
 
 from __future__ import annotations
 
-__all__ = ["PORTABLE", "Profile", "load_profiles", "portable", "profile_path"]
+__all__ = [
+    "PORTABLE",
+    "SHAPE_CLASSES",
+    "Cost",
+    "Profile",
+    "load_profiles",
+    "portable",
+    "profile_path",
+]
 
 import dataclasses
 import functools
 import importlib.resources
 import json
 import pathlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 import onnx
 
@@ -56,6 +66,24 @@ the name profiles use (numpy's; "string") and the ONNX element type."""
 PORTABLE = "portable"
 """The name of the computed default profile."""
 
+SHAPE_CLASSES = ("static", "time+batch", "all")
+"""What a cost is measured for: every dim static; time and batch symbolic (the rows'
+dims static); every dim symbolic."""
+
+# Forms whose worst cost is within this factor of the cheapest are a tie, broken by
+# fewer nodes: paired medians of one probe move about that much between runs.
+_TIE = 1.1
+
+
+class Cost(NamedTuple):
+    """A form's cost on one backend: x its copy floor, and the nodes it emitted.
+
+    The ratio is the geometric mean over the probe's cases of paired medians.
+    """
+
+    ratio: float
+    nodes: int
+
 
 @dataclasses.dataclass(frozen=True)
 class Profile:
@@ -76,6 +104,9 @@ class Profile:
         forms: For "static" and "dynamic", the forms that ran exactly end to end (None
             when not probed).
         failures: What the probes saw fail, one line each (for ``revseq targets``).
+        costs: Per shape class (``SHAPE_CLASSES``), each timed form's :class:`Cost`
+            there; None where not measured (documents; a backend whose runs say
+            nothing of its speed).
         falls_back: Whether the backend runs what its device lacks on the CPU (an
             execution provider: exact, but slow): where no form fits every member of a
             combined profile, such members yield (see ``without_fallbacks``).
@@ -92,6 +123,7 @@ class Profile:
     dtypes: Mapping[str, frozenset[str]] | None = None
     forms: Mapping[str, frozenset[str]] | None = None
     failures: tuple[str, ...] = ()
+    costs: Mapping[str, Mapping[str, Cost]] | None = None
     falls_back: bool = False
     members: tuple[Profile, ...] = ()
 
@@ -115,6 +147,35 @@ class Profile:
         if self.forms is None:
             return True
         return form in self.forms.get("dynamic" if dynamic else "static", frozenset())
+
+    def cheapest(self, shape_class: str, order: Sequence[str]) -> tuple[str, ...]:
+        """``order``'s forms by measured cost for ``shape_class``, cheapest first.
+
+        A form's cost is its worst ratio over the members (or this profile) that have
+        costs for the class: the default is as fast as its slowest backend lets it be.
+        Forms within ``_TIE`` of the cheapest go by fewer nodes (their worst count).
+        Forms a costed member did not time (they did not run there) go last; where no
+        profile has costs, ``order`` stands.
+        """
+        costed = [
+            p.costs[shape_class]
+            for p in self.members or (self,)
+            if p.costs is not None and p.costs.get(shape_class)
+        ]
+        if not costed:
+            return tuple(order)
+        known = {
+            form: (max(c[form].ratio for c in costed), max(c[form].nodes for c in costed))
+            for form in order
+            if all(form in c for c in costed)
+        }
+        if not known:
+            return tuple(order)
+        best = min(ratio for ratio, _ in known.values())
+        tied = sorted((f for f in known if known[f][0] <= best * _TIE), key=lambda f: known[f])
+        tied.sort(key=lambda f: known[f][1])
+        rest = sorted((f for f in known if f not in tied), key=lambda f: known[f])
+        return (*tied, *rest, *(f for f in order if f not in known))
 
     def lacking(self, op_type: str, *, dynamic: bool) -> list[str]:
         """The members (or this profile) that lack ``op_type``, as "name version"."""
@@ -146,6 +207,11 @@ class Profile:
             data["dtypes"] = {k: _ordered(v) for k, v in sorted(self.dtypes.items())}
         if self.forms is not None:
             data["forms"] = {k: sorted(v) for k, v in sorted(self.forms.items())}
+        if self.costs is not None:
+            data["costs"] = {
+                kind: {form: cost._asdict() for form, cost in sorted(forms.items())}
+                for kind, forms in self.costs.items()
+            }
         data["failures"] = list(self.failures)
         if self.falls_back:
             data["falls_back"] = True
@@ -156,6 +222,7 @@ class Profile:
         """The inverse of :meth:`to_json`."""
         dtypes = data.get("dtypes")
         forms = data.get("forms")
+        costs = data.get("costs")
         return cls(
             name=data["name"],
             source=data["source"],
@@ -167,6 +234,12 @@ class Profile:
             dtypes=None if dtypes is None else {k: frozenset(v) for k, v in dtypes.items()},
             forms=None if forms is None else {k: frozenset(v) for k, v in forms.items()},
             failures=tuple(data.get("failures", ())),
+            costs=None
+            if costs is None
+            else {
+                kind: {form: Cost(**cost) for form, cost in forms.items()}
+                for kind, forms in costs.items()
+            },
             falls_back=bool(data.get("falls_back", False)),
         )
 

@@ -17,6 +17,7 @@ __all__ = [
     "emitted_op_types",
     "is_dynamic",
     "plan",
+    "shape_class",
 ]
 
 import dataclasses
@@ -36,8 +37,11 @@ STRATEGIES: tuple[str, ...] = ("auto", *forms.FORMS)
 """The names ``strategy=`` accepts."""
 
 AUTO_PREFERENCE: tuple[str, ...] = ("gather_nd", "gather_elements", "gather_rows")
-"""The order "auto" tries forms in where a shape is dynamic: the best worst case over
-the backends first. With dynamic shapes the row form needs a Flatten and a Reshape back,
+"""The order "auto" tries forms in where a shape is dynamic and the target's profile
+has no costs (documented profiles, op sets): the best worst case over the backends
+first. Where it has costs (``revseq probe`` times every form it ran), they decide
+(``Profile.cheapest``): for a named backend its own, for the default the worst over the
+probed backends. With dynamic shapes the row form needs a Flatten and a Reshape back,
 GatherND gathers the rows of the data itself, GatherElements needs an index as large as
 the data. ``python -m revseq.bench --backend NAME`` ([64, 32, 256] float32, time and
 batch symbolic, x the copy floor, GatherND vs GatherElements): onnxruntime 1.5 vs 5.3,
@@ -49,19 +53,27 @@ gathers the data as a matrix, trailing size-1 axes squeezed off.
 """
 
 STATIC_PREFERENCE: tuple[str, ...] = ("gather_rows", "gather_nd", "gather_elements")
-"""The order for static shapes: the row form's Gather reads a view with the data's own
-trailing dims, so its output needs no Reshape. ``python -m revseq.bench``
+"""The order for static shapes without costs: the row form's Gather reads a view with
+the data's own trailing dims, so its output needs no Reshape. ``python -m revseq.bench``
 (onnxruntime 1.32, 1 thread): geomean 0.95x native for the row form, 1.59x GatherND,
 2.64x GatherElements.
 """
 
 
-def _auto_order(sig: forms.Signature) -> tuple[str, ...]:
-    if sig.index_covers_data():
-        return ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
+def shape_class(sig: forms.Signature) -> str:
+    """The class a form's cost was measured for (``SHAPE_CLASSES``)."""
     if not is_dynamic(sig):
-        return STATIC_PREFERENCE
-    return AUTO_PREFERENCE
+        return "static"
+    if sig.dims is None or any(d is None for d in sig.dims[sig.lead_rank :]):
+        return "all"
+    return "time+batch"
+
+
+def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
+    if sig.index_covers_data():  # the probe's costs are of rows of several elements
+        return ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
+    order = AUTO_PREFERENCE if is_dynamic(sig) else STATIC_PREFERENCE
+    return profile.cheapest(shape_class(sig), order)
 
 
 # Constants are weights to every backend: a target never has to list them.
@@ -201,7 +213,7 @@ def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profi
             form's reason.
     """
     fitted = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
-    candidates = _auto_order(fitted) if strategy == "auto" else (strategy,)
+    candidates = _auto_order(fitted, profile) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
         reason = _misfit(fitted, name, profile)

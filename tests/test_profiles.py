@@ -6,6 +6,7 @@ these tests read only the files, so they run everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -14,7 +15,7 @@ from onnx import TensorProto, helper
 
 import revseq
 from revseq.cli import main
-from revseq.ops.profiles import PORTABLE, Profile, load_profiles, portable
+from revseq.ops.profiles import PORTABLE, Cost, Profile, load_profiles, portable
 from revseq.ops.targets import TARGETS
 
 PROBED = (
@@ -147,7 +148,7 @@ def test_constant_lengths_avoid_a_constant_gather_index_where_a_backend_lacks_it
     }
 
 
-def _probed(name, *, dynamic_ops, gather_elements):
+def _probed(name, *, dynamic_ops, gather_elements, costs=None, falls_back=False):
     ops = frozenset({"Shape", "Slice", "Cast", "Squeeze", "Range", "Less", "Where", "Add",
                      "Sub", "Unsqueeze", "Concat", "Expand", "GatherElements", "GatherND",
                      "Gather", "Min", "Max", "Mul", "Reshape", "Transpose",
@@ -166,7 +167,62 @@ def _probed(name, *, dynamic_ops, gather_elements):
             "static": frozenset({"gather_elements", "gather_nd", "gather_rows"}),
             "dynamic": frozenset({"gather_elements", "gather_nd"}),
         },
+        costs=costs,
+        falls_back=falls_back,
     )
+
+
+_EVERY_OP = frozenset(TARGETS[PORTABLE].static_ops) | {"Index:int64"}
+
+
+def _costed(name, **costs):
+    """A synthetic probed profile whose forms cost ``costs``: {class: {form: (x, nodes)}}."""
+    return _probed(
+        name,
+        dynamic_ops=_EVERY_OP,
+        gather_elements=frozenset({"float32", "uint16"}),
+        costs={k: {f: Cost(*c) for f, c in forms.items()} for k, forms in costs.items()},
+    )
+
+
+def _gather_of(model):
+    """The gather that moves the data: the last one (a table lookup comes before)."""
+    return gathers(model)[-1].op_type
+
+
+def test_auto_picks_the_cheapest_form_measured_on_the_target():
+    """Synthetic costs, not the fixed order: the row form is first without them."""
+    static = one_node([5, 4, 3])
+    cheap_nd = _costed("alpha", static={"gather_rows": (3.0, 6), "gather_nd": (1.5, 7),
+                                         "gather_elements": (5.0, 7)})  # fmt: skip
+    assert _gather_of(revseq.inline(static, target=cheap_nd)) == "GatherND"
+    uncosted = dataclasses.replace(cheap_nd, costs=None)
+    assert _gather_of(revseq.inline(static, target=uncosted)) == "Gather"
+    # Symbolic time and batch: measured apart from static dims.
+    symbolic = one_node(["T", "B", 3])
+    elements = _costed("alpha", static={"gather_nd": (1.5, 7)},
+                       **{"time+batch": {"gather_nd": (4.0, 22),
+                                         "gather_elements": (2.0, 16)}})  # fmt: skip
+    assert _gather_of(revseq.inline(symbolic, target=elements)) == "GatherElements"
+    assert _gather_of(revseq.inline(static, target=elements)) == "GatherND"
+
+
+def test_the_default_picks_the_best_worst_case_and_ties_go_to_fewer_nodes():
+    """Two backends: GatherND is the cheapest on one and the dearest on the other; the
+    row form's worst case is the lowest. Within 10% of each other, fewer nodes win."""
+    static = one_node([5, 4, 3])
+    alpha = _costed("alpha", static={"gather_nd": (1.2, 7), "gather_rows": (2.0, 6),
+                                      "gather_elements": (3.0, 7)})  # fmt: skip
+    beta = _costed("beta", static={"gather_nd": (6.0, 7), "gather_rows": (2.5, 6),
+                                    "gather_elements": (4.0, 7)})  # fmt: skip
+    assert _gather_of(revseq.inline(static, target=alpha)) == "GatherND"
+    assert _gather_of(revseq.inline(static, target=portable([alpha, beta]))) == "Gather"
+    # A member without costs (WebGPU: untimed) has no say in the order.
+    untimed = dataclasses.replace(beta, name="gamma", costs=None)
+    assert _gather_of(revseq.inline(static, target=portable([alpha, untimed]))) == "GatherND"
+    tied = _costed("alpha", static={"gather_nd": (2.0, 12), "gather_rows": (2.1, 6),
+                                     "gather_elements": (1.95, 30)})  # fmt: skip
+    assert _gather_of(revseq.inline(static, target=tied)) == "Gather"
 
 
 def test_a_default_no_form_fits_names_the_backends_in_the_way():
@@ -223,3 +279,28 @@ def test_several_backends_get_output_that_runs_on_each():
     assert not any(a.i for n in gathers(both) for a in n.attribute if a.name == "batch_dims")
     assert revseq.ops.targets.resolve_target(["tvm"]) is TARGETS["tvm"]
     assert revseq.ops.targets.resolve_target(["any", "tvm"]) is TARGETS["tvm"]
+
+
+def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(capsys):
+    """What ``revseq probe onnxruntime`` measures here is what ships (ops, types, forms),
+    and each form that ran gets a cost per shape class (values are not asserted)."""
+    from revseq.backends.probe import probe_backend
+
+    probed, results = probe_backend("onnxruntime")
+    shipped = TARGETS["onnxruntime"]
+    if probed.backend_version == shipped.backend_version:  # another release may differ
+        assert (probed.static_ops, probed.dynamic_ops) == (
+            shipped.static_ops,
+            shipped.dynamic_ops,
+        )
+        assert probed.dtypes == shipped.dtypes and probed.forms == shipped.forms
+    assert any(r.index == "int32" for r in results)  # the int32 twins ran
+    assert probed.costs is not None and set(probed.costs) == {"static", "time+batch", "all"}
+    for kind, costs in probed.costs.items():
+        ran = probed.forms["static" if kind == "static" else "dynamic"]
+        assert set(costs) == ran
+        assert all(c.ratio > 0 and c.nodes > 0 for c in costs.values())
+    again = Profile.from_json(json.loads(json.dumps(probed.to_json())))
+    assert again.costs == probed.costs
+    assert main(["probe", "onnxruntime", "--no-costs", "--json"]) == 0
+    assert "costs" not in json.loads(capsys.readouterr().out)

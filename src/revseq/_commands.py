@@ -255,7 +255,7 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     from revseq.backends.probe import probe_backend
     from revseq.ops.profiles import profile_path
 
-    profile, results = probe_backend(args.backend, progress=console.progress)
+    profile, results = probe_backend(args.backend, progress=console.progress, costs=args.costs)
     if args.json:
         console.result(json.dumps(profile.to_json(), indent=2))
     else:
@@ -270,6 +270,11 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
             f"static forms: {', '.join(sorted(profile.forms['static'])) or 'none'}; "
             f"dynamic forms: {', '.join(sorted(profile.forms['dynamic'])) or 'none'}"
         )
+        for kind, costs in (profile.costs or {}).items():
+            timed = ", ".join(
+                f"{f} {c.ratio:.2f}x ({c.nodes} nodes)" for f, c in costs.items()
+            )
+            console.result(f"cost x the copy floor, {kind} dims: {timed or 'none'}")
     if args.write:
         path = profile_path(profile.name)
         text = json.dumps(profile.to_json(), indent=2) + "\n"

@@ -223,6 +223,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "--write", action="store_true", help="save the profile where inline reads it"
     )
     probe.add_argument("--json", action="store_true", help="print the profile as JSON")
+    probe.add_argument(
+        "--no-costs",
+        dest="costs",
+        action="store_false",
+        help="skip timing the forms (the profile then has no costs: the planner falls "
+        "back to its fixed order of forms)",
+    )
     probe.set_defaults(handler=cmd_probe)
 
     setup = commands.add_parser(

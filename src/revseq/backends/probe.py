@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 import onnx.parser
 
-from revseq.backends._adapter import PLACED, Backend, BackendError
+from revseq.backends._adapter import PLACED, UNTIMED, Backend, BackendError
 from revseq.backends._isolated import IsolatedBackend, isolated
 from revseq.backends._probe_models import (
     FORM_LAYOUTS,
@@ -212,12 +212,15 @@ def run_native_probe(backend: Backend | IsolatedBackend) -> ProbeResult:
 
 
 def probe_backend(
-    name: str, *, progress: Callable[[str], None] | None = None
+    name: str, *, progress: Callable[[str], None] | None = None, costs: bool = True
 ) -> tuple[Profile, list[ProbeResult]]:
     """Run every probe on the installed backend ``name``; return its profile and results.
 
     The backend runs in a worker process: a probe model that crashes it (a panic, an
     abort) is recorded as that probe's failure, and the next probe gets a fresh worker.
+    With ``costs``, each form that ran exactly is then timed in this process against
+    the backend's copy floor (:mod:`revseq.backends._costs`), but on a backend whose
+    run times say nothing of its speed (``UNTIMED``).
     """
     backend = isolated(name)
     say = progress or (lambda _: None)
@@ -237,10 +240,18 @@ def probe_backend(
         kind: frozenset(r.name for r in form_results if r.kind == kind and r.failure is None)
         for kind in ("static", "dynamic")
     }
+    measured = None
+    if costs and name not in UNTIMED:
+        from revseq.backends._costs import form_costs
+
+        say(f"probe: {backend.label}: timing the forms")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            measured = form_costs(name, ops_profile, forms, say=say)
     profile = _profile(
         name, backend, ops, types, native=native.failure is None, forms=forms, results=results
     )
-    return profile, results
+    return dataclasses.replace(profile, costs=measured), results
 
 
 def _profile(
