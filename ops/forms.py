@@ -43,6 +43,7 @@ from revseq.ops._emit import (
     unsqueeze,
 )
 from revseq.ops._index import (
+    INT64_INDEX,
     axis_grid,
     gathers_matrix,
     lead_shape_of,
@@ -101,13 +102,20 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
 
     The axes before the time axis are GatherND batch dims; the tuple holds the source
     step and the coordinates of the leading axes after the time axis. Without
-    ``batch_dims`` (WebNN; opset 11), every leading axis gets a coordinate. The tuples
+    ``batch_dims`` (WebNN; opset 11), every leading axis gets a coordinate; so too where
+    the tuples would hold two coordinates or more (a batch axis after the time axis)
+    and the target lacks ``GatherND:batch_dims:tuples`` (MNN 3.6 reads those wrong). The
+    tuples
     are built in the source index's type and cast to int64 (GatherND's only index type)
     once, so that int32 index arithmetic stays int32 up to the gather.
     """
     t, lead = sig.time_axis, sig.lead_rank
     batch_dims = t if sig.opset >= 12 and sig.allows("GatherND:batch_dims") else 0
-    src, itype = typed_source_index(op, data, lens, sig)
+    if batch_dims and lead - batch_dims > 1 and not sig.allows("GatherND:batch_dims:tuples"):
+        batch_dims = 0
+    # A constant table stays int64 where the target has int64 arithmetic: no Cast then.
+    narrow = not sig.allows(INT64_INDEX)
+    src, itype = typed_source_index(op, data, lens, sig, takes_int32=narrow)
     symbolic_pair = lead == 2 and sig.lead_dims() is None
     lead_shape = op.Shape(src) if symbolic_pair else lead_shape_of(op, data, sig)
     columns = []

@@ -304,3 +304,24 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(ca
     assert again.costs == probed.costs
     assert main(["probe", "onnxruntime", "--no-costs", "--json"]) == 0
     assert "costs" not in json.loads(capsys.readouterr().out)
+
+
+def test_mnn_gets_no_batch_dims_where_tuples_hold_two_coordinates():
+    """MNN 3.6.1 reads GatherND batch_dims wrong where its tuples hold two coordinates
+    (probe GatherND:batch_dims:tuples): a batch axis after the time axis takes every
+    leading axis as a coordinate there; one coordinate keeps batch_dims."""
+    from revseq.ops.reference import reverse_sequence_model
+
+    def batch_dims(dims, batch_axis, time_axis, target):
+        model = reverse_sequence_model(
+            dims, TensorProto.FLOAT, batch_axis=batch_axis, time_axis=time_axis,
+            domain="revseq",
+        )  # fmt: skip
+        inlined = revseq.inline(model, target=target, strategy="gather_nd")
+        (node,) = [n for n in inlined.graph.node if n.op_type == "GatherND"]
+        return {a.name: a.i for a in node.attribute}.get("batch_dims", 0)
+
+    assert "GatherND:batch_dims:tuples" not in TARGETS["mnn"].static_ops
+    assert batch_dims([3, 5, 2, 4, 6], 3, 1, "mnn") == 0
+    assert batch_dims([3, 5, 2, 4, 6], 3, 1, "onnxruntime") == 1
+    assert batch_dims([4, 5, 6], 0, 1, "mnn") == 1  # one coordinate: (src,)

@@ -298,6 +298,24 @@ OP_PROBES: tuple[Probe, ...] = (
         ),
         INDEX_TYPES,
     ),
+    # batch_dims with tuples of two coordinates, as with a batch axis after the time
+    # axis (rank >= 4 with general axes): the data stacked twice on a new axis 0, the
+    # (src, b) tuples expanded over it. MNN 3.6.1 reads these wrong.
+    Probe(
+        "GatherND:batch_dims:tuples",
+        ("GatherND:batch_dims:tuples",),
+        lambda d, it: (
+            f"{source(d, itype=it)}\nt3 = Unsqueeze (src, two1)\n"
+            "b3 = Unsqueeze (bgrid, two1)\nc = Concat <axis = 2> (t3, b3)\n"
+            "c4 = Unsqueeze (c, zero1)\n"
+            "x4 = Unsqueeze (x, zero1)\nx2 = Concat <axis = 0> (x4, x4)\n"
+            "two = Constant <value = int64[1] {2}> ()\n"
+            "shape = Concat <axis = 0> (two, lead, two)\nidx = Expand (c4, shape)\n"
+            f"{widened('idx', it)[0]}"
+            f"y = GatherND <batch_dims = 1> (x2, {widened('idx', it)[1]})"
+        ),
+        INDEX_TYPES,
+    ),
     Probe(
         "Gather",
         ("Gather",),
