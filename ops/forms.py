@@ -93,7 +93,12 @@ def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signatur
     src = source_index(op, data, lens, sig, gather="GatherElements")
     src = pad_trailing(op, src, data, sig.lead_rank, sig)
     if not sig.index_covers_data():
-        src = op.Expand(src, shape_of(op, data))
+        dims = sig.dims
+        if dims is not None and all(d is not None for d in dims):
+            shape = const(op, [int(d) for d in dims if d is not None])  # no Shape at run time
+        else:
+            shape = shape_of(op, data)
+        src = op.Expand(src, shape)
     return op.GatherElements(data, src, axis=sig.time_axis)
 
 

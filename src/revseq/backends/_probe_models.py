@@ -449,24 +449,37 @@ def probe_inputs(probe: Probe, dynamic: bool, seed: int = 0) -> list[dict[str, n
 
 
 def gather_model(gather: str, elem: int) -> onnx.ModelProto:
-    """``gather`` reversing the time axis of a static [4, 3, 2] tensor of type ``elem``."""
+    """``gather`` reversing the time axis of a static [4, 3, 2] tensor of type ``elem``.
+
+    Gather reads the rows of a Flatten view and is reshaped back, as the row form
+    feeds it (WebGPU runs a uint8 Gather but not its Flatten on the GPU).
+    """
     from onnx import helper
 
     rev = np.arange(3, -1, -1, dtype=np.int64)
+    initializers = []
     if gather == "Gather":
-        index, attrs = rev, {"axis": 0}
-    elif gather == "GatherElements":
-        index, attrs = np.broadcast_to(rev[:, None, None], (4, 3, 2)).copy(), {"axis": 0}
+        nodes = [
+            helper.make_node("Flatten", ["x"], ["rows"], name="rows", axis=1),
+            helper.make_node("Gather", ["rows", "index"], ["g"], name="g", axis=0),
+            helper.make_node("Reshape", ["g", "shape"], ["y"], name="y"),
+        ]
+        index = rev
+        initializers.append(onnx.numpy_helper.from_array(np.array([4, 3, 2]), "shape"))
     else:
-        t, b = np.meshgrid(rev, np.arange(3), indexing="ij")
-        index, attrs = np.stack([t, b], axis=-1), {}
-    node = helper.make_node(gather, ["x", "index"], ["y"], **attrs)
+        if gather == "GatherElements":
+            index, attrs = np.broadcast_to(rev[:, None, None], (4, 3, 2)).copy(), {"axis": 0}
+        else:
+            t, b = np.meshgrid(rev, np.arange(3), indexing="ij")
+            index, attrs = np.stack([t, b], axis=-1), {}
+        nodes = [helper.make_node(gather, ["x", "index"], ["y"], name="y", **attrs)]
+    initializers.append(onnx.numpy_helper.from_array(index, "index"))
     graph = helper.make_graph(
-        [node],
+        nodes,
         "probe",
         [helper.make_tensor_value_info("x", elem, [4, 3, 2])],
         [helper.make_tensor_value_info("y", elem, [4, 3, 2])],
-        initializer=[onnx.numpy_helper.from_array(index, "index")],
+        initializer=initializers,
     )
     return helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=9
