@@ -172,6 +172,7 @@ def _probed(name, *, dynamic_ops, gather_elements, costs=None, falls_back=False)
     )
 
 
+GATHER_OPS = ("Gather", "GatherElements", "GatherND")
 _EVERY_OP = frozenset(TARGETS[PORTABLE].static_ops) | {"Index:int64"}
 
 
@@ -325,3 +326,36 @@ def test_mnn_gets_no_batch_dims_where_tuples_hold_two_coordinates():
     assert batch_dims([3, 5, 2, 4, 6], 3, 1, "mnn") == 0
     assert batch_dims([3, 5, 2, 4, 6], 3, 1, "onnxruntime") == 1
     assert batch_dims([4, 5, 6], 0, 1, "mnn") == 1  # one coordinate: (src,)
+
+
+def test_a_backend_that_falls_back_yields_where_no_form_fits_every_member():
+    """Synthetic: "gpu" (falls back to the CPU, like WebGPU) moves bool only with Gather
+    and has no int64 arithmetic; "alpha" runs no row form on symbolic dims. With static
+    dims the default fits both (int32 index, the row form); with symbolic dims no form
+    does, so "gpu" yields: the output is alpha's, in int64, and nothing is refused. A
+    member that does not fall back never yields."""
+    ops = _EVERY_OP
+    gpu = dataclasses.replace(
+        _probed("gpu", dynamic_ops=ops, gather_elements=frozenset({"float32"})),
+        static_ops=ops - {"Index:int64"} | {"Index:int32"},
+        dynamic_ops=ops - {"Index:int64"} | {"Index:int32"},
+        dtypes={g: frozenset({"float32", "bool"} if g == "Gather" else {"float32"})
+                for g in GATHER_OPS},
+        forms={"static": frozenset({"gather_rows"}), "dynamic": frozenset({"gather_rows"})},
+        falls_back=True,
+    )  # fmt: skip
+    alpha = _probed("alpha", dynamic_ops=ops, gather_elements=frozenset({"float32", "bool"}))
+    alpha = dataclasses.replace(
+        alpha,
+        static_ops=alpha.static_ops | {"Index:int32"},
+        dynamic_ops=alpha.dynamic_ops | {"Index:int32"},
+        dtypes=dict.fromkeys(GATHER_OPS, frozenset({"float32", "bool"})),
+    )
+    default = portable([gpu, alpha])
+    static = revseq.inline(one_node([5, 4, 3], elem=TensorProto.BOOL), target=default)
+    assert _gather_of(static) == "Gather"
+    symbolic = revseq.inline(one_node(["T", "B", 3], elem=TensorProto.BOOL), target=default)
+    assert _gather_of(symbolic) in ("GatherND", "GatherElements")
+    strict = portable([dataclasses.replace(gpu, falls_back=False), alpha])
+    with pytest.raises(revseq.StrategyError):
+        revseq.inline(one_node(["T", "B", 3], elem=TensorProto.BOOL), target=strict)
