@@ -488,11 +488,16 @@ def gather_model(gather: str, elem: int) -> onnx.ModelProto:
 
 # Layouts the form probes run: (dims with T and B placeholders, batch_axis, time_axis).
 # Rows of three elements time-major, of six batch-major, and single-element rows (the
-# matrix form: squeezed, and at the static (5, 4) transposed too).
+# matrix form: squeezed, and at the static (5, 4) transposed too); and general axes
+# (revseq's op): a leading axis before the time axis and the batch axis after it (GatherND
+# tuples of three coordinates, or batch_dims with two: MNN 3.6 read those wrong), and the
+# time axis last.
 FORM_LAYOUTS = (
     (("T", "B", 3), 1, 0),
     (("B", "T", 2, 3), 0, 1),
     (("T", "B", 1), 1, 0),
+    ((2, "T", 3, "B"), 3, 1),
+    ((3, "B", "T"), 1, 2),
 )
 
 

@@ -66,12 +66,14 @@ def _run_exact(
     model: onnx.ModelProto,
     feeds: Iterable[dict[str, np.ndarray]],
     truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
+    *,
+    axes: tuple[int, int] = (0, 1),
 ) -> str | None:
     """None when every output on every input set is bit-identical, else why not.
 
     On an execution-provider backend (webgpu) a model placed off the device fails too
-    (:func:`revseq._placement.harmful_nodes`; every probe's ``x`` holds time and batch
-    in its first two dims): a probe certifies what runs there, not on a fallback.
+    (:func:`revseq._placement.harmful_nodes`; ``axes`` are the time and batch axes of
+    the probe's ``x``): a probe certifies what runs there, not on a fallback.
     """
     from revseq._placement import harmful_nodes, harmless_size
 
@@ -80,7 +82,7 @@ def _run_exact(
         placement = getattr(runner, "placement", None)
         for inputs in feeds:
             if placement is not None:
-                limit = harmless_size(inputs["x"].shape, 0, 1)
+                limit = harmless_size(inputs["x"].shape, *axes)
                 harmful = harmful_nodes(model, placement, inputs, limit=limit)
                 if harmful:
                     return f"placed off the device: {'; '.join(harmful)}"
@@ -162,6 +164,7 @@ def run_form_probes(
                     onnx.TensorProto.FLOAT,
                     batch_axis=batch_axis,
                     time_axis=time_axis,
+                    domain="" if {batch_axis, time_axis} == {0, 1} else "revseq",
                     opset=OPSET,
                     ir_version=9,
                     name="probe",
@@ -178,7 +181,9 @@ def run_form_probes(
                     ]
 
                 feeds = form_inputs(layout, dynamic, invalid=invalid)
-                failure = _run_exact(backend, inlined, feeds, truth)
+                failure = _run_exact(
+                    backend, inlined, feeds, truth, axes=(time_axis, batch_axis)
+                )
                 if failure is not None:
                     failure = f"rank {len(dims)}: {failure}"
                     break
