@@ -80,14 +80,6 @@ class Signature:
         """Whether the target accepts every one of ``op_types``."""
         return self.allowed is None or all(t in self.allowed for t in op_types)
 
-    def prefers(self, variant: str) -> bool:
-        """Whether the target's profile names ``variant``.
-
-        For a preference rather than a capability: never assumed where the target
-        accepts any op.
-        """
-        return self.allowed is not None and variant in self.allowed
-
     def moves(self, gather: str) -> bool:
         """Whether the target has ``gather`` and it moves this node's data exactly."""
         return self.allows(gather, f"{gather}:data")
