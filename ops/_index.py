@@ -110,7 +110,7 @@ INT64_INDEX = "Index:int64"
 _INT32_MIN_ELEMENTS = 1 << 12
 
 
-def _int64_arithmetic(sig: Signature) -> bool:
+def int64_arithmetic(sig: Signature) -> bool:
     """Whether the target runs the index arithmetic in int64 (``INT64_INDEX``)."""
     return sig.allows(INT64_INDEX)
 
@@ -126,7 +126,7 @@ def _fits_int32(
     """
     lead = sig.lead_dims()
     if lead is None:
-        return not _int64_arithmetic(sig)
+        return not int64_arithmetic(sig)
     if scale is None or strides is None:
         return False
     largest = lead[sig.time_axis] * abs(scale) + sum(
@@ -139,9 +139,9 @@ def _int32_arithmetic(sig: Signature) -> bool:
     """Whether to run the index arithmetic in int32 (given that it fits)."""
     if not sig.allows("Cast", INT32_INDEX):
         return False
-    if sig.lens is not None and (_int64_arithmetic(sig) or sig.lead_dims() is not None):
+    if sig.lens is not None and (int64_arithmetic(sig) or sig.lead_dims() is not None):
         return False  # constant lengths fold into a constant index
-    if not _int64_arithmetic(sig):
+    if not int64_arithmetic(sig):
         return True
     lead = sig.lead_dims()
     return (
@@ -265,7 +265,7 @@ def typed_source_index(
         strides = [(axis, int(stride or 0)) for axis, stride in static_offsets]
     fits = _fits_int32(sig, static_scale, strides)
     if strides is not None and static_scale is not None and sig.lens is None:
-        itype = np.int32 if fits and (takes_int32 or not _int64_arithmetic(sig)) else np.int64
+        itype = np.int32 if fits and (takes_int32 or not int64_arithmetic(sig)) else np.int64
         found = _table_lookup(op, lens, sig, scale=static_scale, offsets=strides, itype=itype)
         if found is not None:
             return found, itype
@@ -277,7 +277,7 @@ def typed_source_index(
         )
         return src, np.int32
     folds = sig.lens is not None and sig.lead_dims() is not None  # a constant index
-    if not _int64_arithmetic(sig) and not folds:
+    if not int64_arithmetic(sig) and not folds:
         raise StrategyError(
             "the source index needs int64 arithmetic (its values may not fit in int32), "
             "which the target lacks"

@@ -43,9 +43,9 @@ from revseq.ops._emit import (
     unsqueeze,
 )
 from revseq.ops._index import (
-    INT64_INDEX,
     axis_grid,
     gathers_matrix,
+    int64_arithmetic,
     lead_shape_of,
     product_of_dims,
     source_index,
@@ -93,12 +93,8 @@ def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signatur
     src = source_index(op, data, lens, sig, gather="GatherElements")
     src = pad_trailing(op, src, data, sig.lead_rank, sig)
     if not sig.index_covers_data():
-        dims = sig.dims
-        if dims is not None and all(d is not None for d in dims):
-            shape = const(op, [int(d) for d in dims if d is not None])  # no Shape at run time
-        else:
-            shape = shape_of(op, data)
-        src = op.Expand(src, shape)
+        static = sig.static_dims()  # a constant: no Shape at run time
+        src = op.Expand(src, shape_of(op, data) if static is None else const(op, list(static)))
     return op.GatherElements(data, src, axis=sig.time_axis)
 
 
@@ -110,16 +106,15 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     ``batch_dims`` (WebNN; opset 11), every leading axis gets a coordinate; so too where
     the tuples would hold two coordinates or more (a batch axis after the time axis)
     and the target lacks ``GatherND:batch_dims:tuples`` (MNN 3.6 reads those wrong). The
-    tuples
-    are built in the source index's type and cast to int64 (GatherND's only index type)
-    once, so that int32 index arithmetic stays int32 up to the gather.
+    tuples are built in the source index's type and cast to int64 (GatherND's only index
+    type) once, so that int32 index arithmetic stays int32 up to the gather.
     """
     t, lead = sig.time_axis, sig.lead_rank
     batch_dims = t if sig.opset >= 12 and sig.allows("GatherND:batch_dims") else 0
     if batch_dims and lead - batch_dims > 1 and not sig.allows("GatherND:batch_dims:tuples"):
         batch_dims = 0
     # A constant table stays int64 where the target has int64 arithmetic: no Cast then.
-    narrow = not sig.allows(INT64_INDEX)
+    narrow = not int64_arithmetic(sig)
     src, itype = typed_source_index(op, data, lens, sig, takes_int32=narrow)
     symbolic_pair = lead == 2 and sig.lead_dims() is None
     lead_shape = op.Shape(src) if symbolic_pair else lead_shape_of(op, data, sig)
@@ -164,8 +159,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     """
     if gathers_matrix(sig):
         return _gather_matrix(op, data, lens, sig)
-    dims = sig.dims
-    static_shape = dims is not None and all(d is not None for d in dims)
+    shape = sig.static_dims()
     t, lead = sig.time_axis, sig.lead_rank
     static = sig.lead_dims()
     strides: list[ir.Value | None] = []
@@ -177,7 +171,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             strides.append(product_of_dims(op, data, axis + 1, sig))
         else:
             strides.append(None)
-    single = static_shape and sig.row_size() == 1 and sig.moves("GatherElements")
+    single = shape is not None and sig.row_size() == 1 and sig.moves("GatherElements")
     if single:
         gather: str | None = "GatherElements"
     elif sig.dtype in (ir.DataType.STRING, None):
@@ -193,11 +187,11 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         offsets=[(axis, strides[axis]) for axis in range(lead) if axis != t],
         gather=gather,
     )
-    if static_shape and dims is not None and static is not None:
-        trailing = [int(d) for d in dims[lead:] if d is not None]
+    if shape is not None and static is not None:
+        trailing = list(shape[lead:])
         # allowzero only where a static dim is 0: without zeros Reshape's default reading
         # is the same, and some converters (onnx2torch) lack the attribute.
-        zeros = {"allowzero": 1} if 0 in dims else {}
+        zeros = {"allowzero": 1} if 0 in shape else {}
         rows = int(np.prod(static, dtype=np.int64))
         if single:
             flat_view = op.Reshape(data, const(op, [rows]), **zeros)
@@ -212,7 +206,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         gathered = op.GatherND(view, unsqueeze(op, flat, [lead], sig))
     else:
         gathered = op.Gather(view, flat, axis=0)
-    if static_shape:
+    if shape is not None:
         return gathered  # the view kept the trailing dims: the data's shape already
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["OpBuilder", "Signature", "source_index_numpy"]
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -59,12 +59,11 @@ class Signature:
 
     def lead_dims(self) -> tuple[int, ...] | None:
         """Static sizes of all leading axes, or None if any is not static."""
-        if self.dims is None:
-            return None
-        lead = self.dims[: self.lead_rank]
-        if any(d is None for d in lead):
-            return None
-        return tuple(d for d in lead if d is not None)
+        return None if self.dims is None else _all_static(self.dims[: self.lead_rank])
+
+    def static_dims(self) -> tuple[int, ...] | None:
+        """Static sizes of every axis, or None if any is not static."""
+        return None if self.dims is None else _all_static(self.dims)
 
     def row_size(self) -> int | None:
         """Elements per row of the axes after the leading ones, when static."""
@@ -83,6 +82,12 @@ class Signature:
     def moves(self, gather: str) -> bool:
         """Whether the target has ``gather`` and it moves this node's data exactly."""
         return self.allows(gather, f"{gather}:data")
+
+
+def _all_static(dims: Sequence[int | None]) -> tuple[int, ...] | None:
+    if any(d is None for d in dims):
+        return None
+    return tuple(d for d in dims if d is not None)
 
 
 def source_index_numpy(lens: np.ndarray, time_len: int) -> np.ndarray:

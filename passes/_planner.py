@@ -161,7 +161,7 @@ def emitted_op_types(sig: forms.Signature, strategy: str) -> frozenset[str]:
 
 def is_dynamic(sig: forms.Signature) -> bool:
     """Whether some data dim is not static (the form then computes shapes at run time)."""
-    return sig.dims is None or any(d is None for d in sig.dims)
+    return sig.static_dims() is None
 
 
 def _misfit(sig: forms.Signature, strategy: str, profile: Profile) -> str | None:
