@@ -60,18 +60,20 @@ def _to(itype: str) -> str:
     return f"Cast <to = {_ELEM[itype]}>"
 
 
-def widened(value: str, itype: str) -> tuple[str, str]:
-    """(statements, name): ``value`` as int64, itself or cast (GatherND takes no int32)."""
-    if itype == "int64":
-        return "", value
-    return f"{value}w = Cast <to = 7> ({value})\n", f"{value}w"
+# The suffix of a value cast to int64 (widened: GatherND takes no int32) or to int32
+# (narrowed: the ":int32" variants).
+_CAST_SUFFIX = {"int64": "w", "int32": "n"}
 
 
-def narrowed(value: str, itype: str) -> tuple[str, str]:
-    """(statements, name): ``value`` as int32, itself or cast (the ":int32" variants)."""
-    if itype == "int32":
-        return "", value
-    return f"{value}n = Cast <to = 6> ({value})\n", f"{value}n"
+def as_type(value: str, itype: str, target: str, then: str) -> str:
+    """``then`` reading ``value`` (of ``itype``) as ``target`` where it has ``{}``.
+
+    Preceded by a Cast of ``value`` where the types differ.
+    """
+    if itype == target:
+        return then.format(value)
+    cast = f"{value}{_CAST_SUFFIX[target]}"
+    return f"{cast} = {_to(target)} ({value})\n" + then.format(cast)
 
 
 def source(dynamic: bool, *, batch_major: bool = False, itype: str = "int64") -> str:
@@ -274,8 +276,8 @@ OP_PROBES: tuple[Probe, ...] = (
         ("GatherElements:int32",),
         lambda d, it: (
             f"{source(d, itype=it)}\n"
-            f"{narrowed('src', it)[0]}u = Unsqueeze ({narrowed('src', it)[1]}, two1)\n"
-            "s = Shape (x)\nidx = Expand (u, s)\ny = GatherElements <axis = 0> (x, idx)"
+            + as_type("src", it, "int32", "u = Unsqueeze ({}, two1)\n")
+            + "s = Shape (x)\nidx = Expand (u, s)\ny = GatherElements <axis = 0> (x, idx)"
         ),
         INDEX_TYPES,
     ),
@@ -285,7 +287,7 @@ OP_PROBES: tuple[Probe, ...] = (
         lambda d, it: (
             f"{source(d, itype=it)}\nt3 = Unsqueeze (src, two1)\n"
             "b3 = Unsqueeze (bgrid, two1)\nc = Concat <axis = 2> (t3, b3)\n"
-            f"{widened('c', it)[0]}y = GatherND (x, {widened('c', it)[1]})"
+            + as_type("c", it, "int64", "y = GatherND (x, {})")
         ),
         INDEX_TYPES,
     ),
@@ -294,7 +296,7 @@ OP_PROBES: tuple[Probe, ...] = (
         ("GatherND:batch_dims",),
         lambda d, it: (
             f"{source(d, batch_major=True, itype=it)}\nu = Unsqueeze (src, two1)\n"
-            f"{widened('u', it)[0]}y = GatherND <batch_dims = 1> (x, {widened('u', it)[1]})"
+            + as_type("u", it, "int64", "y = GatherND <batch_dims = 1> (x, {})")
         ),
         INDEX_TYPES,
     ),
@@ -311,8 +313,7 @@ OP_PROBES: tuple[Probe, ...] = (
             "x4 = Unsqueeze (x, zero1)\nx2 = Concat <axis = 0> (x4, x4)\n"
             "two = Constant <value = int64[1] {2}> ()\n"
             "shape = Concat <axis = 0> (two, lead, two)\nidx = Expand (c4, shape)\n"
-            f"{widened('idx', it)[0]}"
-            f"y = GatherND <batch_dims = 1> (x2, {widened('idx', it)[1]})"
+            + as_type("idx", it, "int64", "y = GatherND <batch_dims = 1> (x2, {})")
         ),
         INDEX_TYPES,
     ),
@@ -332,10 +333,10 @@ OP_PROBES: tuple[Probe, ...] = (
         ("Gather:int32",),
         lambda d, it: (
             f"{source(d, itype=it)}\nscaled = Mul (src, {batch_of(it)})\n"
-            f"flat = Add (scaled, bgrid)\n{narrowed('flat', it)[0]}"
+            "flat = Add (scaled, bgrid)\n"
             "rows = Flatten <axis = 2> (x)\n"
-            f"g = Gather <axis = 0> (rows, {narrowed('flat', it)[1]})\n"
-            "s = Shape (x)\ny = Reshape (g, s)"
+            + as_type("flat", it, "int32", "g = Gather <axis = 0> (rows, {})\n")
+            + "s = Shape (x)\ny = Reshape (g, s)"
         ),
         INDEX_TYPES,
     ),
