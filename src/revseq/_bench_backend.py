@@ -9,10 +9,10 @@ onnxruntime.
 
 from __future__ import annotations
 
-__all__ = ["BACKEND_SUITE", "format_backend", "run_backend"]
+__all__ = ["BACKEND_SUITE", "floor_ratio", "format_backend", "run_backend", "time_on_floor"]
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -72,32 +72,60 @@ def run_backend(
     rows = []
     for case in cases:
         feeds = input_arrays(case, rng)
-        data = {"x": feeds["x"]}
         identity = backend.prepare(copy_model(case))
         for dims in dims_kinds:
-            variants = {"Identity": lambda r=identity, d=data: r(d)}
-            notes: dict[str, str] = {}
-            nodes: dict[str, int] = {}
-            for label, model in _models(name, case, dims, feeds["lens"]).items():
-                if isinstance(model, str):
-                    notes[label] = model
-                    continue
-                its_feeds = fed(model, feeds)
-                try:
-                    runner = backend.prepare(model)
-                    runner(its_feeds)
-                except backends.BackendError as e:
-                    lacks_op = label == "native" and not native_op
-                    notes[label] = "no ReverseSequence" if lacks_op else one_line(e)
-                    continue
-                nodes[label] = node_count(model)
-                variants[label] = lambda r=runner, f=its_feeds: r(f)
-            variants["memcpy"] = numpy_copy(feeds["x"])
-            result = paired_medians(variants, rounds=rounds, budget_s=budget_s)
+            models = _models(name, case, dims, feeds["lens"])
+            result, notes, nodes = time_on_floor(
+                backend, identity, feeds, models, rounds=rounds, budget_s=budget_s
+            )
+            if "native" in notes and not native_op:
+                notes["native"] = "no ReverseSequence"
             rows.append(
                 {"case": case, "dims": dims, "result": result, "notes": notes, "nodes": nodes}
             )
     return rows
+
+
+def time_on_floor(
+    backend: backends.Backend,
+    identity: backends.Runner,
+    feeds: dict[str, np.ndarray],
+    models: Mapping[str, onnx.ModelProto | str],
+    *,
+    rounds: int,
+    budget_s: float,
+) -> tuple[dict[str, tuple[float, float]], dict[str, str], dict[str, int]]:
+    """Time ``models`` on ``backend`` interleaved with the floor's two copies of the data.
+
+    ``models`` maps a label to a model, or to why it has none; ``identity`` runs the
+    backend's own Identity of ``feeds["x"]``. Returns the paired medians by label (ratios
+    to that Identity; ``memcpy`` is numpy's copy), a note for each label that did not run
+    (its reason, or the backend's one-line error) and each timed model's node count.
+    """
+    data = {"x": feeds["x"]}
+    variants = {"Identity": lambda: identity(data)}
+    notes: dict[str, str] = {}
+    nodes: dict[str, int] = {}
+    for label, model in models.items():
+        if isinstance(model, str):
+            notes[label] = model
+            continue
+        its_feeds = fed(model, feeds)
+        try:
+            runner = backend.prepare(model)
+            runner(its_feeds)
+        except backends.BackendError as e:
+            notes[label] = one_line(e)
+            continue
+        nodes[label] = node_count(model)
+        variants[label] = lambda r=runner, f=its_feeds: r(f)
+    variants["memcpy"] = numpy_copy(feeds["x"])
+    return paired_medians(variants, rounds=rounds, budget_s=budget_s), notes, nodes
+
+
+def floor_ratio(result: Mapping[str, tuple[float, float]]) -> float:
+    """The copy floor as a ratio to the backend's Identity: the slower of it and numpy's."""
+    return max(1.0, result["memcpy"][1])
 
 
 _COLUMNS = ("default", "own target", *FORMS, "gather alone", "native")
@@ -106,9 +134,8 @@ _COLUMNS = ("default", "own target", *FORMS, "gather alone", "native")
 def _floor(row: dict[str, object]) -> tuple[float, float, str]:
     """(seconds, ratio to Identity, name) of the slower copy: the floor."""
     result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
-    if result["memcpy"][1] > 1.0:
-        return result["memcpy"][0], result["memcpy"][1], "memcpy"
-    return result["Identity"][0], 1.0, "Identity"
+    which = "memcpy" if floor_ratio(result) > 1.0 else "Identity"
+    return result[which][0], floor_ratio(result), which
 
 
 def format_backend(label: str, rows: list[dict[str, object]]) -> str:

@@ -16,19 +16,12 @@ import statistics
 from collections.abc import Callable, Mapping
 
 import numpy as np
+import onnx
 
 import revseq
 from revseq import backends
-from revseq.bench import (
-    Case,
-    copy_model,
-    fed,
-    input_arrays,
-    native_model,
-    node_count,
-    numpy_copy,
-    paired_medians,
-)
+from revseq._bench_backend import floor_ratio, time_on_floor
+from revseq.bench import Case, copy_model, input_arrays, native_model
 from revseq.ops.profiles import Cost, Profile
 
 COST_CASES: tuple[Case, ...] = (
@@ -43,9 +36,12 @@ COST_DIMS: tuple[str, ...] = ("static", "time+batch", "all")
 """The shape classes a cost is measured for (``revseq.bench``'s declared dims)."""
 
 
-def _floor(result: Mapping[str, tuple[float, float]]) -> float:
-    """The floor as a ratio to the Identity: 1, or numpy's copy where that is slower."""
-    return max(1.0, result["memcpy"][1])
+def _emitted(case: Case, kind: str, form: str, ops: Profile) -> onnx.ModelProto | str:
+    """``form`` as emitted for ``ops`` on the case's model with ``kind`` dims, or why not."""
+    try:
+        return revseq.inline(native_model(case, dims=kind), strategy=form, target=ops)
+    except revseq.RevseqError as e:
+        return str(e)
 
 
 def form_costs(
@@ -69,29 +65,16 @@ def form_costs(
     for case in COST_CASES:
         feeds = input_arrays(case, rng)
         identity = backend.prepare(copy_model(case))
-        data = {"x": feeds["x"]}
         for kind in COST_DIMS:
             ran = forms.get("static" if kind == "static" else "dynamic", frozenset())
-            variants = {"Identity": lambda r=identity, d=data: r(d)}
-            for form in sorted(ran):
-                try:
-                    model = revseq.inline(
-                        native_model(case, dims=kind), strategy=form, target=ops
-                    )
-                    its_feeds = fed(model, feeds)
-                    runner = backend.prepare(model)
-                    runner(its_feeds)
-                except (revseq.RevseqError, backends.BackendError):
-                    continue
-                variants[form] = lambda r=runner, f=its_feeds: r(f)
-                if case is COST_CASES[1]:
-                    nodes[kind][form] = node_count(model)
-            variants["memcpy"] = numpy_copy(feeds["x"])
-            result = paired_medians(variants, rounds=rounds, budget_s=budget_s)
-            floor = _floor(result)
-            for form in ran:
-                if form in result:
-                    ratios[kind].setdefault(form, []).append(result[form][1] / floor)
+            models = {form: _emitted(case, kind, form, ops) for form in sorted(ran)}
+            result, _, counts = time_on_floor(
+                backend, identity, feeds, models, rounds=rounds, budget_s=budget_s
+            )
+            for form in ran & result.keys():
+                ratios[kind].setdefault(form, []).append(result[form][1] / floor_ratio(result))
+            if case is COST_CASES[1]:
+                nodes[kind].update(counts)
             say(f"cost: {case.label} {kind}: timed {', '.join(sorted(result))}")
     return {
         kind: {
