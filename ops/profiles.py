@@ -172,8 +172,10 @@ class Profile:
         if not known:
             return tuple(order)
         best = min(ratio for ratio, _ in known.values())
-        tied = sorted((f for f in known if known[f][0] <= best * _TIE), key=lambda f: known[f])
-        tied.sort(key=lambda f: known[f][1])
+        tied = sorted(
+            (f for f in known if known[f][0] <= best * _TIE),
+            key=lambda f: (known[f][1], known[f][0]),  # fewer nodes, then cheaper
+        )
         rest = sorted((f for f in known if f not in tied), key=lambda f: known[f])
         return (*tied, *rest, *(f for f in order if f not in known))
 
