@@ -83,10 +83,22 @@ def _scalar(op: OpBuilder, vector: ir.Value, sig: Signature) -> ir.Value:
 
 
 def place_along(
-    op: OpBuilder, vector: ir.Value, axis: int, rank: int, sig: Signature
+    op: OpBuilder,
+    vector: ir.Value,
+    axis: int,
+    rank: int,
+    sig: Signature,
+    *,
+    broadcast: bool = False,
 ) -> ir.Value:
-    """Reshape a 1-D ``vector`` to ``rank`` dims with its elements along ``axis``."""
-    return unsqueeze(op, vector, [a for a in range(rank) if a != axis], sig)
+    """Reshape a 1-D ``vector`` to ``rank`` dims with its elements along ``axis``.
+
+    ``broadcast``: the value only meets others of ``rank`` dims by broadcasting, which
+    prepends the axes before ``axis``, so only those after it are added (a vector along
+    the last axis needs no node).
+    """
+    axes = range(1, rank - axis) if broadcast else (a for a in range(rank) if a != axis)
+    return unsqueeze(op, vector, list(axes), sig)
 
 
 def pad_trailing(
@@ -202,6 +214,11 @@ def affine(
     return value
 
 
+def _runtime(value: ir.Value | None) -> bool:
+    """Whether ``value`` is computed at run time (not None, not a constant)."""
+    return value is not None and value.const_value is None
+
+
 def select_source(
     op: OpBuilder,
     steps: ir.Value,
@@ -214,9 +231,13 @@ def select_source(
 ) -> ir.Value:
     """``where(t < L, s*(L-1-t) + o, s*t + o)`` for broadcastable ``steps`` and ``lens``.
 
-    The reversed branch is written ``s*L - (s*(t+1) - o)`` so that with static shapes
-    everything but ``s*L`` folds into one constant.
+    With a constant scale and offset the reversed branch is written ``s*L - (s*(t+1) -
+    o)``, so that with static shapes everything but ``s*L`` folds into one constant; a
+    run-time one (symbolic dims) is applied once, after the select (three nodes fewer).
     """
+    if _runtime(scale) or _runtime(offset):
+        src = select_source(op, steps, lens, sig, scale=None, offset=None, itype=itype)
+        return affine(op, src, scale, offset)
     forward = affine(op, steps, scale, offset)
     one = const(op, 1, itype)
     next_step = op.Add(steps, one)

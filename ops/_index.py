@@ -318,7 +318,8 @@ def _index_arithmetic(
     swapped = (time_static is None or sig.lens is None) and _time_inner(sig)
     offset: ir.Value | None = None
     for axis, stride in offsets:
-        grid = axis_grid(op, data, axis, sig, _position(axis, sig, swapped), itype=itype)
+        where = _position(axis, sig, swapped)
+        grid = axis_grid(op, data, axis, sig, where, itype=itype, broadcast=True)
         term = affine(op, grid, stride, None)
         offset = term if offset is None else op.Add(offset, term)
     if time_static is not None and sig.lens is not None:
@@ -329,19 +330,19 @@ def _index_arithmetic(
         shape[t], shape[b] = table.shape[0 if t < b else 1], table.shape[1 if t < b else 0]
         return affine(op, const(op, table.reshape(shape), itype), scale, offset)
     time_len = dim_vector(op, data, t, sig)
+    # The one of the two placed first gets every axis (so the index has the full rank);
+    # the other, and the offsets, meet it by broadcasting.
+    at_b, at_t = _position(b, sig, swapped), _position(t, sig, swapped)
     clamped = place_along(
         op,
         clamped_lengths(op, lens, time_len, sig, itype),
-        _position(b, sig, swapped),
+        at_b,
         lead,
         sig,
+        broadcast=at_b > at_t,
     )
     steps = place_along(
-        op,
-        iota(op, time_len, time_static, sig, itype),
-        _position(t, sig, swapped),
-        lead,
-        sig,
+        op, iota(op, time_len, time_static, sig, itype), at_t, lead, sig, broadcast=at_t > at_b
     )
     src = select_source(op, steps, clamped, sig, scale=scale, offset=offset, itype=itype)
     if swapped:
@@ -364,16 +365,17 @@ def axis_grid(
     position: int | None = None,
     *,
     itype: type = np.int64,
+    broadcast: bool = False,
 ) -> ir.Value:
     """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others.
 
-    ``position`` places it in a swapped layout (default: at ``axis`` itself).
+    ``position`` places it in a swapped layout (default: at ``axis`` itself);
+    ``broadcast`` as for ``place_along``.
     """
     size = dim_vector(op, data, axis, sig)
     where = axis if position is None else position
-    return place_along(
-        op, iota(op, size, sig.dim(axis), sig, itype), where, sig.lead_rank, sig
-    )
+    iota_ = iota(op, size, sig.dim(axis), sig, itype)
+    return place_along(op, iota_, where, sig.lead_rank, sig, broadcast=broadcast)
 
 
 def product_of_dims(op: OpBuilder, data: ir.Value, start: int, sig: Signature) -> ir.Value:
