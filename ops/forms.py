@@ -129,12 +129,14 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
             # converts neither in TVM (it cannot prove T' == T) nor in tract (it cannot
             # unify L with broadcast(L, B)).
             count = op.Shape(lens)
-            steps = place_along(op, iota(op, count, None, sig, itype), axis, lead, sig)
+            steps = iota(op, count, None, sig, itype)
+            steps = place_along(op, steps, axis, lead, sig, broadcast=True)
             grid = op.Expand(steps, lead_shape)
         elif axis == t:
             grid = op.Expand(src, lead_shape)
         else:
-            grid = op.Expand(axis_grid(op, data, axis, sig, itype=itype), lead_shape)
+            steps = axis_grid(op, data, axis, sig, itype=itype, broadcast=True)
+            grid = op.Expand(steps, lead_shape)
         columns.append(unsqueeze(op, grid, [lead], sig))
     index = columns[0] if len(columns) == 1 else op.Concat(*columns, axis=lead)
     if itype is not np.int64:
@@ -206,7 +208,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         gathered = op.GatherND(view, unsqueeze(op, flat, [lead], sig))
     else:
         gathered = op.Gather(view, flat, axis=0)
-    if shape is not None:
+    if shape is not None or sig.rank == lead + 1:
         return gathered  # the view kept the trailing dims: the data's shape already
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
 
@@ -214,12 +216,18 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
 def _needs_allowzero(sig: Signature) -> bool:
     """Whether ``gather_rows`` reshapes with ``allowzero`` (opset 14): where a dim may be 0.
 
-    A static shape without zeros reads the same without it; a run-time shape may hold 0.
+    A static shape without zeros reads the same without it; a run-time shape may hold 0,
+    but with one trailing axis the gather's output has the data's shape and is not
+    reshaped back.
     """
     if gathers_matrix(sig):
         return False
     dims = sig.dims
-    return dims is None or any(d is None or d == 0 for d in dims)
+    if dims is None:
+        return True
+    if sig.static_dims() is None:
+        return sig.rank != sig.lead_rank + 1
+    return 0 in dims
 
 
 @dataclasses.dataclass(frozen=True)
