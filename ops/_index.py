@@ -319,7 +319,7 @@ def _index_arithmetic(
     offset: ir.Value | None = None
     for axis, stride in offsets:
         where = _position(axis, sig, swapped)
-        grid = axis_grid(op, data, axis, sig, where, itype=itype, broadcast=True)
+        grid = axis_grid(op, data, axis, sig, where, itype=itype, broadcast=True, lens=lens)
         term = affine(op, grid, stride, None)
         offset = term if offset is None else op.Add(offset, term)
     if time_static is not None and sig.lens is not None:
@@ -366,13 +366,20 @@ def axis_grid(
     *,
     itype: type = np.int64,
     broadcast: bool = False,
+    lens: ir.Value | None = None,
 ) -> ir.Value:
     """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others.
 
     ``position`` places it in a swapped layout (default: at ``axis`` itself);
-    ``broadcast`` as for ``place_along``.
+    ``broadcast`` as for ``place_along``. Given ``lens``, a symbolic batch axis counts
+    the lengths instead of reading the data's dim: the index is [T', L] (T' a Range's
+    length, L the lengths'), and a frontend that gives each its own symbol (TVM Relax,
+    tract) cannot add or concatenate a [B] from the data's shape to it.
     """
-    size = dim_vector(op, data, axis, sig)
+    if lens is not None and axis == sig.batch_axis and sig.dim(axis) is None:
+        size = op.Shape(lens)
+    else:
+        size = dim_vector(op, data, axis, sig)
     where = axis if position is None else position
     iota_ = iota(op, size, sig.dim(axis), sig, itype)
     return place_along(op, iota_, where, sig.lead_rank, sig, broadcast=broadcast)

@@ -35,9 +35,7 @@ import onnx_ir as ir
 
 from revseq.ops._emit import (
     const,
-    iota,
     pad_trailing,
-    place_along,
     shape_of,
     squeeze,
     unsqueeze,
@@ -122,20 +120,15 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     for axis in range(batch_dims, lead):
         if axis == t and lead == 2:
             grid = src  # [T, B] or [B, T] already
-        elif axis == sig.batch_axis and symbolic_pair:
-            # With symbolic dims, the batch coordinates count the lengths (not the data's
-            # batch dim) and take the index's own shape: src is [T', L] (T' a Range's
-            # length, L the lengths'), and a Concat with a column of the data's [T, B]
-            # converts neither in TVM (it cannot prove T' == T) nor in tract (it cannot
-            # unify L with broadcast(L, B)).
-            count = op.Shape(lens)
-            steps = iota(op, count, None, sig, itype)
-            steps = place_along(op, steps, axis, lead, sig, broadcast=True)
-            grid = op.Expand(steps, lead_shape)
         elif axis == t:
             grid = op.Expand(src, lead_shape)
         else:
-            steps = axis_grid(op, data, axis, sig, itype=itype, broadcast=True)
+            # With symbolic dims the batch coordinates count the lengths and take the
+            # index's own shape: a Concat with a column of the data's [T, B] converts
+            # neither in TVM (it cannot prove T' == T) nor in tract (it cannot unify L
+            # with broadcast(L, B)).
+            pair_lens = lens if symbolic_pair else None
+            steps = axis_grid(op, data, axis, sig, itype=itype, broadcast=True, lens=pair_lens)
             grid = op.Expand(steps, lead_shape)
         columns.append(unsqueeze(op, grid, [lead], sig))
     index = columns[0] if len(columns) == 1 else op.Concat(*columns, axis=lead)

@@ -255,8 +255,17 @@ def profile_forms() -> list[tuple[str, str, bool]]:
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize(("name", "form", "dynamic"), profile_forms())
 def test_every_form_the_profile_allows(name, form, dynamic, layout):
-    for rank in (3, 4):
-        check_default(name, rank, "float32", layout, dynamic, strategy=form, target=name)
+    """Rank 3 always; rank 4 wherever the planner emits the form for the backend.
+
+    With symbolic dims the row form reshapes two trailing axes back with an op some
+    backends lack (onnx2torch: ``Reshape`` with ``allowzero``): the planner refuses it
+    there, naming what is missing.
+    """
+    check_default(name, 3, "float32", layout, dynamic, strategy=form, target=name)
+    try:
+        check_default(name, 4, "float32", layout, dynamic, strategy=form, target=name)
+    except revseq.StrategyError as e:
+        assert "lacks" in str(e), e
 
 
 @pytest.mark.backend
