@@ -138,6 +138,49 @@ def _floor(row: dict[str, object]) -> tuple[float, float, str]:
     return result[which][0], floor_ratio(result), which
 
 
+# The speed goal on tensors of a MiB or more: the default within 1.5x of the copy floor
+# and the backend's own target within 1.3x, or, where the backend's gather alone (its
+# index a constant) costs more than that, within 1.2x of that gather.
+GOAL = {"default": 1.5, "own target": 1.3}
+GOAL_OVER_GATHER = 1.2
+GOAL_MIN_BYTES = 1 << 20
+
+
+def goal_bound(name: str, gather_alone: float | None) -> float:
+    """The most ``name`` ("default" or "own target") may cost, x the copy floor."""
+    if gather_alone is None:
+        return GOAL[name]
+    return max(GOAL[name], GOAL_OVER_GATHER * gather_alone)
+
+
+def _goal_lines(rows: list[dict[str, object]]) -> list[str]:
+    """Which rows of a MiB or more meet the speed goal (``GOAL``), and which miss it."""
+    lines = []
+    for name, limit in GOAL.items():
+        met, misses = 0, []
+        for row in rows:
+            case: Case = row["case"]  # type: ignore[assignment]
+            result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
+            if case.nbytes < GOAL_MIN_BYTES or name not in result:
+                continue
+            floor = _floor(row)[1]
+            ratio = result[name][1] / floor
+            gather = result["gather alone"][1] / floor if "gather alone" in result else None
+            bound = goal_bound(name, gather)
+            if ratio <= bound:
+                met += 1
+            else:
+                misses.append(f"{case.label} {row['dims']} {ratio:.2f}x > {bound:.2f}x")
+        if met or misses:
+            miss = f"; misses: {', '.join(misses)}" if misses else ""
+            lines.append(
+                f"{name}, goal (1 MiB and up, {limit}x the floor or "
+                f"{GOAL_OVER_GATHER}x the gather alone): met in {met} of "
+                f"{met + len(misses)}{miss}  "
+            )
+    return lines
+
+
 def format_backend(label: str, rows: list[dict[str, object]]) -> str:
     """The table (x the copy floor, node counts in brackets) and its summary."""
     lines = [
@@ -163,6 +206,7 @@ def format_backend(label: str, rows: list[dict[str, object]]) -> str:
             f"{seconds * 1e3:.3f} ({which}) | " + " | ".join(cells) + " |"
         )
     lines.append("")
+    lines.extend(_goal_lines(rows))
     for dims in dict.fromkeys(r["dims"] for r in rows):
         for name in ("default", "own target"):
             ratios = [
