@@ -85,3 +85,31 @@ def test_bad_bench_arguments_are_refused_in_one_line(capsys, argv, message):
         bench.main(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_goal_lines_judge_rows_of_a_mib_and_up_against_the_floor_or_the_gather():
+    from revseq import _bench_backend as bb
+
+    assert bb.goal_bound("default", None) == 1.5
+    assert bb.goal_bound("own target", 1.0) == 1.3
+    assert bb.goal_bound("default", 2.0) == pytest.approx(2.4)
+
+    def row(shape, default, own, gather):
+        result = {"Identity": (1e-3, 1.0), "memcpy": (1e-3, 0.5)}
+        result |= {
+            "default": (0, default),
+            "own target": (0, own),
+            "gather alone": (0, gather),
+        }
+        return {"case": bench.Case(shape, 1, 0, "float32"), "dims": "all", "result": result}
+
+    rows = [
+        row((2000, 16), 9.0, 9.0, 1.0),  # 0.12 MiB: not judged
+        row((64, 32, 256), 1.4, 1.4, 1.0),  # default met, own target missed
+        row((256, 64, 256), 2.3, 2.35, 2.0),  # the gather costs 2.0: bound 2.4
+    ]
+    default, own = bb._goal_lines(rows)
+    assert "met in 2 of 2" in default and "misses" not in default
+    assert "met in 1 of 2" in own
+    assert "[64, 32, 256] time-major float32 all 1.40x > 1.30x" in own
+    assert "[256, 64, 256]" not in own

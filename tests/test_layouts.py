@@ -189,3 +189,64 @@ def test_a_static_time_beyond_the_folding_limit_is_an_index_computed_at_run_time
         assert _run(inlined, {"x": x, "lens": lens}, optimized=optimized).tobytes() == (
             expected.tobytes()
         )
+
+
+def _op_types(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node if n.op_type != "Constant"]
+
+
+@pytest.mark.parametrize(
+    ("dims", "batch_axis", "time_axis"), [(("T", "B", 6), 1, 0), (("B", "T", 6), 0, 1)]
+)
+def test_symbolic_row_form_with_one_trailing_axis_is_not_reshaped_back(
+    dims, batch_axis, time_axis
+):
+    """Its Gather's output already has the data's shape: no Shape+Reshape, no allowzero.
+
+    The stride and the batch offset are applied once, after the select: one Mul, one
+    Add of the offset (a Mul per branch before).
+    """
+    model = _model(dims, batch_axis, time_axis)
+    inlined = revseq.inline(model, strategy="gather_rows", target="onnxruntime")
+    ops = _op_types(inlined)
+    assert "Reshape" not in ops
+    assert ops.count("Mul") == 1
+    assert len(ops) <= 20
+    rng = np.random.default_rng(0)
+    for time_len, batch in ((5, 3), (1, 4), (7, 1)):
+        shape = (time_len, batch, 6) if time_axis == 0 else (batch, time_len, 6)
+        x = rng.standard_normal(shape).astype(np.float32)
+        lens = np.array([time_len, 0, 1, min(2, time_len)] * batch, np.int64)[:batch]
+        expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+        for optimized in (False, True):
+            got = _run(inlined, {"x": x, "lens": lens}, optimized=optimized)
+            assert got.tobytes() == expected.tobytes()
+    assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
+
+
+def test_symbolic_row_form_with_two_trailing_axes_reshapes_back_keeping_zeros():
+    model = _model(("T", "B", 2, 3), 1, 0)
+    inlined = revseq.inline(model, strategy="gather_rows", target="onnxruntime")
+    (reshape,) = [n for n in inlined.graph.node if n.op_type == "Reshape"]
+    assert onnx.helper.get_attribute_value(reshape.attribute[0]) == 1  # allowzero
+    with pytest.raises(revseq.StrategyError, match="Reshape:allowzero"):
+        revseq.inline(model, strategy="gather_rows", target="onnx2torch")
+    three = revseq.inline(
+        _model(("T", "B", 6), 1, 0), strategy="gather_rows", target="onnx2torch"
+    )
+    assert "Reshape" not in _op_types(three)
+
+
+@pytest.mark.parametrize(
+    ("dims", "most"), [(("T", "B", 6), 25), (("T", "B", "F"), 25), (("B", "T", 6), 26)]
+)
+def test_symbolic_default_node_counts_do_not_grow(dims, most):
+    """The default's shape and index arithmetic with symbolic dims, node by node.
+
+    Some backends pay per node (onnx2torch, onnxruntime on small tensors): 25 for a
+    time-major rank-3 node (27 before the index was scaled once and the vectors
+    placed by broadcasting).
+    """
+    batch_axis, time_axis = (1, 0) if dims[0] == "T" else (0, 1)
+    inlined = revseq.inline(_model(dims, batch_axis, time_axis))
+    assert len(_op_types(inlined)) <= most
