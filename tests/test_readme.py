@@ -47,3 +47,50 @@ def test_readme_links_name_pages_that_exist_and_measured_pages_say_how_they_were
     ):
         stamp = (README.parent / page).read_text().split("\n\n")[1]
         assert stamp.startswith(f"Written by `{command}"), (page, stamp)
+
+
+def _page_summary(page: pathlib.Path) -> list[str]:
+    """The README row a speed page implies: geomeans by dims, then the goal counts."""
+    text = page.read_text()
+    geomean = dict(
+        (m.group(1, 2), m.group(3))
+        for m in re.finditer(r"(default|own target), (\S+) dims: geomean ([\d.]+)x", text)
+    )
+    goal = dict(re.findall(r"(default|own target), goal .*?met in (\d+ of \d+)", text))
+    return [
+        *(
+            " / ".join(f"{geomean[name, dims]}x" for dims in ("static", "time+batch", "all"))
+            for name in ("default", "own target")
+        ),
+        goal["default"],
+        goal["own target"],
+    ]
+
+
+def test_readme_backend_speed_table_matches_the_pages():
+    """The table is copied from the pages by hand: it must say what they say."""
+    rows = re.findall(
+        r"^\| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| "
+        r"\[speed/\w+\.md\]\((docs/speed/\w+\.md)\) \|$",
+        README.read_text(),
+        flags=re.M,
+    )
+    pages = sorted((README.parent / "docs" / "speed").glob("*.md"))
+    assert sorted(row[-1] for row in rows) == [f"docs/speed/{p.name}" for p in pages]
+    for version, *cells, page in rows:
+        assert [c.strip() for c in cells] == _page_summary(README.parent / page), page
+        assert f"\n\n{version.strip()}: median ms" in (README.parent / page).read_text()
+
+
+def test_readme_onnxruntime_summary_matches_the_benchmark_page():
+    """The README's geomeans x native are the page's 1-thread row, without `ort copy`."""
+    page = (README.parent / "docs" / "benchmark.md").read_text()
+    header = re.search(r"^\| dims \| threads \| (.*) \|$", page, flags=re.M).group(1)
+    columns = [c.removesuffix(" geomean x native") for c in header.split(" | ")]
+    text = README.read_text()
+    shown = re.search(r"^\| dims \| (.*) \|$", text, flags=re.M).group(1).split(" | ")
+    for dims in ("static", "time+batch", "all"):
+        values = re.search(rf"^\| {re.escape(dims)} \| 1 \| (.*) \|$", page, flags=re.M)
+        by_column = dict(zip(columns, values.group(1).split(" | "), strict=True))
+        readme = re.search(rf"^\| {re.escape(dims)} \| ([\d. |]*) \|$", text, flags=re.M)
+        assert readme.group(1).split(" | ") == [by_column[c] for c in shown], dims
