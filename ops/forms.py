@@ -201,26 +201,31 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         gathered = op.GatherND(view, unsqueeze(op, flat, [lead], sig))
     else:
         gathered = op.Gather(view, flat, axis=0)
-    if shape is not None or sig.rank == lead + 1:
+    if not _reshapes_back(sig):
         return gathered  # the view kept the trailing dims: the data's shape already
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
+
+
+def _reshapes_back(sig: Signature) -> bool:
+    """Whether ``gather_rows`` reshapes its gather's output back to the data's shape.
+
+    Not with static dims (the view keeps the trailing dims) nor with one trailing axis
+    (the Flatten view's); with several run-time trailing dims, or an unknown rank, it
+    does.
+    """
+    return sig.static_dims() is None and sig.rank != sig.lead_rank + 1
 
 
 def _needs_allowzero(sig: Signature) -> bool:
     """Whether ``gather_rows`` reshapes with ``allowzero`` (opset 14): where a dim may be 0.
 
-    A static shape without zeros reads the same without it; a run-time shape may hold 0,
-    but with one trailing axis the gather's output has the data's shape and is not
-    reshaped back.
+    A static shape without zeros reads the same without it; a run-time shape reshaped
+    back may hold 0. Unknown dims count as reshaped back.
     """
     if gathers_matrix(sig):
         return False
-    dims = sig.dims
-    if dims is None:
-        return True
-    if sig.static_dims() is None:
-        return sig.rank != sig.lead_rank + 1
-    return 0 in dims
+    static = sig.static_dims()
+    return sig.dims is None or _reshapes_back(sig) or (static is not None and 0 in static)
 
 
 @dataclasses.dataclass(frozen=True)
