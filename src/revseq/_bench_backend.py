@@ -134,8 +134,15 @@ _COLUMNS = ("default", "own target", *FORMS, "gather alone", "native")
 def _floor(row: dict[str, object]) -> tuple[float, float, str]:
     """(seconds, ratio to Identity, name) of the slower copy: the floor."""
     result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
-    which = "memcpy" if floor_ratio(result) > 1.0 else "Identity"
-    return result[which][0], floor_ratio(result), which
+    floor = floor_ratio(result)
+    which = "memcpy" if floor > 1.0 else "Identity"
+    return result[which][0], floor, which
+
+
+def _over_floor(row: dict[str, object], name: str) -> float | None:
+    """Variant ``name`` of ``row`` x the copy floor, or None where it did not run."""
+    result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
+    return result[name][1] / _floor(row)[1] if name in result else None
 
 
 # The speed goal on tensors of a MiB or more: the default within 1.5x of the copy floor
@@ -160,13 +167,10 @@ def _goal_lines(rows: list[dict[str, object]]) -> list[str]:
         met, misses = 0, []
         for row in rows:
             case: Case = row["case"]  # type: ignore[assignment]
-            result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
-            if case.nbytes < GOAL_MIN_BYTES or name not in result:
+            ratio = _over_floor(row, name)
+            if case.nbytes < GOAL_MIN_BYTES or ratio is None:
                 continue
-            floor = _floor(row)[1]
-            ratio = result[name][1] / floor
-            gather = result["gather alone"][1] / floor if "gather alone" in result else None
-            bound = goal_bound(name, gather)
+            bound = goal_bound(name, _over_floor(row, "gather alone"))
             if ratio <= bound:
                 met += 1
             else:
@@ -191,16 +195,15 @@ def format_backend(label: str, rows: list[dict[str, object]]) -> str:
     ]
     for row in rows:
         case: Case = row["case"]  # type: ignore[assignment]
-        result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
         notes: dict[str, str] = row["notes"]  # type: ignore[assignment]
         nodes: dict[str, int] = row["nodes"]  # type: ignore[assignment]
-        seconds, floor, which = _floor(row)
+        seconds, _, which = _floor(row)
         cells = []
         for name in _COLUMNS:
-            if name in result:
-                cells.append(f"{result[name][1] / floor:.2f}x ({nodes[name]})")
-            else:
-                cells.append(notes.get(name, "-"))
+            ratio = _over_floor(row, name)
+            cells.append(
+                notes.get(name, "-") if ratio is None else f"{ratio:.2f}x ({nodes[name]})"
+            )
         lines.append(
             f"| {case.label} | {row['dims']} | {case.nbytes / 2**20:.2f} | "
             f"{seconds * 1e3:.3f} ({which}) | " + " | ".join(cells) + " |"
@@ -209,11 +212,8 @@ def format_backend(label: str, rows: list[dict[str, object]]) -> str:
     lines.extend(_goal_lines(rows))
     for dims in dict.fromkeys(r["dims"] for r in rows):
         for name in ("default", "own target"):
-            ratios = [
-                r["result"][name][1] / _floor(r)[1]  # type: ignore[index]
-                for r in rows
-                if r["dims"] == dims and name in r["result"]  # type: ignore[operator]
-            ]
+            over = (_over_floor(r, name) for r in rows if r["dims"] == dims)
+            ratios = [ratio for ratio in over if ratio is not None]
             if ratios:
                 lines.append(
                     f"{name}, {dims} dims: geomean {statistics.geometric_mean(ratios):.2f}x "
