@@ -41,11 +41,12 @@ AUTO_PREFERENCE: tuple[str, ...] = ("gather_nd", "gather_elements", "gather_rows
 has no costs (documented profiles, op sets): the best worst case over the backends
 first. Where it has costs (``revseq probe`` times every form it ran), they decide
 (``Profile.cheapest``): for a named backend its own, for the default the worst over the
-probed backends. With dynamic shapes the row form needs a Flatten and a Reshape back,
-GatherND gathers the rows of the data itself, GatherElements needs an index as large as
-the data. ``python -m revseq.bench --backend NAME`` ([64, 32, 256] float32, time and
-batch symbolic, x the copy floor, GatherND vs GatherElements): onnxruntime 1.5 vs 5.3,
-TVM 1.9 vs 6.7, onnx2torch 7.4 vs 38.8, tract 5.9 vs 258, tinygrad 9.7 vs 7.9.
+probed backends. With dynamic shapes the row form needs a Flatten (and a Reshape back
+where more than one axis trails the leading ones), GatherND gathers the rows of the
+data itself, GatherElements needs an index as large as the data. ``python -m
+revseq.bench --backend NAME`` ([64, 32, 256] float32, time and batch symbolic, x the
+copy floor, GatherND vs GatherElements): onnxruntime 1.5 vs 5.3, TVM 1.9 vs 6.7,
+onnx2torch 7.4 vs 38.8, tract 5.9 vs 258, tinygrad 9.7 vs 7.9.
 
 Single-element rows over two leading axes (``Signature.index_covers_data``):
 GatherElements needs no data-sized index there and goes first, static or not; it
@@ -64,7 +65,7 @@ def shape_class(sig: forms.Signature) -> str:
     """The class a form's cost was measured for (``SHAPE_CLASSES``)."""
     if not is_dynamic(sig):
         return "static"
-    if sig.dims is None or any(d is None for d in sig.dims[sig.lead_rank :]):
+    if sig.row_size() is None:  # some dim after the leading axes is symbolic
         return "all"
     return "time+batch"
 
