@@ -282,20 +282,57 @@ def typed_source_index(
             "the source index needs int64 arithmetic (its values may not fit in int32), "
             "which the target lacks"
         )
+    scale = _as_int64_factor(op, scale, sig)
+    offsets = [(axis, _as_int64_factor(op, stride, sig)) for axis, stride in offsets]
     src = _index_arithmetic(op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int64)
     return src, np.int64
+
+
+# The variant of a target that multiplies an int64 tensor by a dim read from a shape.
+# tract 0.23 keeps such a dim as a symbol and cannot multiply a tensor by it ("Undetermined
+# symbol in expression"); an int32 Cast of it, or a count of ones, is an ordinary tensor.
+MUL_DIM = "Mul:dim"
+
+
+def _as_int64_factor(op: OpBuilder, value: ir.Value | None, sig: Signature) -> ir.Value | None:
+    """A run-time scale or stride as a tensor the target multiplies by, in int64.
+
+    Where it lacks ``Mul:dim``, the product of dims P becomes the sum of P ones
+    (ConstantOfShape, ReduceSum): exact, and P is at most the number of rows.
+    """
+    if value is None or value.const_value is not None or sig.allows(MUL_DIM):
+        return value
+    if not sig.allows("ConstantOfShape", "ReduceSum"):
+        raise StrategyError(
+            "a run-time stride needs Mul by a dim (Mul:dim) or ConstantOfShape+ReduceSum"
+        )
+    ones = op.ConstantOfShape(value, value=ir.Tensor(np.array([1], np.int64)))
+    return op.ReduceSum(ones, keepdims=1)
 
 
 def _as_int32(op: OpBuilder, value: ir.Value | None) -> ir.Value | None:
     """A scale or stride for int32 arithmetic, from the int64 one the form passed.
 
     A constant is made again in int32 (None for 1); a run-time one (a dim or a product
-    of dims) is cast once.
+    of dims) is cast once: a dim read from a shape straight to int32, not through the
+    int64 Cast ``dim_vector`` gives it (then dead, and dropped).
     """
     static = _static_int(value)
     if static is not None:
         return None if static == 1 else const(op, static, np.int32)
+    assert value is not None
+    read = value.producer()
+    if read is not None and read.op_type == "Cast" and _reads_shape(read.inputs[0]):
+        value = read.inputs[0]
     return op.Cast(value, to=ir.DataType.INT32)
+
+
+def _reads_shape(value: ir.Value | None) -> bool:
+    """Whether ``value`` is a Shape's output, or a Slice of one (before opset 15)."""
+    node = None if value is None else value.producer()
+    if node is not None and node.op_type == "Slice":
+        node = node.inputs[0].producer() if node.inputs[0] is not None else None
+    return node is not None and node.op_type == "Shape"
 
 
 def _index_arithmetic(
@@ -319,7 +356,17 @@ def _index_arithmetic(
     offset: ir.Value | None = None
     for axis, stride in offsets:
         where = _position(axis, sig, swapped)
-        grid = axis_grid(op, data, axis, sig, where, itype=itype, broadcast=True, lens=lens)
+        grid = axis_grid(
+            op,
+            data,
+            axis,
+            sig,
+            where,
+            itype=itype,
+            broadcast=True,
+            lens=lens,
+            lens_shaped=True,
+        )
         term = affine(op, grid, stride, None)
         offset = term if offset is None else op.Add(offset, term)
     if time_static is not None and sig.lens is not None:
@@ -367,6 +414,7 @@ def axis_grid(
     itype: type = np.int64,
     broadcast: bool = False,
     lens: ir.Value | None = None,
+    lens_shaped: bool = False,
 ) -> ir.Value:
     """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others.
 
@@ -374,14 +422,18 @@ def axis_grid(
     ``broadcast`` as for ``place_along``. Given ``lens``, a symbolic batch axis counts
     the lengths instead of reading the data's dim: the index is [T', L] (T' a Range's
     length, L the lengths'), and a frontend that gives each its own symbol (TVM Relax,
-    tract) cannot add or concatenate a [B] from the data's shape to it.
+    tract) cannot add or concatenate a [B] from the data's shape to it. With
+    ``lens_shaped`` the count is reshaped to the lengths' shape, so that it is [L] and
+    not [B'] (a Range's own length) where it meets the index by broadcasting: TVM
+    cannot emit that Add otherwise (a caller that expands it to the index's shape
+    needs no Reshape).
     """
-    if lens is not None and axis == sig.batch_axis and sig.dim(axis) is None:
-        size = op.Shape(lens)
-    else:
-        size = dim_vector(op, data, axis, sig)
+    counted = lens is not None and axis == sig.batch_axis and sig.dim(axis) is None
+    size = op.Shape(lens) if counted else dim_vector(op, data, axis, sig)
     where = axis if position is None else position
     iota_ = iota(op, size, sig.dim(axis), sig, itype)
+    if counted and lens_shaped:
+        iota_ = op.Reshape(iota_, size)
     return place_along(op, iota_, where, sig.lead_rank, sig, broadcast=broadcast)
 
 

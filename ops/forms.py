@@ -194,6 +194,10 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             gathered = op.GatherElements(flat_view, flat_index, axis=0)
             return op.Reshape(gathered, const(op, [*static, *trailing]), **zeros)
         view = op.Reshape(data, const(op, [rows, *trailing]), **zeros)
+    elif _static_trailing(sig):
+        # [-1, *trailing]: tract cannot Flatten symbolic leading dims ("square of
+        # symbols") but infers a -1; the view keeps the data's trailing dims.
+        view = op.Reshape(data, const(op, [-1, *sig.dims[lead:]]))
     else:
         view = op.Flatten(data, axis=lead)
     if gather is None:
@@ -206,14 +210,28 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
 
 
+def _static_trailing(sig: Signature) -> bool:
+    """Whether every dim after the leading axes is static and none is 0.
+
+    The row view is then ``Reshape(data, [-1, *trailing])``: a 0 would leave its -1
+    undefined.
+    """
+    if sig.dims is None:
+        return False
+    trailing = sig.dims[sig.lead_rank :]
+    return all(d is not None and d > 0 for d in trailing)
+
+
 def _reshapes_back(sig: Signature) -> bool:
     """Whether ``gather_rows`` reshapes its gather's output back to the data's shape.
 
-    Not with static dims (the view keeps the trailing dims) nor with one trailing axis
-    (the Flatten view's); with several run-time trailing dims, or an unknown rank, it
-    does.
+    Not where the view keeps the trailing dims (static trailing dims, or every dim
+    static) nor with one trailing axis (the Flatten view's); with several run-time
+    trailing dims, or an unknown rank, it does.
     """
-    return sig.static_dims() is None and sig.rank != sig.lead_rank + 1
+    if sig.static_dims() is not None or _static_trailing(sig):
+        return False
+    return sig.rank != sig.lead_rank + 1
 
 
 def _needs_allowzero(sig: Signature) -> bool:

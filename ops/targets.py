@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 import onnx.defs
 import onnx_ir as ir
 
-from revseq.ops._index import INT64_INDEX
+from revseq.ops._index import INT64_INDEX, MUL_DIM
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import ELEMENT_TYPES, PORTABLE, Profile, load_profiles, portable
 
@@ -95,9 +95,11 @@ def resolve_target(target: Target) -> Profile:
         if profile is None:
             if not (onnx.defs.has(item) or item in _CAPABILITIES):
                 raise _unknown_target(item)
-            # Op types name ONNX, whose index arithmetic is int64 (variants aside).
-            static |= {item, INT64_INDEX}
-            dynamic |= {item, INT64_INDEX}
+            # Op types name ONNX, whose index arithmetic is int64 and whose Mul takes
+            # a dim read from a shape (variants aside).
+            named = {item, INT64_INDEX, *((MUL_DIM,) if item == "Mul" else ())}
+            static |= named
+            dynamic |= named
         elif profile.static_ops is None:
             return ANY
         else:

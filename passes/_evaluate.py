@@ -153,10 +153,14 @@ def _range(args: list[Any], attrs: dict[str, Any]) -> np.ndarray:
     return np.arange(start, limit, delta, dtype=np.asarray(args[0]).dtype)
 
 
-def _reduce_prod(args: list[Any], attrs: dict[str, Any]) -> np.ndarray:
-    axes = _axes(args, attrs)
-    keep = bool(_int(attrs, "keepdims", 1))
-    return np.prod(args[0], axis=None if axes is None else tuple(axes), keepdims=keep)
+def _reduce(fn: Callable[..., Any]) -> Callable[[list[Any], dict[str, Any]], Any]:
+    def reduce(args: list[Any], attrs: dict[str, Any]) -> np.ndarray:
+        axes = _axes(args, attrs)
+        keep = bool(_int(attrs, "keepdims", 1))
+        axis = None if axes is None else tuple(axes)
+        return fn(args[0], axis=axis, keepdims=keep, dtype=args[0].dtype)
+
+    return reduce
 
 
 def _flatten(args: list[Any], attrs: dict[str, Any]) -> np.ndarray:
@@ -205,7 +209,8 @@ _EVALUATORS: dict[str, Callable[[list[Any], dict[str, Any]], Any]] = {
     "ConstantOfShape": _constant_of_shape,
     "CumSum": _cumsum,
     "Range": _range,
-    "ReduceProd": _reduce_prod,
+    "ReduceProd": _reduce(np.prod),
+    "ReduceSum": _reduce(np.sum),
     "Add": _binary(np.add),
     "Sub": _binary(np.subtract),
     "Mul": _binary(np.multiply),

@@ -101,7 +101,7 @@ def source(dynamic: bool, *, batch_major: bool = False, itype: str = "int64") ->
         )
         if not wide:
             dims += f"steps = {_to(itype)} ({steps})\nbiota = {_to(itype)} ({biota})\n"
-            dims += f"bi = {_to(itype)} (b1)\n"
+            dims += f"bi = {_to(itype)} (bshape)\n"
     else:
         time_len, batch = (4, 4) if batch_major else (5, 4)
         values = ", ".join(str(i) for i in range(time_len))
@@ -135,6 +135,8 @@ def batch_of(itype: str) -> str:
 
 
 T1 = "t1shape = Shape <start = 0, end = 1> (x)\nt1 = Cast <to = 7> (t1shape)"
+# The row form's view of [T, B, 3] data: its static trailing dim kept, the rows a -1.
+ROWS = "rowdims = Constant <value = int64[2] {-1, 3}> ()\nrows = Reshape (x, rowdims)"
 
 OP_PROBES: tuple[Probe, ...] = (
     Probe("Shape", ("Shape",), lambda d, _: f"{T1}\ny = Identity (t1)"),
@@ -242,7 +244,20 @@ OP_PROBES: tuple[Probe, ...] = (
     Probe("Max", ("Max",), lambda d, _: f"{T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
     Probe("Add", ("Add",), lambda d, _: f"{T1}\ny = Add (lens, t1)"),
     Probe("Sub", ("Sub",), lambda d, _: f"{T1}\ny = Sub (lens, t1)"),
-    Probe("Mul", ("Mul",), lambda d, _: f"{T1}\ny = Mul (lens, t1)"),
+    # Of two run-time tensors (not a tensor and itself: tract makes that a Square, which
+    # has no int64 kernel).
+    Probe("Mul", ("Mul",), lambda d, _: "l1 = Add (lens, one1)\ny = Mul (lens, l1)"),
+    # A tensor times a dim read from the data's shape, in int64 (a run-time stride).
+    Probe("Mul:dim", ("Mul:dim",), lambda d, _: f"{T1}\ny = Mul (lens, t1)"),
+    # The stride without Mul:dim: a count of ones.
+    Probe(
+        "ReduceSum",
+        ("ReduceSum",),
+        lambda d, _: (
+            f"{T1}\nones = ConstantOfShape <value = int64[1] {{1}}> (t1)\n"
+            "y = ReduceSum <keepdims = 1> (ones)"
+        ),
+    ),
     Probe("Unsqueeze", ("Unsqueeze",), lambda d, _: "y = Unsqueeze (lens, zero1)"),
     Probe("Concat", ("Concat",), lambda d, _: f"{T1}\ny = Concat <axis = 0> (lens, t1)"),
     Probe(
@@ -322,9 +337,7 @@ OP_PROBES: tuple[Probe, ...] = (
         ("Gather",),
         lambda d, it: (
             f"{source(d, itype=it)}\nscaled = Mul (src, {batch_of(it)})\n"
-            "flat = Add (scaled, bgrid)\n"
-            "rows = Flatten <axis = 2> (x)\ng = Gather <axis = 0> (rows, flat)\n"
-            "s = Shape (x)\ny = Reshape (g, s)"
+            f"flat = Add (scaled, bgrid)\n{ROWS}\ny = Gather <axis = 0> (rows, flat)"
         ),
         INDEX_TYPES,
     ),
@@ -333,10 +346,8 @@ OP_PROBES: tuple[Probe, ...] = (
         ("Gather:int32",),
         lambda d, it: (
             f"{source(d, itype=it)}\nscaled = Mul (src, {batch_of(it)})\n"
-            "flat = Add (scaled, bgrid)\n"
-            "rows = Flatten <axis = 2> (x)\n"
-            + as_type("flat", it, "int32", "g = Gather <axis = 0> (rows, {})\n")
-            + "s = Shape (x)\ny = Reshape (g, s)"
+            f"flat = Add (scaled, bgrid)\n{ROWS}\n"
+            + as_type("flat", it, "int32", "y = Gather <axis = 0> (rows, {})")
         ),
         INDEX_TYPES,
     ),
