@@ -20,6 +20,7 @@ has that type at all. What inline emits with no target therefore runs on all of 
 from __future__ import annotations
 
 __all__ = [
+    "NARROW",
     "PORTABLE",
     "SHAPE_CLASSES",
     "Cost",
@@ -38,6 +39,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 import onnx
+
+from revseq.ops._index import INT32_INDEX, INT64_INDEX
 
 GATHERS = ("Gather", "GatherElements", "GatherND")
 """The ops that move data: the ones whose element types a profile records."""
@@ -69,6 +72,10 @@ PORTABLE = "portable"
 SHAPE_CLASSES = ("static", "time+batch", "all")
 """What a cost is measured for: every dim static; time and batch symbolic (the rows'
 dims static); every dim symbolic."""
+
+NARROW = "@int32"
+"""The suffix of a form name timed (and run exactly) with its index in int32 where the
+backend computes it in int64 otherwise (symbolic dims): ``gather_rows@int32``."""
 
 # Forms whose worst cost is within this factor of the cheapest are a tie, broken by
 # fewer nodes: paired medians of one probe move about that much between runs.
@@ -102,11 +109,11 @@ class Profile:
         dtypes: For each gather op type, the element types it moves exactly; None when
             unknown (documented profiles), which allows every type.
         forms: For "static" and "dynamic", the forms that ran exactly end to end (None
-            when not probed).
+            when not probed); ``form@int32`` (dynamic) ran with its index in int32.
         failures: What the probes saw fail, one line each (for ``revseq targets``).
         costs: Per shape class (``SHAPE_CLASSES``), each timed form's :class:`Cost`
-            there; None where not measured (documents; a backend whose runs say
-            nothing of its speed).
+            there (and ``form@int32``'s, symbolic dims); None where not measured
+            (documents; a backend whose runs say nothing of its speed).
         falls_back: Whether the backend runs what its device lacks on the CPU (an
             execution provider: exact, but slow): where no form fits every member of a
             combined profile, such members yield (see ``without_fallbacks``).
@@ -148,7 +155,21 @@ class Profile:
             return True
         return form in self.forms.get("dynamic" if dynamic else "static", frozenset())
 
-    def cheapest(self, shape_class: str, order: Sequence[str]) -> tuple[str, ...]:
+    def narrowed(self) -> Profile | None:
+        """This profile without int64 index arithmetic, where it has both kinds.
+
+        The forms then compute a symbolic-dim index in int32 (exact while every index
+        value is below 2^31, as the default always does). None where the profile lacks
+        either ``Index:int32`` or ``Index:int64`` with symbolic dims (one kind only).
+        """
+        dynamic = self.dynamic_ops
+        if dynamic is None or not {INT32_INDEX, INT64_INDEX} <= dynamic:
+            return None
+        return dataclasses.replace(self, dynamic_ops=dynamic - {INT64_INDEX})
+
+    def cheapest(
+        self, shape_class: str, order: Sequence[str], *, narrow: bool = False
+    ) -> tuple[str, ...]:
         """``order``'s forms by measured cost for ``shape_class``, cheapest first.
 
         A form's cost is its worst ratio over the members (or this profile) that have
@@ -156,6 +177,11 @@ class Profile:
         Forms within ``_TIE`` of the cheapest go by fewer nodes (their worst count).
         Forms a costed member did not time (they did not run there) go last; where no
         profile has costs, ``order`` stands.
+
+        A form timed with its index in int32 as well (``NARROW``, symbolic dims) is a
+        candidate of its own, ``form@int32``, where every costed member timed it; with
+        ``narrow`` (the output computes its index in int32 anyway: the default) a
+        member's int32 timing stands for the form.
         """
         costed = [
             p.costs[shape_class]
@@ -164,11 +190,16 @@ class Profile:
         ]
         if not costed:
             return tuple(order)
+        if narrow:
+            costed = [{f: c.get(f + NARROW, cost) for f, cost in c.items()} for c in costed]
+        else:
+            order = [*order, *(f + NARROW for f in order)]
         known = {
             form: (max(c[form].ratio for c in costed), max(c[form].nodes for c in costed))
             for form in order
             if all(form in c for c in costed)
         }
+        order = [f for f in order if not f.endswith(NARROW) or f in known]
         if not known:
             return tuple(order)
         best = min(ratio for ratio, _ in known.values())

@@ -26,8 +26,9 @@ import functools
 import onnx_ir as ir
 
 from revseq.ops import forms
+from revseq.ops._index import INT64_INDEX
 from revseq.ops.errors import StrategyError
-from revseq.ops.profiles import GATHERS, Profile
+from revseq.ops.profiles import GATHERS, NARROW, Profile
 from revseq.ops.targets import dtype_name
 from revseq.passes._builder import Template
 from revseq.passes._node import node_label
@@ -41,9 +42,11 @@ AUTO_PREFERENCE: tuple[str, ...] = ("gather_nd", "gather_elements", "gather_rows
 has no costs (documented profiles, op sets): the best worst case over the backends
 first. Where it has costs (``revseq probe`` times every form it ran), they decide
 (``Profile.cheapest``): for a named backend its own, for the default the worst over the
-probed backends. With dynamic shapes the row form needs a Flatten (and a Reshape back
-where more than one axis trails the leading ones), GatherND gathers the rows of the
-data itself, GatherElements needs an index as large as the data. ``python -m
+probed backends; with symbolic dims a form also timed with its index in int32
+(``form@int32``) is a candidate of its own. With dynamic shapes the row form views the
+data as ``[-1, *rows]`` (static rows) or Flattens it (and reshapes back where more than
+one symbolic axis trails the leading ones), GatherND gathers the rows of the data
+itself, GatherElements needs an index as large as the data. ``python -m
 revseq.bench --backend NAME`` ([64, 32, 256] float32, time and batch symbolic, x the
 copy floor, GatherND vs GatherElements): onnxruntime 1.5 vs 5.3, TVM 1.9 vs 6.7,
 onnx2torch 7.4 vs 38.8, tract 5.9 vs 258, tinygrad 9.7 vs 7.9.
@@ -73,8 +76,12 @@ def shape_class(sig: forms.Signature) -> str:
 def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
     if sig.index_covers_data():  # the probe's costs are of rows of several elements
         return ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
-    order = AUTO_PREFERENCE if is_dynamic(sig) else STATIC_PREFERENCE
-    return profile.cheapest(shape_class(sig), order)
+    if not is_dynamic(sig):
+        return profile.cheapest("static", STATIC_PREFERENCE)
+    # Without int64 index arithmetic the index is int32 whatever the form: members'
+    # int32 timings stand for it. With it, a form timed faster in int32 is a candidate.
+    narrow = not sig.allows(INT64_INDEX)
+    return profile.cheapest(shape_class(sig), AUTO_PREFERENCE, narrow=narrow)
 
 
 # Constants are weights to every backend: a target never has to list them.
@@ -165,8 +172,13 @@ def is_dynamic(sig: forms.Signature) -> bool:
     return sig.static_dims() is None
 
 
-def _misfit(sig: forms.Signature, strategy: str, profile: Profile) -> str | None:
-    """None if the form fits the node and the target, else why not."""
+def _misfit(
+    sig: forms.Signature, strategy: str, profile: Profile, ran_as: str | None = None
+) -> str | None:
+    """None if the form fits the node and the target, else why not.
+
+    ``ran_as``: the name the form's end-to-end probe ran under (``form@int32``).
+    """
     try:
         used, moving = _emitted(sig, strategy)
     except StrategyError as e:
@@ -188,9 +200,22 @@ def _misfit(sig: forms.Signature, strategy: str, profile: Profile) -> str | None
             return (
                 f"strategy {strategy!r} gathers with {gather}, which moves no {dtype} on {who}"
             )
-    if not profile.ran(strategy, dynamic=dynamic):
-        return f"strategy {strategy!r} did not run exactly there with {shapes} shapes"
+    ran = ran_as or strategy
+    if not profile.ran(ran, dynamic=dynamic):
+        return f"strategy {ran!r} did not run exactly there with {shapes} shapes"
     return None
+
+
+def _candidate(sig: forms.Signature, name: str) -> tuple[forms.Signature, str]:
+    """The signature and form a candidate name stands for.
+
+    ``form@int32`` is the form with the target's int64 index arithmetic taken away (its
+    index computed in int32).
+    """
+    form, narrow, _ = name.partition(NARROW)
+    if not narrow or sig.allowed is None:
+        return sig, form
+    return dataclasses.replace(sig, allowed=sig.allowed - {INT64_INDEX}), form
 
 
 def _capabilities(sig: forms.Signature, profile: Profile) -> frozenset[str] | None:
@@ -217,10 +242,12 @@ def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profi
     candidates = _auto_order(fitted, profile) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
-        reason = _misfit(fitted, name, profile)
+        candidate, form = _candidate(fitted, name)
+        reason = _misfit(candidate, form, profile, ran_as=name)
         if reason is None:
-            return Plan(fitted, name, _recorded(fitted, name))
-        reasons.append(reason)
+            return Plan(candidate, form, _recorded(candidate, form))
+        if form == name:  # a form@int32 that does not fit: its form says why
+            reasons.append(reason)
     # No form fits every member: members that run what their device lacks on the CPU
     # (WebGPU) yield to those that would fail, so the node still inlines.
     yielding = profile.without_fallbacks()

@@ -22,7 +22,7 @@ import revseq
 from revseq import backends
 from revseq._bench_backend import floor_ratio, time_on_floor
 from revseq.bench import Case, copy_model, input_arrays, native_model
-from revseq.ops.profiles import Cost, Profile
+from revseq.ops.profiles import NARROW, Cost, Profile
 
 COST_CASES: tuple[Case, ...] = (
     Case((200, 16, 8), 1, 0, "float32"),
@@ -36,10 +36,17 @@ COST_DIMS: tuple[str, ...] = ("static", "time+batch", "all")
 """The shape classes a cost is measured for (``revseq.bench``'s declared dims)."""
 
 
-def _emitted(case: Case, kind: str, form: str, ops: Profile) -> onnx.ModelProto | str:
-    """``form`` as emitted for ``ops`` on the case's model with ``kind`` dims, or why not."""
+def _emitted(case: Case, kind: str, name: str, ops: Profile) -> onnx.ModelProto | str:
+    """Form ``name`` as emitted for ``ops`` on the case's model with ``kind`` dims.
+
+    Or why not. ``form@int32`` is emitted for ``ops`` without int64 index arithmetic.
+    """
+    form, narrow, _ = name.partition(NARROW)
+    target = ops.narrowed() if narrow else ops
+    if target is None:
+        return f"{ops.name} has one kind of index arithmetic only"
     try:
-        return revseq.inline(native_model(case, dims=kind), strategy=form, target=ops)
+        return revseq.inline(native_model(case, dims=kind), strategy=form, target=target)
     except revseq.RevseqError as e:
         return str(e)
 

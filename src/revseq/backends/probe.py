@@ -38,7 +38,7 @@ from revseq.backends._probe_models import (
     probe_inputs,
     probe_model,
 )
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Profile
+from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, NARROW, Profile
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 
 logger = logging.getLogger(__name__)
@@ -144,6 +144,10 @@ def run_form_probes(
 
     Each form is emitted as the planner emits it for ``ops`` (the backend's probed op
     types and variants): GatherND without ``batch_dims`` where the backend lacks it.
+    Where the backend runs index arithmetic in int32 and int64, each form also runs
+    with symbolic dims as ``form@int32``: its index computed in int32, as the default
+    computes it and as the planner may choose where it is faster
+    (``Profile.narrowed``).
     ONNX requires lengths in [0, T]; revseq's forms also clamp invalid ones. A form
     certified for a profile must be exact on valid lengths; the clamping run is
     reported, not required. A layout the planner does not emit the form for on this
@@ -156,8 +160,12 @@ def run_form_probes(
     from revseq.ops.reference import reverse_sequence
 
     results = []
-    for form in FORMS:
-        for dynamic in (False, True):
+    narrowed = ops.narrowed()
+    variants = [(form, form, ops, False) for form in FORMS] + [
+        (form + NARROW, form, narrowed, True) for form in FORMS if narrowed is not None
+    ]
+    for name, form, emitted_for, dynamic_only in variants:
+        for dynamic in (True,) if dynamic_only else (False, True):
             failure = None
             for layout in FORM_LAYOUTS:
                 dims, batch_axis, time_axis = layout
@@ -173,7 +181,7 @@ def run_form_probes(
                     name="probe",
                 )
                 try:
-                    inlined = revseq.inline(model, strategy=form, target=ops)
+                    inlined = revseq.inline(model, strategy=form, target=emitted_for)
                 except revseq.RevseqError as e:
                     if layout == FORM_LAYOUTS[0]:
                         failure = f"not emitted: {e}"
@@ -193,8 +201,8 @@ def run_form_probes(
                     failure = f"rank {len(dims)}: {failure}"
                     break
             kind = "dynamic" if dynamic else "static"
-            name = f"{form} (invalid lengths)" if invalid else form
-            results.append(ProbeResult(name, kind, (form,), failure))
+            label = f"{name} (invalid lengths)" if invalid else name
+            results.append(ProbeResult(label, kind, (name,), failure))
     return results
 
 
