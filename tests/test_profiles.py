@@ -9,13 +9,15 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
-from helpers import all_op_types
+from helpers import all_op_types, run_ort
 from onnx import TensorProto, helper
 
 import revseq
 from revseq.cli import main
 from revseq.ops.profiles import PORTABLE, Cost, Profile, load_profiles, portable
+from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 
 PROBED = (
@@ -110,27 +112,29 @@ def test_tinygrad_bool_avoids_gather_nd():
         # TVM's Relax frontend: CumSum, ReduceProd and ConstantOfShape fail on symbolic
         # dims (GatherND converts where its index columns share one shape: gather_nd).
         ("tvm", {"CumSum", "ReduceProd", "ConstantOfShape", "Flatten"}),
-        # tract cannot infer Flatten's output from symbolic dims.
-        ("tract", {"Flatten", "ReduceProd"}),
-        (PORTABLE, {"CumSum", "ReduceProd", "ConstantOfShape", "Flatten"}),
+        # tract cannot infer Flatten's output from symbolic dims (the row form views
+        # [-1, 3] instead); its int32 index needs no ReduceSum for the stride.
+        ("tract", {"Flatten", "ReduceProd", "ReduceSum"}),
+        (PORTABLE, {"CumSum", "ReduceProd", "ConstantOfShape", "Flatten", "ReduceSum"}),
     ],
 )
 def test_dynamic_shapes_use_what_the_frontends_convert(target, forbidden):
     used = set(all_op_types(revseq.inline(one_node(["T", "B", 3]), target=target)))
-    assert used & {"GatherElements", "GatherND"}
+    assert used & set(GATHER_OPS)
     assert not used & forbidden
 
 
 def test_the_default_refuses_no_type():
-    """uint16/32/64 with symbolic dims take GatherND (onnx2torch's GatherElements moves
-    none of them); static, from opset 10 (upgraded to 11), the row form's Gather."""
+    """uint16/32/64 take the row form's Gather (onnx2torch's GatherElements moves none of
+    them), static or with symbolic time and batch, from opset 10 (upgraded to 11);
+    GatherND with every dim symbolic (tract cannot Flatten symbolic dims)."""
     for elem in (TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64):
         for opset in (10, 11, 18):
-            for dims in (["T", "B", 3], [5, 4, 3]):
+            for dims in (["T", "B", 3], [5, 4, 3], ["T", "B", "F"]):
                 model = one_node(dims, elem=elem)
                 model.opset_import[0].version = opset
                 used = {n.op_type for n in gathers(revseq.inline(model))}
-                assert used == ({"GatherND"} if "T" in dims else {"Gather"}), (opset, dims)
+                assert used == ({"GatherND"} if "F" in dims else {"Gather"}), (opset, dims)
 
 
 def test_constant_lengths_avoid_a_constant_gather_index_where_a_backend_lacks_it():
@@ -226,6 +230,103 @@ def test_the_default_picks_the_best_worst_case_and_ties_go_to_fewer_nodes():
     assert _gather_of(revseq.inline(static, target=tied)) == "Gather"
 
 
+def _int32_casts(model):
+    return sum(
+        n.op_type == "Cast" and n.attribute[0].i == TensorProto.INT32 for n in model.graph.node
+    )
+
+
+def _both_index_types(name, costs, *, int64=True):
+    """A synthetic profile that runs every form with symbolic dims, its index in int32
+    (``form@int32``) as well as in int64 (or, without ``int64``, in int32 only)."""
+    profile = _costed(name, **costs)
+    ops = profile.dynamic_ops | {"Index:int32", "Mul:dim"}
+    forms = {"gather_elements", "gather_nd", "gather_rows"}
+    return dataclasses.replace(
+        profile,
+        dynamic_ops=ops if int64 else ops - {"Index:int64"},
+        forms={
+            "static": frozenset(forms),
+            "dynamic": frozenset(forms | {f + "@int32" for f in forms} if int64 else forms),
+        },
+    )
+
+
+def test_a_target_computes_its_index_in_int32_where_that_was_timed_faster():
+    """Symbolic dims: ``gather_rows@int32`` (the row form, its index in int32) is a
+    candidate of its own; within the tie the int64 index (exact at any size) wins."""
+    symbolic = one_node(["T", "B", 3])
+    costs = {"gather_nd": (4.0, 20), "gather_rows": (5.0, 21), "gather_rows@int32": (2.0, 26)}
+    faster = _both_index_types("alpha", {"time+batch": costs})
+    inlined = revseq.inline(symbolic, target=faster)
+    assert _gather_of(inlined) == "Gather" and _int32_casts(inlined)
+    tied = _both_index_types("alpha", {"time+batch": {**costs, "gather_rows": (2.1, 21)}})
+    inlined = revseq.inline(symbolic, target=tied)
+    assert _gather_of(inlined) == "Gather" and not _int32_casts(inlined)
+    # Static dims are not timed in int32: the int32 timing has no say there.
+    assert not _int32_casts(revseq.inline(one_node([5, 4, 3]), target=faster))
+    # A form@int32 that did not run exactly is not a candidate.
+    ran = faster.forms["dynamic"] - {"gather_rows@int32"}
+    unproven = dataclasses.replace(faster, forms={**faster.forms, "dynamic": ran})
+    assert _gather_of(revseq.inline(symbolic, target=unproven)) == "GatherND"
+
+
+def test_the_default_reads_each_backends_int32_timings_where_its_index_is_int32():
+    """One member computes indexes in int32 only (WebGPU): the default's index is int32,
+    so the others' int32 timings decide (their int64 ones put GatherND first)."""
+    symbolic = one_node(["T", "B", 3])
+    alpha = _both_index_types(
+        "alpha",
+        {
+            "time+batch": {
+                "gather_nd": (2.0, 20),
+                "gather_nd@int32": (6.0, 25),
+                "gather_rows": (3.0, 21),
+                "gather_rows@int32": (2.5, 26),
+                "gather_elements": (9.0, 15),
+                "gather_elements@int32": (9.0, 18),
+            }
+        },
+    )
+    beta_costs = {
+        "gather_nd": (2.0, 25),
+        "gather_rows": (2.0, 26),
+        "gather_elements": (9.0, 18),
+    }
+    beta = _both_index_types("beta", {"time+batch": beta_costs}, int64=False)
+    default = portable([alpha, beta])
+    inlined = revseq.inline(symbolic, target=default)
+    assert _gather_of(inlined) == "Gather" and _int32_casts(inlined)
+    wide = portable([alpha, dataclasses.replace(beta, dynamic_ops=alpha.dynamic_ops)])
+    assert _gather_of(revseq.inline(symbolic, target=wide)) == "GatherND"
+
+
+def test_a_target_without_mul_by_a_dim_counts_its_stride():
+    """tract cannot multiply a tensor by a dim read from a shape: where a target lacks
+    ``Mul:dim`` the row form's run-time stride is a ReduceSum of ones (exact in int64)."""
+    ort = TARGETS["onnxruntime"]
+
+    def without(*ops):
+        return dataclasses.replace(ort, name="alpha", dynamic_ops=ort.dynamic_ops - set(ops))
+
+    symbolic = one_node(["T", "B", 3])
+    counted = revseq.inline(symbolic, strategy="gather_rows", target=without("Mul:dim"))
+    assert "ReduceSum" in {n.op_type for n in counted.graph.node}
+    rng = np.random.default_rng(0)
+    for time_len, batch in ((5, 4), (1, 3), (6, 1), (0, 2)):
+        x = rng.standard_normal((time_len, batch, 3)).astype(np.float32)
+        lens = rng.integers(0, time_len + 1, batch).astype(np.int64)
+        for optimize in (False, True):
+            got = run_ort(counted, {"x": x, "lens": lens}, optimize=optimize)[0]
+            assert got.tobytes() == reverse_sequence(x, lens).tobytes()
+    assert [n.op_type for n in revseq.restore(counted).graph.node] == ["ReverseSequence"]
+    with pytest.raises(revseq.StrategyError, match="Mul:dim"):
+        revseq.inline(symbolic, strategy="gather_rows", target=without("Mul:dim", "ReduceSum"))
+    # ONNX op types named as a target multiply by a dim (ONNX's Mul does).
+    named = revseq.inline(symbolic, strategy="gather_rows", target=sorted(ort.dynamic_ops))
+    assert "ReduceSum" not in {n.op_type for n in named.graph.node}
+
+
 def test_a_default_no_form_fits_names_the_backends_in_the_way():
     """Synthetic: one backend lacks GatherND on symbolic dims, the other's GatherElements
     moves no uint16; the default they make refuses uint16 there, naming both."""
@@ -274,9 +375,11 @@ def test_several_backends_get_output_that_runs_on_each():
     )
     model = one_node(["B", "T", 3], batch_axis=0, time_axis=1)
     assert any(
-        a.i for n in gathers(revseq.inline(model, target="tvm")) for a in n.attribute
+        a.i
+        for n in gathers(revseq.inline(model, strategy="gather_nd", target="tvm"))
+        for a in n.attribute
     )  # batch_dims
-    both = revseq.inline(model, target=("onnx2torch", "tvm"))
+    both = revseq.inline(model, strategy="gather_nd", target=("onnx2torch", "tvm"))
     assert not any(a.i for n in gathers(both) for a in n.attribute if a.name == "batch_dims")
     assert revseq.ops.targets.resolve_target(["tvm"]) is TARGETS["tvm"]
     assert revseq.ops.targets.resolve_target(["any", "tvm"]) is TARGETS["tvm"]
