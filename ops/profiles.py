@@ -210,6 +210,27 @@ class Profile:
         rest = sorted((f for f in known if f not in tied), key=lambda f: known[f])
         return (*tied, *rest, *(f for f in order if f not in known))
 
+    def int32_where_cheaper(self, shape_class: str, order: Sequence[str]) -> tuple[str, ...]:
+        """``order`` with each form as ``form@int32`` where that was timed cheaper.
+
+        For a fixed order of forms (single-element rows): the index type still goes by
+        cost, int32 where every costed member timed it cheaper beyond the tie.
+        """
+        costed = [
+            p.costs[shape_class]
+            for p in self.members or (self,)
+            if p.costs is not None and p.costs.get(shape_class)
+        ]
+
+        def cheaper(form: str) -> bool:
+            narrow = form + NARROW
+            return bool(costed) and all(
+                form in c and narrow in c and c[narrow].ratio * _TIE < c[form].ratio
+                for c in costed
+            )
+
+        return tuple(form + NARROW if cheaper(form) else form for form in order)
+
     def lacking(self, op_type: str, *, dynamic: bool) -> list[str]:
         """The members (or this profile) that lack ``op_type``, as "name version"."""
         profiles = self.members or (self,)

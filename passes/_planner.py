@@ -75,7 +75,10 @@ def shape_class(sig: forms.Signature) -> str:
 
 def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
     if sig.index_covers_data():  # the probe's costs are of rows of several elements
-        return ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
+        order = ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
+        if is_dynamic(sig) and sig.allows(INT64_INDEX):  # the index type by cost still
+            return profile.int32_where_cheaper(shape_class(sig), order)
+        return order
     if not is_dynamic(sig):
         return profile.cheapest("static", STATIC_PREFERENCE)
     # Without int64 index arithmetic the index is int32 whatever the form: members'
