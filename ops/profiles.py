@@ -167,6 +167,14 @@ class Profile:
             return None
         return dataclasses.replace(self, dynamic_ops=dynamic - {INT64_INDEX})
 
+    def _costed(self, shape_class: str) -> list[Mapping[str, Cost]]:
+        """The costs for ``shape_class`` of each member (or this profile) that has any."""
+        return [
+            p.costs[shape_class]
+            for p in self.members or (self,)
+            if p.costs is not None and p.costs.get(shape_class)
+        ]
+
     def cheapest(
         self, shape_class: str, order: Sequence[str], *, narrow: bool = False
     ) -> tuple[str, ...]:
@@ -183,11 +191,7 @@ class Profile:
         ``narrow`` (the output computes its index in int32 anyway: the default) a
         member's int32 timing stands for the form.
         """
-        costed = [
-            p.costs[shape_class]
-            for p in self.members or (self,)
-            if p.costs is not None and p.costs.get(shape_class)
-        ]
+        costed = self._costed(shape_class)
         if not costed:
             return tuple(order)
         if narrow:
@@ -216,11 +220,7 @@ class Profile:
         For a fixed order of forms (single-element rows): the index type still goes by
         cost, int32 where every costed member timed it cheaper beyond the tie.
         """
-        costed = [
-            p.costs[shape_class]
-            for p in self.members or (self,)
-            if p.costs is not None and p.costs.get(shape_class)
-        ]
+        costed = self._costed(shape_class)
 
         def cheaper(form: str) -> bool:
             narrow = form + NARROW
