@@ -197,7 +197,8 @@ def _op_types(model: onnx.ModelProto) -> list[str]:
 
 def _reshapes_back(model: onnx.ModelProto) -> bool:
     """Whether a Reshape takes the data's shape (the row form's Reshape back)."""
-    shapes = {n.output[0] for n in model.graph.node if n.op_type == "Shape" and n.input == ["x"]}
+    nodes = model.graph.node
+    shapes = {n.output[0] for n in nodes if n.op_type == "Shape" and list(n.input) == ["x"]}
     return any(n.op_type == "Reshape" and n.input[1] in shapes for n in model.graph.node)
 
 
