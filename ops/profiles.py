@@ -167,6 +167,15 @@ class Profile:
             return None
         return dataclasses.replace(self, dynamic_ops=dynamic - {INT64_INDEX})
 
+    def variant(self, name: str) -> tuple[str, Profile | None]:
+        """The form a probed name stands for, and the profile it is emitted for.
+
+        ``form@int32`` is the form emitted for this profile ``narrowed`` (None where the
+        profile has one kind of index arithmetic only); any other name, for this one.
+        """
+        form, narrow, _ = name.partition(NARROW)
+        return form, (self.narrowed() if narrow else self)
+
     def _costed(self, shape_class: str) -> list[Mapping[str, Cost]]:
         """The costs for ``shape_class`` of each member (or this profile) that has any."""
         return [

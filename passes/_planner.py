@@ -28,7 +28,7 @@ import onnx_ir as ir
 from revseq.ops import forms
 from revseq.ops._index import INT64_INDEX
 from revseq.ops.errors import StrategyError
-from revseq.ops.profiles import GATHERS, NARROW, Profile
+from revseq.ops.profiles import GATHERS, Profile
 from revseq.ops.targets import dtype_name
 from revseq.passes._builder import Template
 from revseq.passes._node import node_label
@@ -209,18 +209,6 @@ def _misfit(
     return None
 
 
-def _candidate(sig: forms.Signature, name: str) -> tuple[forms.Signature, str]:
-    """The signature and form a candidate name stands for.
-
-    ``form@int32`` is the form with the target's int64 index arithmetic taken away (its
-    index computed in int32).
-    """
-    form, narrow, _ = name.partition(NARROW)
-    if not narrow or sig.allowed is None:
-        return sig, form
-    return dataclasses.replace(sig, allowed=sig.allowed - {INT64_INDEX}), form
-
-
 def _capabilities(sig: forms.Signature, profile: Profile) -> frozenset[str] | None:
     """The op types the target accepts for this node (None: any op, any type).
 
@@ -245,7 +233,15 @@ def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profi
     candidates = _auto_order(fitted, profile) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
-        candidate, form = _candidate(fitted, name)
+        # form@int32: the form as emitted for the profile without int64 index arithmetic.
+        form, emitted_for = profile.variant(name)
+        if emitted_for is None:
+            continue
+        candidate = (
+            fitted
+            if emitted_for is profile
+            else dataclasses.replace(sig, allowed=_capabilities(sig, emitted_for))
+        )
         reason = _misfit(candidate, form, profile, ran_as=name)
         if reason is None:
             return Plan(candidate, form, _recorded(candidate, form))

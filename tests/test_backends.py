@@ -18,7 +18,7 @@ from onnx import helper
 import revseq
 from revseq import backends
 from revseq._inputs import random_array
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, NARROW
+from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 
@@ -262,8 +262,7 @@ def test_every_form_the_profile_allows(name, form, dynamic, layout):
     refuses it there, naming what is missing. ``form@int32`` is the form with its index
     computed in int32 (the profile without int64 index arithmetic).
     """
-    strategy, narrow, _ = form.partition(NARROW)
-    target = TARGETS[name].narrowed() if narrow else name
+    strategy, target = TARGETS[name].variant(form)
     check_default(name, 3, "float32", layout, dynamic, strategy=strategy, target=target)
     try:
         check_default(name, 4, "float32", layout, dynamic, strategy=strategy, target=target)

@@ -22,7 +22,7 @@ import revseq
 from revseq import backends
 from revseq._bench_backend import floor_ratio, time_on_floor
 from revseq.bench import Case, copy_model, input_arrays, native_model
-from revseq.ops.profiles import NARROW, Cost, Profile
+from revseq.ops.profiles import Cost, Profile
 
 COST_CASES: tuple[Case, ...] = (
     Case((200, 16, 8), 1, 0, "float32"),
@@ -41,8 +41,7 @@ def _emitted(case: Case, kind: str, name: str, ops: Profile) -> onnx.ModelProto 
 
     Or why not. ``form@int32`` is emitted for ``ops`` without int64 index arithmetic.
     """
-    form, narrow, _ = name.partition(NARROW)
-    target = ops.narrowed() if narrow else ops
+    form, target = ops.variant(name)
     if target is None:
         return f"{ops.name} has one kind of index arithmetic only"
     try:
