@@ -160,12 +160,11 @@ def run_form_probes(
     from revseq.ops.reference import reverse_sequence
 
     results = []
-    narrowed = ops.narrowed()
-    variants = [(form, form, ops, False) for form in FORMS] + [
-        (form + NARROW, form, narrowed, True) for form in FORMS if narrowed is not None
-    ]
-    for name, form, emitted_for, dynamic_only in variants:
-        for dynamic in (True,) if dynamic_only else (False, True):
+    for name in (*FORMS, *(form + NARROW for form in FORMS)):
+        form, emitted_for = ops.variant(name)
+        if emitted_for is None:
+            continue
+        for dynamic in (False, True) if emitted_for is ops else (True,):
             failure = None
             for layout in FORM_LAYOUTS:
                 dims, batch_axis, time_axis = layout
