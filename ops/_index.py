@@ -40,9 +40,17 @@ _TIME_INNER_MAX_BATCH = 16
 
 
 def _short_batch(sig: Signature, most: int) -> bool:
-    """Whether the batch is static, at most ``most`` long, and shorter than a static T."""
+    """Whether the batch is at most ``most`` long and shorter than T, or presumably so.
+
+    A symbolic batch counts as short unless a static T is at most ``most``: sequence
+    models run batches of 1 to a few dozen over longer sequences, and there the in-place
+    layout costs most (a batch of 1 broadcasts element by element), while the swapped
+    one costs one Transpose of the index where the batch turns out long.
+    """
     batch, time_len = sig.dim(sig.batch_axis), sig.dim(sig.time_axis)
-    if batch is None or batch > most:
+    if batch is None:
+        return time_len is None or time_len > most
+    if batch > most:
         return False
     return time_len is None or time_len > batch
 

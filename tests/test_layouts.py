@@ -217,7 +217,8 @@ def test_symbolic_row_form_is_not_reshaped_back(dims, batch_axis, time_axis):
     Static trailing dims (however many) are kept by a ``[-1, *trailing]`` view (which
     tract infers, where it cannot Flatten symbolic dims); one symbolic trailing dim by
     Flatten. The stride and the batch offset are applied once, after the select: one
-    Mul, one Add of the offset (a Mul per branch before).
+    Mul, one Add of the offset (a Mul per branch before). A time-major node with a
+    symbolic batch computes its index as [B, T] and transposes it (two nodes more).
     """
     model = _model(dims, batch_axis, time_axis)
     inlined = revseq.inline(model, strategy="gather_rows", target="onnxruntime")
@@ -225,7 +226,7 @@ def test_symbolic_row_form_is_not_reshaped_back(dims, batch_axis, time_axis):
     assert not _reshapes_back(inlined)
     assert ("Flatten" in ops) == ("F" in dims)
     assert ops.count("Mul") == 1
-    assert len(ops) <= 21
+    assert len(ops) <= (23 if time_axis == 0 else 21)
     rng = np.random.default_rng(0)
     rows = (2, 3) if len(dims) == 4 else (6,)
     for time_len, batch in ((5, 3), (1, 4), (7, 1), (0, 2), (3, 0)):
@@ -254,14 +255,14 @@ def test_symbolic_row_form_with_two_symbolic_trailing_axes_reshapes_back_keeping
 
 
 @pytest.mark.parametrize(
-    ("dims", "most"), [(("T", "B", 6), 25), (("T", "B", "F"), 25), (("B", "T", 6), 26)]
+    ("dims", "most"), [(("T", "B", 6), 27), (("T", "B", "F"), 26), (("B", "T", 6), 26)]
 )
 def test_symbolic_default_node_counts_do_not_grow(dims, most):
     """The default's shape and index arithmetic with symbolic dims, node by node.
 
-    Some backends pay per node (onnx2torch, onnxruntime on small tensors): 25 for a
-    time-major rank-3 node (27 before the index was scaled once and the vectors
-    placed by broadcasting).
+    Some backends pay per node (onnx2torch, onnxruntime on small tensors): 27 for a
+    time-major rank-3 node, two of them for computing its index with time innermost
+    and transposing it (a symbolic batch counts as short).
     """
     batch_axis, time_axis = (1, 0) if dims[0] == "T" else (0, 1)
     inlined = revseq.inline(_model(dims, batch_axis, time_axis))
