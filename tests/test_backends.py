@@ -301,6 +301,25 @@ def test_check_on_a_backend_finds_what_it_computes_wrong():
         assert revseq.check(model, revseq.inline(model), backend="tinygrad").ok
 
 
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_repeated_runner_computes_each_call_anew(name):
+    """A runner for timings still computes each call from its own inputs.
+
+    It runs the model as a deployment does (tinygrad: under TinyJit, replaying the
+    kernels it captured), and the lengths and shapes change between calls.
+    """
+    backend = backend_or_skip(name)
+    model = model_of(("T", "B", 3), "float32", 1, 0)
+    runner = backend.prepare(revseq.inline(model), repeated=True)
+    names = backends.input_names(model)
+    rng = np.random.default_rng(0)
+    for shape in ((5, 4, 3), (5, 4, 3), (5, 4, 3), (5, 4, 3), (2, 6, 3), (5, 4, 3)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        lens = rng.integers(0, shape[0] + 1, shape[1])
+        (got,) = runner(dict(zip(names, (x, lens), strict=True)))
+        assert_identical(got, reverse_sequence(x, lens, batch_axis=1, time_axis=0))
+
+
 def test_check_command_takes_a_backend(tmp_path, capsys):
     from revseq.cli import main
 

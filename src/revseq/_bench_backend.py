@@ -72,7 +72,7 @@ def run_backend(
     rows = []
     for case in cases:
         feeds = input_arrays(case, rng)
-        identity = backend.prepare(copy_model(case))
+        identity = backend.prepare(copy_model(case), repeated=True)
         for dims in dims_kinds:
             models = _models(name, case, dims, feeds["lens"])
             result, notes, nodes = time_on_floor(
@@ -112,7 +112,7 @@ def time_on_floor(
             continue
         its_feeds = fed(model, feeds)
         try:
-            runner = backend.prepare(model)
+            runner = backend.prepare(model, repeated=True)
             runner(its_feeds)
         except backends.BackendError as e:
             notes[label] = one_line(e)

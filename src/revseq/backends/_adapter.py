@@ -103,8 +103,12 @@ class Backend:
         """Name and version, as reports print them."""
         return f"{self.name} {self.version}"
 
-    def prepare(self, model: onnx.ModelProto) -> Runner:
+    def prepare(self, model: onnx.ModelProto, *, repeated: bool = False) -> Runner:
         """Convert or compile ``model``; the runner takes inputs by name, returns outputs.
+
+        ``repeated``: the runner will be called again and again with inputs of the same
+        shapes (timing), so the adapter may run the model as a deployment does, where
+        that differs from a first call (tinygrad: under its TinyJit, ``prepare_repeated``).
 
         Outputs come back as numpy arrays of the model's declared output types where the
         backend returns the same bytes under another type of the same width (IREE's
@@ -117,8 +121,11 @@ class Backend:
             BackendError: The backend refused the model (stage "convert") or failed to
                 run it (stage "run").
         """
+        prepare = self.module.prepare
+        if repeated:
+            prepare = getattr(self.module, "prepare_repeated", prepare)
         try:
-            run = self.module.prepare(model)
+            run = prepare(model)
         except BackendError:
             raise
         except Exception as e:  # each backend raises its own types

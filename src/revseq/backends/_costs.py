@@ -70,7 +70,7 @@ def form_costs(
     nodes: dict[str, dict[str, int]] = {kind: {} for kind in COST_DIMS}
     for case in COST_CASES:
         feeds = input_arrays(case, rng)
-        identity = backend.prepare(copy_model(case))
+        identity = backend.prepare(copy_model(case), repeated=True)
         for kind in COST_DIMS:
             ran = forms.get("static" if kind == "static" else "dynamic", frozenset())
             models = {form: _emitted(case, kind, form, ops) for form in sorted(ran)}

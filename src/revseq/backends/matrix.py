@@ -147,9 +147,15 @@ def timing_table(names: list[str], repeats: int) -> str:
     for name in names:
         backend = backends.get(name)
         try:
-            default = backend.prepare(revseq.inline(_model(dims, onnx.TensorProto.FLOAT)))
-            identity = backend.prepare(_model(dims, onnx.TensorProto.FLOAT, op="Identity"))
-            flip = backend.prepare(_model(dims, onnx.TensorProto.FLOAT, op="Slice"))
+            default = backend.prepare(
+                revseq.inline(_model(dims, onnx.TensorProto.FLOAT)), repeated=True
+            )
+            identity = backend.prepare(
+                _model(dims, onnx.TensorProto.FLOAT, op="Identity"), repeated=True
+            )
+            flip = backend.prepare(
+                _model(dims, onnx.TensorProto.FLOAT, op="Slice"), repeated=True
+            )
             t_default = _time(default, {"x": x, "lens": lens}, repeats)
             t_identity = _time(identity, {"x": x}, repeats)
             t_flip = _time(flip, {"x": x}, repeats)
