@@ -113,3 +113,13 @@ def test_goal_lines_judge_rows_of_a_mib_and_up_against_the_floor_or_the_gather()
     assert "met in 1 of 2" in own
     assert "[64, 32, 256] time-major float32 all 1.40x > 1.30x" in own
     assert "[256, 64, 256]" not in own
+
+
+def test_paired_medians_start_each_round_one_variant_further_on():
+    """Every variant runs at every place of the order as often (places bias times)."""
+    calls: list[str] = []
+    variants = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    bench.paired_medians(variants, rounds=6, budget_s=60)
+    rounds = [calls[i : i + 3] for i in range(3, len(calls), 3)]  # after the warm-up
+    assert [r[0] for r in rounds] == ["a", "b", "c", "a", "b", "c"]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)

@@ -9,10 +9,18 @@ onnxruntime.
 
 from __future__ import annotations
 
-__all__ = ["BACKEND_SUITE", "floor_ratio", "format_backend", "run_backend", "time_on_floor"]
+__all__ = [
+    "BACKEND_SUITE",
+    "PLACEMENTS",
+    "floor_ratio",
+    "floor_runners",
+    "format_backend",
+    "run_backend",
+    "time_on_floor",
+]
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -72,11 +80,11 @@ def run_backend(
     rows = []
     for case in cases:
         feeds = input_arrays(case, rng)
-        identity = backend.prepare(copy_model(case), repeated=True)
+        identities = floor_runners(backend, case)
         for dims in dims_kinds:
             models = _models(name, case, dims, feeds["lens"])
             result, notes, nodes = time_on_floor(
-                backend, identity, feeds, models, rounds=rounds, budget_s=budget_s
+                backend, identities, feeds, models, rounds=rounds, budget_s=budget_s
             )
             if "native" in notes and not native_op:
                 notes["native"] = "no ReverseSequence"
@@ -86,9 +94,21 @@ def run_backend(
     return rows
 
 
+PLACEMENTS = 2
+"""Runners (sessions, compiled modules) timed per variant, each in its own slot of the
+interleaved rounds; the faster counts, the Identity's too. Where a runner's buffers land
+biases it for its whole life: two onnxruntime sessions of one model, timed side by side
+in one process, measured 1.1x and 1.7x the copy of `[64, 32, 256]` float32."""
+
+
+def floor_runners(backend: backends.Backend, case: Case) -> list[backends.Runner]:
+    """The backend's Identity of the case's data, one runner per placement."""
+    return [backend.prepare(copy_model(case), repeated=True) for _ in range(PLACEMENTS)]
+
+
 def time_on_floor(
     backend: backends.Backend,
-    identity: backends.Runner,
+    identities: Sequence[backends.Runner],
     feeds: dict[str, np.ndarray],
     models: Mapping[str, onnx.ModelProto | str],
     *,
@@ -97,13 +117,17 @@ def time_on_floor(
 ) -> tuple[dict[str, tuple[float, float]], dict[str, str], dict[str, int]]:
     """Time ``models`` on ``backend`` interleaved with the floor's two copies of the data.
 
-    ``models`` maps a label to a model, or to why it has none; ``identity`` runs the
-    backend's own Identity of ``feeds["x"]``. Returns the paired medians by label (ratios
-    to that Identity; ``memcpy`` is numpy's copy), a note for each label that did not run
-    (its reason, or the backend's one-line error) and each timed model's node count.
+    ``models`` maps a label to a model, or to why it has none; ``identities`` run the
+    backend's own Identity of ``feeds["x"]`` (``floor_runners``). Each model gets
+    ``PLACEMENTS`` runners. Returns, by label, the faster runner's median time and paired
+    median ratio, over the faster Identity's (``memcpy`` is numpy's copy); a note for
+    each label that did not run (its reason, or the backend's one-line error) and each
+    timed model's node count.
     """
     data = {"x": feeds["x"]}
-    variants = {"Identity": lambda: identity(data)}
+    slots: dict[str, Callable[[], object]] = {}
+    for k, identity in enumerate(identities):
+        slots[f"Identity\t{k}"] = lambda r=identity: r(data)
     notes: dict[str, str] = {}
     nodes: dict[str, int] = {}
     for label, model in models.items():
@@ -112,15 +136,25 @@ def time_on_floor(
             continue
         its_feeds = fed(model, feeds)
         try:
-            runner = backend.prepare(model, repeated=True)
-            runner(its_feeds)
+            runners = [backend.prepare(model, repeated=True) for _ in range(PLACEMENTS)]
+            for runner in runners:
+                runner(its_feeds)
         except backends.BackendError as e:
             notes[label] = one_line(e)
             continue
         nodes[label] = node_count(model)
-        variants[label] = lambda r=runner, f=its_feeds: r(f)
-    variants["memcpy"] = numpy_copy(feeds["x"])
-    return paired_medians(variants, rounds=rounds, budget_s=budget_s), notes, nodes
+        for k, runner in enumerate(runners):
+            slots[f"{label}\t{k}"] = lambda r=runner, f=its_feeds: r(f)
+    slots["memcpy\t0"] = numpy_copy(feeds["x"])
+    best: dict[str, tuple[float, float]] = {}
+    for slot, (seconds, ratio) in paired_medians(
+        slots, rounds=rounds, budget_s=budget_s
+    ).items():
+        label = slot.split("\t")[0]
+        known = best.get(label, (seconds, ratio))
+        best[label] = (min(known[0], seconds), min(known[1], ratio))
+    base = best["Identity"][1]
+    return {label: (s, r / base) for label, (s, r) in best.items()}, notes, nodes
 
 
 def floor_ratio(result: Mapping[str, tuple[float, float]]) -> float:

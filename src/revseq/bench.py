@@ -179,13 +179,21 @@ def extra_bytes(model: onnx.ModelProto) -> int:
 def paired_medians(
     variants: dict[str, Callable[[], object]], *, rounds: int, budget_s: float
 ) -> dict[str, tuple[float, float]]:
-    """(median seconds, median ratio to the first variant) per variant, interleaved."""
+    """(median seconds, median ratio to the first variant) per variant, interleaved.
+
+    Each round starts one variant further on, so that every variant runs at every place
+    in the order as often: where a variant runs in a round biases its time (on this
+    machine, onnxruntime's first two variants after its Identity of 2 MiB measured 1.8x
+    the copy in a fixed order, the same model later in the round 1.1x).
+    """
     for fn in variants.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in variants}
+    order = list(variants.items())
     deadline = time.perf_counter() + budget_s
     for i in range(rounds):
-        for name, fn in variants.items():
+        turn = i % len(order)
+        for name, fn in order[turn:] + order[:turn]:
             times[name].append(time_once(fn))
         if i >= 4 and time.perf_counter() > deadline:
             break

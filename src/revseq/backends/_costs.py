@@ -20,8 +20,8 @@ import onnx
 
 import revseq
 from revseq import backends
-from revseq._bench_backend import floor_ratio, time_on_floor
-from revseq.bench import Case, copy_model, input_arrays, native_model
+from revseq._bench_backend import floor_ratio, floor_runners, time_on_floor
+from revseq.bench import Case, input_arrays, native_model
 from revseq.ops.profiles import Cost, Profile
 
 COST_CASES: tuple[Case, ...] = (
@@ -70,12 +70,12 @@ def form_costs(
     nodes: dict[str, dict[str, int]] = {kind: {} for kind in COST_DIMS}
     for case in COST_CASES:
         feeds = input_arrays(case, rng)
-        identity = backend.prepare(copy_model(case), repeated=True)
+        identities = floor_runners(backend, case)
         for kind in COST_DIMS:
             ran = forms.get("static" if kind == "static" else "dynamic", frozenset())
             models = {form: _emitted(case, kind, form, ops) for form in sorted(ran)}
             result, _, counts = time_on_floor(
-                backend, identity, feeds, models, rounds=rounds, budget_s=budget_s
+                backend, identities, feeds, models, rounds=rounds, budget_s=budget_s
             )
             for form in ran & result.keys():
                 ratios[kind].setdefault(form, []).append(result[form][1] / floor_ratio(result))
