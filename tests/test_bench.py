@@ -123,3 +123,17 @@ def test_paired_medians_start_each_round_one_variant_further_on():
     rounds = [calls[i : i + 3] for i in range(3, len(calls), 3)]  # after the warm-up
     assert [r[0] for r in rounds] == ["a", "b", "c", "a", "b", "c"]
     assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
+
+
+def test_placed_medians_report_each_variant_once_against_the_first():
+    """Each runner of a variant is timed in its own slot; the report names the variant."""
+    calls: list[str] = []
+    variants = {
+        "floor": [lambda: calls.append("floor 0"), lambda: calls.append("floor 1")],
+        "form": [lambda: calls.append("form 0"), lambda: calls.append("form 1")],
+        "memcpy": [lambda: calls.append("memcpy")],
+    }
+    result = bench.placed_medians(variants, rounds=5, budget_s=60)
+    assert list(result) == ["floor", "form", "memcpy"]
+    assert result["floor"][1] == 1.0
+    assert {c: calls.count(c) for c in set(calls)} == dict.fromkeys(calls, 6)

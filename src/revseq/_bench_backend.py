@@ -11,7 +11,6 @@ from __future__ import annotations
 
 __all__ = [
     "BACKEND_SUITE",
-    "PLACEMENTS",
     "floor_ratio",
     "floor_runners",
     "format_backend",
@@ -28,6 +27,7 @@ import onnx
 import revseq
 from revseq import backends
 from revseq.bench import (
+    PLACEMENTS,
     Case,
     copy_model,
     fed,
@@ -35,7 +35,7 @@ from revseq.bench import (
     native_model,
     node_count,
     numpy_copy,
-    paired_medians,
+    placed_medians,
 )
 from revseq.ops.errors import one_line
 from revseq.ops.forms import FORMS
@@ -94,13 +94,6 @@ def run_backend(
     return rows
 
 
-PLACEMENTS = 2
-"""Runners (sessions, compiled modules) timed per variant, each in its own slot of the
-interleaved rounds; the faster counts, the Identity's too. Where a runner's buffers land
-biases it for its whole life: two onnxruntime sessions of one model, timed side by side
-in one process, measured 1.1x and 1.7x the copy of `[64, 32, 256]` float32."""
-
-
 def floor_runners(backend: backends.Backend, case: Case) -> list[backends.Runner]:
     """The backend's Identity of the case's data, one runner per placement."""
     return [backend.prepare(copy_model(case), repeated=True) for _ in range(PLACEMENTS)]
@@ -125,9 +118,9 @@ def time_on_floor(
     timed model's node count.
     """
     data = {"x": feeds["x"]}
-    slots: dict[str, Callable[[], object]] = {}
-    for k, identity in enumerate(identities):
-        slots[f"Identity\t{k}"] = lambda r=identity: r(data)
+    variants: dict[str, list[Callable[[], object]]] = {
+        "Identity": [lambda r=identity: r(data) for identity in identities]
+    }
     notes: dict[str, str] = {}
     nodes: dict[str, int] = {}
     for label, model in models.items():
@@ -143,18 +136,9 @@ def time_on_floor(
             notes[label] = one_line(e)
             continue
         nodes[label] = node_count(model)
-        for k, runner in enumerate(runners):
-            slots[f"{label}\t{k}"] = lambda r=runner, f=its_feeds: r(f)
-    slots["memcpy\t0"] = numpy_copy(feeds["x"])
-    best: dict[str, tuple[float, float]] = {}
-    for slot, (seconds, ratio) in paired_medians(
-        slots, rounds=rounds, budget_s=budget_s
-    ).items():
-        label = slot.split("\t")[0]
-        known = best.get(label, (seconds, ratio))
-        best[label] = (min(known[0], seconds), min(known[1], ratio))
-    base = best["Identity"][1]
-    return {label: (s, r / base) for label, (s, r) in best.items()}, notes, nodes
+        variants[label] = [lambda r=runner, f=its_feeds: r(f) for runner in runners]
+    variants["memcpy"] = [numpy_copy(feeds["x"])]
+    return placed_medians(variants, rounds=rounds, budget_s=budget_s), notes, nodes
 
 
 def floor_ratio(result: Mapping[str, tuple[float, float]]) -> float:
