@@ -198,6 +198,18 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         # [-1, *trailing]: tract cannot Flatten symbolic leading dims ("square of
         # symbols") but infers a -1; the view keeps the data's trailing dims.
         view = op.Reshape(data, const(op, [-1, *sig.dims[lead:]]))
+    elif _runtime_trailing(sig):
+        # [rows, *trailing] read from the shape, so that the gather's output has the
+        # data's shape; allowzero: a run-time 0 must survive, and no -1 may meet it.
+        rows = product_of_dims(op, data, 0, sig)
+        if sig.opset >= 15:
+            trailing = op.Shape(data, start=lead)
+        else:
+            trailing = op.Slice(shape_of(op, data), const(op, [lead]), const(op, [sig.rank]))
+        # Cast: TVM keeps a Shape as a shape expression, which it cannot Concat to a
+        # tensor (as in ``dim_vector``).
+        trailing = op.Cast(trailing, to=ir.DataType.INT64)
+        view = op.Reshape(data, op.Concat(rows, trailing, axis=0), allowzero=1)
     else:
         view = op.Flatten(data, axis=lead)
     if gather is None:
@@ -222,28 +234,48 @@ def _static_trailing(sig: Signature) -> bool:
     return all(d is not None and d > 0 for d in trailing)
 
 
+def _runtime_trailing(sig: Signature) -> bool:
+    """Whether the row view is ``[rows, *trailing]`` with run-time trailing dims.
+
+    Where the target reshapes to a computed shape (``Reshape:view``) and there are
+    several such dims (a Flatten view would need its gather's output reshaped back,
+    and that Reshape copies where it makes the graph output: onnxruntime profile,
+    `[50, 16, 8, 64]` float32 with every dim symbolic, 41 us of the form's 150), or
+    one that the target cannot Flatten (tract: "square of symbols").
+    """
+    if sig.dims is None or sig.static_dims() is not None or _static_trailing(sig):
+        return False
+    if not sig.allows("Reshape:view"):
+        return False
+    return sig.rank > sig.lead_rank + 1 or not sig.allows("Flatten")
+
+
 def _reshapes_back(sig: Signature) -> bool:
     """Whether ``gather_rows`` reshapes its gather's output back to the data's shape.
 
-    Not where the view keeps the trailing dims (static trailing dims, or every dim
-    static) nor with one trailing axis (the Flatten view's); with several run-time
-    trailing dims, or an unknown rank, it does.
+    Where its view is a Flatten of several trailing axes: the rank is unknown (inside a
+    function), or the target lacks the ``[rows, *trailing]`` view (``Reshape:view``:
+    TVM reshapes only to a shape as read).
     """
-    if sig.static_dims() is not None or _static_trailing(sig):
+    if sig.dims is None:
+        return True
+    if sig.static_dims() is not None or _static_trailing(sig) or _runtime_trailing(sig):
         return False
-    return sig.rank != sig.lead_rank + 1
+    return sig.rank > sig.lead_rank + 1
 
 
 def _needs_allowzero(sig: Signature) -> bool:
     """Whether ``gather_rows`` reshapes with ``allowzero`` (opset 14): where a dim may be 0.
 
-    A static shape without zeros reads the same without it; a run-time shape reshaped
-    back may hold 0. Unknown dims count as reshaped back.
+    A static shape without zeros reads the same without it; a view of run-time trailing
+    dims, or a run-time shape reshaped back (unknown rank), may hold 0.
     """
     if gathers_matrix(sig):
         return False
     static = sig.static_dims()
-    return sig.dims is None or _reshapes_back(sig) or (static is not None and 0 in static)
+    return (
+        _reshapes_back(sig) or _runtime_trailing(sig) or (static is not None and 0 in static)
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,9 +44,10 @@ first. Where it has costs (``revseq probe`` times every form it ran), they decid
 (``Profile.cheapest``): for a named backend its own, for the default the worst over the
 probed backends; with symbolic dims a form also timed with its index in int32
 (``form@int32``) is a candidate of its own. With dynamic shapes the row form views the
-data as ``[-1, *rows]`` (static rows) or Flattens it (and reshapes back where more than
-one symbolic axis trails the leading ones), GatherND gathers the rows of the data
-itself, GatherElements needs an index as large as the data. ``python -m
+data as ``[-1, *rows]`` (static rows), Flattens it (one symbolic axis trails the
+leading ones) or reads ``[rows, *trailing]`` from its shape (several, or where the
+target cannot Flatten: ``Reshape:view``), GatherND gathers the rows of the data itself,
+GatherElements needs an index as large as the data. ``python -m
 revseq.bench --backend NAME`` ([64, 32, 256] float32, time and batch symbolic, x the
 copy floor, GatherND vs GatherElements): onnxruntime 1.5 vs 5.3, TVM 1.9 vs 6.7,
 onnx2torch 7.4 vs 38.8, tract 5.9 vs 258, tinygrad 9.7 vs 7.9.
@@ -141,7 +142,7 @@ def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], froze
         if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
             used.add("GatherND:batch_dims")
         if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
-            used.add("Reshape:allowzero")
+            used.add(_allowzero_variant(node))
         source = node.inputs[0] if node.inputs else None
         if node.op_type in GATHERS and source is not None and source.const_value is None:
             moving.add(node.op_type)  # not a lookup in a constant table of indices
@@ -149,6 +150,19 @@ def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], froze
             if node.op_type == "Gather" and _constant_of_rank(index, at_least=2):
                 used.add("Gather:constant_index")
     return frozenset(used), frozenset(moving)
+
+
+def _allowzero_variant(reshape: ir.Node) -> str:
+    """The variant a Reshape with ``allowzero`` is: ``Reshape:view`` or ``Reshape:allowzero``.
+
+    The row form's ``[rows, *trailing]`` view reshapes to a Concat of dims; a Reshape
+    back reshapes to a shape as read.
+    """
+    shape = reshape.inputs[1] if len(reshape.inputs) > 1 else None
+    producer = None if shape is None else shape.producer()
+    if producer is not None and producer.op_type == "Concat":
+        return "Reshape:view"
+    return "Reshape:allowzero"
 
 
 def _constant_of_rank(value: ir.Value | None, *, at_least: int) -> bool:
@@ -164,8 +178,9 @@ def emitted_op_types(sig: forms.Signature, strategy: str) -> frozenset[str]:
 
     GatherND with ``batch_dims > 0``, Reshape with ``allowzero=1`` and a Gather of the
     data by a constant index of two or more dims (constant lengths) are reported as the
-    variants ``GatherND:batch_dims``, ``Reshape:allowzero`` and ``Gather:constant_index``
-    too: backends differ on them (tinygrad reads a constant Gather index as a flat list).
+    variants ``GatherND:batch_dims``, ``Reshape:allowzero`` (``Reshape:view`` for the
+    row form's view of run-time trailing dims) and ``Gather:constant_index`` too:
+    backends differ on them (tinygrad reads a constant Gather index as a flat list).
     """
     return _emitted(sig, strategy)[0]
 

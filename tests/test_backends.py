@@ -257,10 +257,10 @@ def profile_forms() -> list[tuple[str, str, bool]]:
 def test_every_form_the_profile_allows(name, form, dynamic, layout):
     """Rank 3 always; rank 4 wherever the planner emits the form for the backend.
 
-    With a symbolic trailing dim the row form reshapes two trailing axes back with an
-    op some backends lack (onnx2torch: ``Reshape`` with ``allowzero``): the planner
-    refuses it there, naming what is missing. ``form@int32`` is the form with its index
-    computed in int32 (the profile without int64 index arithmetic).
+    With a symbolic trailing dim among several the row form's view reads them from the
+    shape with an op some backends lack (onnx2torch: ``Reshape`` with ``allowzero``):
+    the planner refuses it there, naming what is missing. ``form@int32`` is the form
+    with its index computed in int32 (the profile without int64 index arithmetic).
     """
     strategy, target = TARGETS[name].variant(form)
     check_default(name, 3, "float32", layout, dynamic, strategy=strategy, target=target)

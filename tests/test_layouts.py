@@ -17,7 +17,7 @@ from onnxscript import rewriter
 
 import revseq
 from revseq.ops import forms
-from revseq.ops.reference import reverse_sequence
+from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.passes._builder import NodeBuilder
 from revseq.passes.rules import rules
 
@@ -240,14 +240,46 @@ def test_symbolic_row_form_is_not_reshaped_back(dims, batch_axis, time_axis):
     assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
 
 
-def test_symbolic_row_form_with_two_symbolic_trailing_axes_reshapes_back_keeping_zeros():
-    model = _model(("T", "B", "C", 3), 1, 0)
+@pytest.mark.parametrize("opset", [14, 18])
+@pytest.mark.parametrize(
+    ("dims", "batch_axis", "time_axis"),
+    [
+        (("T", "B", "C", 3), 1, 0),
+        (("B", "T", "C", "D"), 0, 1),
+        (("T", "B", "C", "D", 2), 1, 0),
+    ],
+)
+def test_symbolic_row_form_with_symbolic_trailing_axes_keeps_them_in_its_view(
+    dims, batch_axis, time_axis, opset
+):
+    """Its view is ``[rows, *trailing]`` read from the shape, allowzero: nothing to reshape.
+
+    A Reshape back would copy the output (it is the graph output); a 0 anywhere in the
+    shape, leading or trailing, must survive the view.
+    """
+    model = reverse_sequence_model(
+        dims, onnx.TensorProto.FLOAT, batch_axis=batch_axis, time_axis=time_axis,
+        opset=opset, name="rs",
+    )  # fmt: skip
     inlined = revseq.inline(model, strategy="gather_rows", target="onnxruntime")
-    assert _reshapes_back(inlined)
-    (back,) = [n for n in inlined.graph.node if n.op_type == "Reshape" and n.attribute]
-    assert onnx.helper.get_attribute_value(back.attribute[0]) == 1  # allowzero
+    assert not _reshapes_back(inlined)
+    assert "Flatten" not in _op_types(inlined)
+    (view,) = [n for n in inlined.graph.node if n.op_type == "Reshape" and "x" in n.input]
+    assert onnx.helper.get_attribute_value(view.attribute[0]) == 1  # allowzero
     with pytest.raises(revseq.StrategyError, match="Reshape:allowzero"):
         revseq.inline(model, strategy="gather_rows", target="onnx2torch")
+    rng = np.random.default_rng(0)
+    for lead, trailing in (((5, 3), (2, 3, 2)), ((3, 0), (2, 3, 2)), ((4, 2), (0, 3, 2))):
+        time_len = lead[time_axis]
+        shape = (*lead, *trailing[: len(dims) - 2])
+        x = rng.standard_normal(shape).astype(np.float32)
+        lens = np.array([time_len, 0, 1] * 2, np.int64)[: lead[batch_axis]]
+        expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+        for optimized in (False, True):
+            got = _run(inlined, {"x": x, "lens": lens}, optimized=optimized)
+            assert got.shape == expected.shape
+            assert got.tobytes() == expected.tobytes()
+    assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
     static_rows = revseq.inline(
         _model(("T", "B", 2, 3), 1, 0), strategy="gather_rows", target="onnx2torch"
     )

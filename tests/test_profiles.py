@@ -336,6 +336,46 @@ def test_a_target_without_mul_by_a_dim_counts_its_stride():
     assert "ReduceSum" not in {n.op_type for n in named.graph.node}
 
 
+def test_the_row_view_of_symbolic_trailing_dims_follows_what_the_target_reshapes():
+    """Synthetic, from onnxruntime's profile: ``[rows, *trailing]`` read from the shape
+    (``Reshape:view``) where the target has it and a Flatten view would not do (several
+    symbolic trailing dims, or no Flatten: tract); a Flatten view otherwise (TVM
+    reshapes only to a shape as read), reshaped back where it flattened several."""
+    ort = TARGETS["onnxruntime"]
+
+    def alpha(*lacking):
+        ops = ort.dynamic_ops - set(lacking)
+        return dataclasses.replace(ort, name="alpha", dynamic_ops=ops)
+
+    def view_ops(model):
+        ops = [n.op_type for n in model.graph.node if "x" in n.input]
+        return [op for op in ops if op in ("Flatten", "Reshape")]
+
+    rank3, rank4 = one_node(["T", "B", "F"]), one_node(["T", "B", "C", "D"])
+    cases = [
+        (rank3, alpha(), ["Flatten"]),
+        (rank3, alpha("Flatten"), ["Reshape"]),
+        (rank4, alpha(), ["Reshape"]),
+        (rank4, alpha("Reshape:view"), ["Flatten"]),
+    ]
+    rng = np.random.default_rng(0)
+    for model, target, expected in cases:
+        inlined = revseq.inline(model, strategy="gather_rows", target=target)
+        assert view_ops(inlined) == expected
+        last = inlined.graph.node[-1]
+        reshaped_back = last.op_type == "Reshape" and "x" not in last.input
+        assert reshaped_back == (expected == ["Flatten"] and model is rank4)
+        rank = len(model.graph.input[0].type.tensor_type.shape.dim)
+        for shape in ((5, 3, 2, 4), (3, 0, 2, 2), (4, 2, 0, 3)):
+            x = rng.standard_normal(shape[:rank]).astype(np.float32)
+            lens = np.array([shape[0], 0, 1][: shape[1]], np.int64)
+            got = run_ort(inlined, {"x": x, "lens": lens}, optimize=False)[0]
+            assert got.shape == x.shape
+            assert got.tobytes() == reverse_sequence(x, lens).tobytes()
+    with pytest.raises(revseq.StrategyError, match="Flatten"):
+        revseq.inline(rank3, strategy="gather_rows", target=alpha("Flatten", "Reshape:view"))
+
+
 def test_a_default_no_form_fits_names_the_backends_in_the_way():
     """Synthetic: one backend lacks GatherND on symbolic dims, the other's GatherElements
     moves no uint16; the default they make refuses uint16 there, naming both."""

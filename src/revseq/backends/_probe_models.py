@@ -376,6 +376,20 @@ OP_PROBES: tuple[Probe, ...] = (
             "f = Flatten <axis = 2> (x)\ns = Shape (x)\ny = Reshape <allowzero = 1> (f, s)"
         ),
     ),
+    # The row form's view of data with several run-time trailing dims: [rows, *trailing]
+    # read from the shape (TVM 0.27 reshapes only to a shape expression, not to a
+    # tensor computed from one).
+    Probe(
+        "Reshape:view",
+        ("Reshape:view",),
+        lambda d, _: (
+            "d0 = Shape <start = 0, end = 1> (x)\nc0 = Cast <to = 7> (d0)\n"
+            "d1 = Shape <start = 1, end = 2> (x)\nc1 = Cast <to = 7> (d1)\n"
+            "rows = Mul (c0, c1)\ntail = Shape <start = 2> (x)\n"
+            "c2 = Cast <to = 7> (tail)\nshape = Concat <axis = 0> (rows, c2)\n"
+            "y = Reshape <allowzero = 1> (x, shape)"
+        ),
+    ),
     Probe(
         "ReduceProd",
         ("ReduceProd",),

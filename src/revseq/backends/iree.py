@@ -1,5 +1,7 @@
 """IREE: ``iree-import-onnx`` to MLIR, compiled for ``llvm-cpu``, run on ``local-task``.
 
+Models below opset 17 are upgraded by the importer (``--opset-version``) first.
+
 f64 is demoted to f32 by IREE's default input pipeline; that is turned off, since a
 bit-exact reversal must keep every byte. The Python runtime hands unsigned outputs back
 as the signed type of the same width (same bytes): the adapter wrapper reinterprets them.
@@ -25,6 +27,20 @@ COMPILE_FLAGS = (
 )
 
 
+# iree-import-onnx lowers each op from the versions torch-mlir's patterns are written for
+# (Less from opset 13: an opset-10 or -11 model fails to legalize `onnx.Less`); its
+# `--opset-version` upgrades an older model first, as IREE's documentation advises.
+IMPORT_OPSET = 17
+
+
+def _upgrade(model: onnx.ModelProto) -> list[str]:
+    """The importer's arguments that upgrade a model below ``IMPORT_OPSET``."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None or opset >= IMPORT_OPSET:
+        return []
+    return ["--opset-version", str(IMPORT_OPSET)]
+
+
 def prepare(model: onnx.ModelProto):
     """Convert or compile ``model``; return a function of the inputs by name."""
     import iree.compiler
@@ -35,7 +51,7 @@ def prepare(model: onnx.ModelProto):
     with tempfile.TemporaryDirectory() as folder:
         source = write_model(model, folder)
         mlir = os.path.join(folder, "model.mlir")
-        import_onnx(parse_arguments([source, "-o", mlir]))
+        import_onnx(parse_arguments([source, "-o", mlir, *_upgrade(model)]))
         flatbuffer = iree.compiler.compile_file(
             mlir, target_backends=["llvm-cpu"], extra_args=list(COMPILE_FLAGS)
         )
