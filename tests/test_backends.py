@@ -165,15 +165,23 @@ def test_default_output_every_rank(name, rank, layout, dynamic):
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("own", [False, True], ids=["default", "own_target"])
+@pytest.mark.parametrize("dims_kind", ["static", "dynamic", "all"])
 @pytest.mark.parametrize(
     ("rank", "batch_axis", "time_axis"), [(3, 2, 0), (4, -1, 1), (4, 1, 3)]
 )
 @pytest.mark.parametrize("name", BACKENDS)
-def test_default_output_general_axes(name, rank, batch_axis, time_axis, dynamic):
-    """The revseq domain op (any axes, int32 lengths), inlined with no target."""
+def test_general_axes_default_and_own_target(
+    name, rank, batch_axis, time_axis, dims_kind, own
+):
+    """The revseq domain op (any axes, int32 lengths), inlined with no target and for
+    the backend itself: its own target must run wherever the default does (``all``:
+    every dim symbolic)."""
     backend = backend_or_skip(name)
+    dynamic = dims_kind != "static"
     dims = dims_for(rank, batch_axis, time_axis, dynamic, SIZES[0])
+    if dims_kind == "all":
+        dims = tuple(d if isinstance(d, str) else f"d{i}" for i, d in enumerate(dims))
     model = model_of(
         dims,
         "float32",
@@ -184,7 +192,7 @@ def test_default_output_general_axes(name, rank, batch_axis, time_axis, dynamic)
     )
     run_and_compare(
         backend,
-        revseq.inline(model),
+        revseq.inline(model, target=name if own else None),
         rank=rank,
         dtype="float32",
         batch_axis=batch_axis % rank,
