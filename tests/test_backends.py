@@ -362,6 +362,33 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
     check_default("mnn", 3, "float32", "time_major", True)
 
 
+@pytest.mark.parametrize("name", ["onnxruntime", "openvino"])
+def test_the_flatten_probe_runs_empty_data_and_openvino_gets_another_view(name):
+    """The Flatten probe also runs an empty sequence and batch with symbolic dims, its
+    truth from onnxruntime there (onnx's reference cannot Flatten them): OpenVINO 2026.4
+    flattens [0, 3, 3] to [0, 9], so its row form views such data as [rows, *trailing]."""
+    backend = backend_or_skip(name)
+    from revseq.backends._probe_models import EMPTY_SIZES, OP_PROBES, probe_inputs, probe_model
+    from revseq.backends.probe import _reference, _run_exact
+
+    probe = next(p for p in OP_PROBES if p.name == "Flatten")
+    model = probe_model(probe, True)
+    feeds = probe_inputs(probe, True)
+    empty = [f for f in feeds if f["x"].size == 0]
+    assert [f["x"].shape[:2] for f in empty] == list(EMPTY_SIZES)
+    assert [t.shape for f in empty for t in _reference(model)(f)] == [(0, 3), (0, 3)]
+    failure = _run_exact(backend, model, feeds, _reference(model))
+    assert (failure is None) == (name == "onnxruntime"), failure
+    assert ("Flatten" in TARGETS[name].dynamic_ops) == (failure is None)
+    symbolic = model_of(("T", "B", "F"), "float32", 1, 0)
+    inlined = revseq.inline(symbolic, strategy="gather_rows", target=name)
+    views = {n.op_type for n in inlined.graph.node if "x" in n.input} & {"Flatten", "Reshape"}
+    assert views == ({"Flatten"} if failure is None else {"Reshape"})
+    run_and_compare(
+        backend, inlined, rank=3, dtype="float32", batch_axis=1, time_axis=0, dynamic=True
+    )
+
+
 def test_a_missing_package_is_not_installed_and_get_says_how_to_install(monkeypatch):
     import types
 
