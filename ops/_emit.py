@@ -62,10 +62,23 @@ def dim_vector(op: OpBuilder, data: ir.Value, axis: int, sig: Signature) -> ir.V
     static = sig.dim(axis) if axis >= 0 else None
     if static is not None:
         return const(op, [static])
+    return dims_read(op, data, axis, sig, end=axis + 1)
+
+
+def dims_read(
+    op: OpBuilder, data: ir.Value, start: int, sig: Signature, *, end: int | None = None
+) -> ir.Value:
+    """Dims ``start`` up to ``end`` (default: the last) read at run time, as int64.
+
+    Shape's own slice from opset 15, a Slice of it before; then a Cast, which turns a
+    shape expression into an ordinary tensor (``dim_vector``).
+    """
     if sig.opset >= 15:
-        sliced = op.Shape(data, start=axis, end=axis + 1)
+        bounds = {"start": start} if end is None else {"start": start, "end": end}
+        sliced = op.Shape(data, **bounds)
     else:
-        sliced = op.Slice(shape_of(op, data), const(op, [axis]), const(op, [axis + 1]))
+        stop = sig.rank if end is None else end
+        sliced = op.Slice(shape_of(op, data), const(op, [start]), const(op, [stop]))
     return op.Cast(sliced, to=ir.DataType.INT64)
 
 

@@ -29,12 +29,14 @@ __all__ = [
 import dataclasses
 import logging
 from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 import onnx_ir as ir
 
 from revseq.ops._emit import (
     const,
+    dims_read,
     pad_trailing,
     shape_of,
     squeeze,
@@ -182,7 +184,9 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         offsets=[(axis, strides[axis]) for axis in range(lead) if axis != t],
         gather=gather,
     )
-    if shape is not None and static is not None:
+    view_kind = _row_view(sig)
+    if view_kind == "static":
+        assert shape is not None and static is not None
         trailing = list(shape[lead:])
         # allowzero only where a static dim is 0: without zeros Reshape's default reading
         # is the same, and some converters (onnx2torch) lack the attribute.
@@ -194,21 +198,16 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             gathered = op.GatherElements(flat_view, flat_index, axis=0)
             return op.Reshape(gathered, const(op, [*static, *trailing]), **zeros)
         view = op.Reshape(data, const(op, [rows, *trailing]), **zeros)
-    elif _static_trailing(sig):
+    elif view_kind == "inferred":
         # [-1, *trailing]: tract cannot Flatten symbolic leading dims ("square of
         # symbols") but infers a -1; the view keeps the data's trailing dims.
         view = op.Reshape(data, const(op, [-1, *sig.dims[lead:]]))
-    elif _runtime_trailing(sig):
+    elif view_kind == "read":
         # [rows, *trailing] read from the shape, so that the gather's output has the
         # data's shape; allowzero: a run-time 0 must survive, and no -1 may meet it.
+        # The Cast of the read: TVM cannot Concat a shape expression to a tensor.
         rows = product_of_dims(op, data, 0, sig)
-        if sig.opset >= 15:
-            trailing = op.Shape(data, start=lead)
-        else:
-            trailing = op.Slice(shape_of(op, data), const(op, [lead]), const(op, [sig.rank]))
-        # Cast: TVM keeps a Shape as a shape expression, which it cannot Concat to a
-        # tensor (as in ``dim_vector``).
-        trailing = op.Cast(trailing, to=ir.DataType.INT64)
+        trailing = dims_read(op, data, lead, sig)
         view = op.Reshape(data, op.Concat(rows, trailing, axis=0), allowzero=1)
     else:
         view = op.Flatten(data, axis=lead)
@@ -217,7 +216,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         gathered = op.GatherND(view, unsqueeze(op, flat, [lead], sig))
     else:
         gathered = op.Gather(view, flat, axis=0)
-    if not _reshapes_back(sig):
+    if not _reshapes_back(sig, view_kind):
         return gathered  # the view kept the trailing dims: the data's shape already
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
 
@@ -234,34 +233,42 @@ def _static_trailing(sig: Signature) -> bool:
     return all(d is not None and d > 0 for d in trailing)
 
 
-def _runtime_trailing(sig: Signature) -> bool:
-    """Whether the row view is ``[rows, *trailing]`` with run-time trailing dims.
+RowView = Literal["static", "inferred", "read", "flatten"]
 
-    Where the target reshapes to a computed shape (``Reshape:view``) and there are
-    several such dims (a Flatten view would need its gather's output reshaped back,
-    and that Reshape copies where it makes the graph output: onnxruntime profile,
-    `[50, 16, 8, 64]` float32 with every dim symbolic, 41 us of the form's 150), or
-    one that the target cannot Flatten (tract: "square of symbols").
+
+def _row_view(sig: Signature) -> RowView:
+    """How ``gather_rows`` views the data as rows.
+
+    ``static``: every dim static, ``[rows, *trailing]`` as constants. ``inferred``:
+    static trailing dims, ``[-1, *trailing]``. ``read``: ``[rows, *trailing]`` read
+    from the shape, where the target reshapes to a computed shape (``Reshape:view``)
+    and several dims trail at run time (a Flatten view would need its gather's output
+    reshaped back, and that Reshape copies where it makes the graph output:
+    onnxruntime profile, `[50, 16, 8, 64]` float32 with every dim symbolic, 41 us of
+    the form's 150) or one that the target cannot Flatten (tract: "square of
+    symbols"). ``flatten``: a Flatten after the leading axes.
     """
-    if sig.dims is None or sig.static_dims() is not None or _static_trailing(sig):
-        return False
-    if not sig.allows("Reshape:view"):
-        return False
-    return sig.rank > sig.lead_rank + 1 or not sig.allows("Flatten")
+    if sig.static_dims() is not None:
+        return "static"
+    if _static_trailing(sig):
+        return "inferred"
+    if (
+        sig.dims is not None
+        and sig.allows("Reshape:view")
+        and (sig.rank > sig.lead_rank + 1 or not sig.allows("Flatten"))
+    ):
+        return "read"
+    return "flatten"
 
 
-def _reshapes_back(sig: Signature) -> bool:
+def _reshapes_back(sig: Signature, view_kind: RowView) -> bool:
     """Whether ``gather_rows`` reshapes its gather's output back to the data's shape.
 
     Where its view is a Flatten of several trailing axes: the rank is unknown (inside a
     function), or the target lacks the ``[rows, *trailing]`` view (``Reshape:view``:
     TVM reshapes only to a shape as read).
     """
-    if sig.dims is None:
-        return True
-    if sig.static_dims() is not None or _static_trailing(sig) or _runtime_trailing(sig):
-        return False
-    return sig.rank > sig.lead_rank + 1
+    return view_kind == "flatten" and (sig.dims is None or sig.rank > sig.lead_rank + 1)
 
 
 def _needs_allowzero(sig: Signature) -> bool:
@@ -272,10 +279,10 @@ def _needs_allowzero(sig: Signature) -> bool:
     """
     if gathers_matrix(sig):
         return False
-    static = sig.static_dims()
-    return (
-        _reshapes_back(sig) or _runtime_trailing(sig) or (static is not None and 0 in static)
-    )
+    view_kind = _row_view(sig)
+    if view_kind == "static":
+        return 0 in (sig.static_dims() or ())
+    return view_kind == "read" or _reshapes_back(sig, view_kind)
 
 
 @dataclasses.dataclass(frozen=True)
