@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 import onnx.parser
 
+from revseq.backends import onnxruntime as ort_adapter
 from revseq.backends._adapter import PLACED, UNTIMED, Backend, BackendError
 from revseq.backends._isolated import IsolatedBackend, isolated
 from revseq.backends._probe_models import (
@@ -102,22 +103,17 @@ def _reference(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list
     """The truth for a probe model: onnx's reference evaluator.
 
     It cannot Flatten an empty tensor (numpy's reshape of size 0 with -1): for empty
-    inputs onnxruntime, the control, gives the truth.
+    inputs onnxruntime, the control, gives the truth (one session, made when needed).
     """
     evaluator = reference_evaluator(model)
+    control: list[Callable[[dict[str, np.ndarray]], list[np.ndarray]]] = []
 
     def truth(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if all(array.size for array in feeds.values()):
             return evaluator.run(None, feeds)
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.log_severity_level = 3  # the probes' unused constants are not news
-        session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-        names = {i.name for i in session.get_inputs()}
-        return session.run(None, {k: v for k, v in feeds.items() if k in names})
+        if not control:
+            control.append(ort_adapter.prepare(model))
+        return control[0](feeds)
 
     return truth
 
