@@ -15,6 +15,7 @@ import tempfile
 import numpy as np
 import onnx
 
+from revseq._runners import main_opset
 from revseq.backends._adapter import input_names, write_model
 
 DISTRIBUTION = "iree-base-runtime"
@@ -35,8 +36,8 @@ IMPORT_OPSET = 17
 
 def _upgrade(model: onnx.ModelProto) -> list[str]:
     """The importer's arguments that upgrade a model below ``IMPORT_OPSET``."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-    if opset is None or opset >= IMPORT_OPSET:
+    opset = main_opset(model)
+    if not opset or opset >= IMPORT_OPSET:
         return []
     return ["--opset-version", str(IMPORT_OPSET)]
 
