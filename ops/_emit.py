@@ -146,26 +146,21 @@ def clamped_lengths(
 ) -> ir.Value:
     """The lengths as [B] of the index type, clamped to at most T.
 
-    ``time_len`` is a 1-element tensor. With a static T, one Min; with a run-time T,
-    Less+Where: tract cannot evaluate Min of a run-time value and a symbolic dim
-    ("Undetermined symbol"), but selects fine. Negatives act as 0 downstream. For int32
-    arithmetic with a static T see ``lengths_in_range``; else they are clamped to
-    [0, T] in int64 (so that no 64-bit length wraps into range) and cast.
+    ``time_len`` is a 1-element tensor. Less+Where: tract cannot evaluate Min of a
+    run-time value and a symbolic dim ("Undetermined symbol") but selects fine, and
+    onnx2torch's Min and Max broadcast through a stack of their operands, 2-4x the time
+    of a Less and a Where there; Min only where a target lacks them. Negatives act as 0
+    downstream. For int32 arithmetic with a static T see ``lengths_in_range``; else
+    they are clamped to [0, T] in int64 (so that no 64-bit length wraps into range)
+    and cast.
     """
     if itype is np.int32 and sig.dim(sig.time_axis) is not None and clamps(sig):
         return lengths_in_range(op, lens, sig, itype)
     if itype is np.int32:  # clamped to [0, T] in int64 (a [B] vector), then cast
-        clamped = clamped_lengths(op, lens, time_len, sig)
-        zero = const(op, [0])
-        if sig.allows("Max") and sig.opset >= 12:
-            clamped = op.Max(clamped, zero)
-        else:
-            clamped = op.Where(op.Less(clamped, zero), zero, clamped)
+        clamped = _at_least_zero(op, clamped_lengths(op, lens, time_len, sig), np.int64, sig)
         return op.Cast(clamped, to=ir.DataType.INT32)
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
-    if time_len.const_value is not None and sig.allows("Min") and sig.opset >= 12:
-        return op.Min(lens, time_len)  # one node where T is static
     if sig.allows("Less", "Where"):
         return op.Where(op.Less(time_len, lens), time_len, lens)
     if sig.allows("Min") and sig.opset >= 12:
@@ -177,7 +172,8 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
     """The lengths clamped to [0, T] (T static), as [B] of ``itype``.
 
     Clamped in the lengths' own type before any Cast, so a 64-bit length never wraps
-    into range: one Clip where the target has it, else Min and Max (``clamps``).
+    into range: one Clip where the target has it, else two selects (Less+Where, see
+    ``clamped_lengths``), else Min and Max (``clamps``).
     """
     time_len = sig.dim(sig.time_axis)
     assert time_len is not None
@@ -186,9 +182,25 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
         lens = op.Cast(lens, to=ir.DataType.INT64)
     if sig.allows("Clip"):
         clamped = op.Clip(lens, const(op, 0, own), const(op, time_len, own))
+    elif sig.allows("Less", "Where"):
+        top = const(op, [time_len], own)
+        clamped = _at_least_zero(op, op.Where(op.Less(top, lens), top, lens), own, sig)
     else:
         clamped = op.Max(op.Min(lens, const(op, [time_len], own)), const(op, [0], own))
     return clamped if own is itype else op.Cast(clamped, to=_INDEX_TYPES[itype])
+
+
+def _at_least_zero(op: OpBuilder, lens: ir.Value, dtype: type, sig: Signature) -> ir.Value:
+    """``max(lens, 0)`` by Less+Where where the target has them, else by Max.
+
+    A select, not Max, wherever it can be (see ``clamped_lengths``).
+    """
+    zero = const(op, [0], dtype)
+    if sig.allows("Less", "Where"):
+        return op.Where(op.Less(lens, zero), zero, lens)
+    if sig.allows("Max") and sig.opset >= 12:
+        return op.Max(lens, zero)
+    raise StrategyError("clamping the lengths at 0 needs Less+Where or Max (opset >= 12)")
 
 
 def clamps(sig: Signature) -> bool:

@@ -110,11 +110,15 @@ def test_webgpu_target_computes_the_index_in_int32(dims):
         for name in node.input:
             readers.setdefault(name, []).append(node.op_type)
     arithmetic = [n for n in graph.node if n.op_type in ("Add", "Sub", "Mul", "Where")]
+    clamps_at_zero = (["Max"], ["Less", "Where"])
+    int32 = onnx.TensorProto.INT32
     for node in arithmetic:
         made = node.output[0]
-        while types.get(made) != onnx.TensorProto.INT32 and readers.get(made) == ["Max"]:
-            made = next(n.output[0] for n in graph.node if made in n.input)  # clamp to 0
-        if types.get(made) != onnx.TensorProto.INT32:
+        while types.get(made) != int32 and readers.get(made) in clamps_at_zero:
+            made = next(  # the clamp to 0: Max, or Where(Less(lens, 0), 0, lens)
+                n.output[0] for n in graph.node if made in n.input and n.op_type != "Less"
+            )
+        if types.get(made) != int32:
             assert readers.get(made) == ["Cast"], (node.op_type, node.name, types.get(made))
 
 
