@@ -22,6 +22,7 @@ from __future__ import annotations
 __all__ = [
     "NARROW",
     "PORTABLE",
+    "MATRIX",
     "SHAPE_CLASSES",
     "Cost",
     "Profile",
@@ -73,6 +74,11 @@ SHAPE_CLASSES = ("static", "time+batch", "all")
 """What a cost is measured for: every dim static; time and batch symbolic (the rows'
 dims static); every dim symbolic."""
 
+MATRIX = "matrix"
+"""The cost class of single-element rows with time and batch symbolic: every form
+gathers them as a matrix (GatherElements over [T, B]), so only the index type is
+chosen there, by ``gather_elements`` against ``gather_elements@int32``."""
+
 NARROW = "@int32"
 """The suffix of a form name timed (and run exactly) with its index in int32 where the
 backend computes it in int64 otherwise (symbolic dims): ``gather_rows@int32``."""
@@ -111,9 +117,10 @@ class Profile:
         forms: For "static" and "dynamic", the forms that ran exactly end to end (None
             when not probed); ``form@int32`` (dynamic) ran with its index in int32.
         failures: What the probes saw fail, one line each (for ``revseq targets``).
-        costs: Per shape class (``SHAPE_CLASSES``), each timed form's :class:`Cost`
-            there (and ``form@int32``'s, symbolic dims); None where not measured
-            (documents; a backend whose runs say nothing of its speed).
+        costs: Per shape class (``SHAPE_CLASSES``, and ``MATRIX``), each timed
+            form's :class:`Cost` there (and ``form@int32``'s, symbolic dims); None
+            where not measured (documents; a backend whose runs say nothing of its
+            speed).
         falls_back: Whether the backend runs what its device lacks on the CPU (an
             execution provider: exact, but slow): where no form fits every member of a
             combined profile, such members yield (see ``without_fallbacks``).
@@ -183,6 +190,10 @@ class Profile:
             for p in self.members or (self,)
             if p.costs is not None and p.costs.get(shape_class)
         ]
+
+    def has_costs(self, shape_class: str) -> bool:
+        """Whether any member (or this profile) was timed for ``shape_class``."""
+        return bool(self._costed(shape_class))
 
     def cheapest(
         self, shape_class: str, order: Sequence[str], *, narrow: bool = False

@@ -28,7 +28,7 @@ import onnx_ir as ir
 from revseq.ops import forms
 from revseq.ops._index import INT64_INDEX
 from revseq.ops.errors import StrategyError
-from revseq.ops.profiles import GATHERS, Profile
+from revseq.ops.profiles import GATHERS, MATRIX, Profile
 from revseq.ops.targets import dtype_name
 from revseq.passes._builder import Template
 from revseq.passes._node import node_label
@@ -54,7 +54,9 @@ onnx2torch 7.4 vs 38.8, tract 5.9 vs 258, tinygrad 9.7 vs 7.9.
 
 Single-element rows over two leading axes (``Signature.index_covers_data``):
 GatherElements needs no data-sized index there and goes first, static or not; it
-gathers the data as a matrix, trailing size-1 axes squeezed off.
+gathers the data as a matrix, trailing size-1 axes squeezed off. With symbolic dims
+its index type goes by the profile's ``matrix`` costs (timed on such rows), or, where
+a profile has none, by the form's costs for its shape class.
 """
 
 STATIC_PREFERENCE: tuple[str, ...] = ("gather_rows", "gather_nd", "gather_elements")
@@ -75,10 +77,11 @@ def shape_class(sig: forms.Signature) -> str:
 
 
 def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
-    if sig.index_covers_data():  # the probe's costs are of rows of several elements
+    if sig.index_covers_data():  # gathered as a matrix whatever the form
         order = ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
         if is_dynamic(sig) and sig.allows(INT64_INDEX):  # the index type by cost still
-            return profile.int32_where_cheaper(shape_class(sig), order)
+            timed = MATRIX if profile.has_costs(MATRIX) else shape_class(sig)
+            return profile.int32_where_cheaper(timed, order)
         return order
     if not is_dynamic(sig):
         return profile.cheapest("static", STATIC_PREFERENCE)

@@ -10,7 +10,7 @@ its node count. The planner orders forms by these (``Profile.cheapest``).
 
 from __future__ import annotations
 
-__all__ = ["COST_CASES", "COST_DIMS", "form_costs"]
+__all__ = ["COST_CASES", "COST_DIMS", "MATRIX_CASES", "MATRIX_FORMS", "form_costs"]
 
 import statistics
 from collections.abc import Callable, Mapping
@@ -22,18 +22,29 @@ import revseq
 from revseq import backends
 from revseq._bench_backend import floor_ratio, floor_runners, time_on_floor
 from revseq.bench import Case, input_arrays, native_model
-from revseq.ops.profiles import Cost, Profile
+from revseq.ops.profiles import MATRIX, NARROW, Cost, Profile
 
 COST_CASES: tuple[Case, ...] = (
     Case((200, 16, 8), 1, 0, "float32"),
     Case((64, 32, 256), 1, 0, "float32"),
     Case((256, 64, 256), 1, 0, "float32"),
 )
-"""Time-major float32 rows of several elements: 0.1, 2 and 16 MiB. (Single-element rows
-take the matrix path of any form, whose order is fixed by measurement in the planner.)"""
+"""Time-major float32 rows of several elements: 0.1, 2 and 16 MiB."""
 
 COST_DIMS: tuple[str, ...] = ("static", "time+batch", "all")
 """The shape classes a cost is measured for (``revseq.bench``'s declared dims)."""
+
+MATRIX_CASES: tuple[Case, ...] = (
+    Case((2000, 16), 1, 0, "float32"),
+    Case((8192, 64), 1, 0, "float32"),
+    Case((16384, 256), 1, 0, "float32"),
+)
+"""Time-major float32 single-element rows, 0.1, 2 and 16 MiB, timed with time and batch
+symbolic for the ``matrix`` class: any form gathers them as a matrix, so only its index
+type (``MATRIX_FORMS``) is chosen there."""
+
+MATRIX_FORMS = frozenset({"gather_elements", "gather_elements" + NARROW})
+"""The forms timed on ``MATRIX_CASES``: the matrix gather with either index type."""
 
 
 def _emitted(case: Case, kind: str, name: str, ops: Profile) -> onnx.ModelProto | str:
@@ -66,27 +77,37 @@ def form_costs(
     """
     backend = backends.get(name)
     rng = np.random.default_rng(0)
-    ratios: dict[str, dict[str, list[float]]] = {kind: {} for kind in COST_DIMS}
-    nodes: dict[str, dict[str, int]] = {kind: {} for kind in COST_DIMS}
-    for case in COST_CASES:
+    static, dynamic = forms.get("static", frozenset()), forms.get("dynamic", frozenset())
+    # Per case: (the class its cost counts for, the dims it is emitted with, the forms).
+    by_kind = [(kind, kind, static if kind == "static" else dynamic) for kind in COST_DIMS]
+    jobs = [(case, by_kind) for case in COST_CASES]
+    jobs += [(case, [(MATRIX, "time+batch", dynamic & MATRIX_FORMS)]) for case in MATRIX_CASES]
+    counted = (COST_CASES[1], MATRIX_CASES[1])  # node counts are those of the 2 MiB cases
+    classes = (*COST_DIMS, MATRIX)
+    cases = {cls: len(MATRIX_CASES if cls == MATRIX else COST_CASES) for cls in classes}
+    ratios: dict[str, dict[str, list[float]]] = {cls: {} for cls in classes}
+    nodes: dict[str, dict[str, int]] = {cls: {} for cls in classes}
+    for case, timed in jobs:
         feeds = input_arrays(case, rng)
         identities = floor_runners(backend, case)
-        for kind in COST_DIMS:
-            ran = forms.get("static" if kind == "static" else "dynamic", frozenset())
+        for cls, kind, ran in timed:
+            if not ran:
+                continue
             models = {form: _emitted(case, kind, form, ops) for form in sorted(ran)}
             result, _, counts = time_on_floor(
                 backend, identities, feeds, models, rounds=rounds, budget_s=budget_s
             )
             for form in ran & result.keys():
-                ratios[kind].setdefault(form, []).append(result[form][1] / floor_ratio(result))
-            if case is COST_CASES[1]:
-                nodes[kind].update(counts)
+                ratios[cls].setdefault(form, []).append(result[form][1] / floor_ratio(result))
+            if case in counted:
+                nodes[cls].update(counts)
             say(f"cost: {case.label} {kind}: timed {', '.join(sorted(result))}")
     return {
-        kind: {
-            form: Cost(round(statistics.geometric_mean(values), 2), nodes[kind][form])
-            for form, values in sorted(ratios[kind].items())
-            if len(values) == len(COST_CASES) and form in nodes[kind]
+        cls: {
+            form: Cost(round(statistics.geometric_mean(values), 2), nodes[cls][form])
+            for form, values in sorted(ratios[cls].items())
+            if len(values) == cases[cls] and form in nodes[cls]
         }
-        for kind in COST_DIMS
+        for cls in classes
+        if ratios[cls] or cls != MATRIX
     }
