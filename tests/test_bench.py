@@ -64,7 +64,7 @@ def test_symbolic_dims_rows_declare_what_they_say():
 
 def test_backend_rows_time_the_default_against_the_copy_floor(capsys):
     argv = ["--backend", "onnxruntime", "--shape", "2000,16", "--dims", "static,all"]
-    assert bench.main([*argv, "--rounds", "3", "--budget", "0.05"]) == 0
+    assert bench.main([*argv, "--rounds", "3", "--budget", "0.05", "--passes", "3"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| [")]
     assert [row.split(" | ")[1] for row in rows] == ["static", "all"]
     for row in rows:
@@ -78,6 +78,7 @@ def test_backend_rows_time_the_default_against_the_copy_floor(capsys):
         (["--dims", "static,some"], "unknown dims 'some'"),
         (["--backend", "webgpu"], "dominated by moving the tensors"),
         (["--backend", "onnxruntime", "--shape", "1000,8,1"], "no suite case of shape"),
+        (["--passes", "0"], "not a number of passes: '0'"),
     ],
 )
 def test_bad_bench_arguments_are_refused_in_one_line(capsys, argv, message):
@@ -137,3 +138,33 @@ def test_placed_medians_report_each_variant_once_against_the_first():
     assert list(result) == ["floor", "form", "memcpy"]
     assert result["floor"][1] == 1.0
     assert {c: calls.count(c) for c in set(calls)} == dict.fromkeys(calls, 6)
+
+
+def test_median_of_passes_takes_each_label_over_the_passes_that_have_it():
+    passes = [
+        {"floor": (1e-3, 1.0), "form": (2e-3, 2.0)},
+        {"floor": (3e-3, 1.0), "form": (9e-3, 3.0), "flaky": (1.0, 5.0)},
+        {"floor": (2e-3, 1.0), "form": (4e-3, 2.5), "flaky": (3.0, 7.0)},
+    ]
+    assert bench.median_of_passes(passes) == {
+        "floor": (2e-3, 1.0),
+        "form": (4e-3, 2.5),
+        "flaky": (2.0, 6.0),
+    }
+
+
+def test_each_pass_times_sessions_made_anew(monkeypatch):
+    """A pass's sessions are its own: where their buffers land is drawn again."""
+    made: list[int] = []
+    session = bench._session
+    monkeypatch.setattr(bench, "_session", lambda *a: made.append(1) or session(*a))
+    case = bench.Case((20, 4), 1, 0, "float32")
+
+    def sessions_made(passes: int) -> int:
+        made.clear()
+        rows = bench.run_speed([case], (1,), 2, 0.01, ("static",), passes=passes)
+        assert len(rows) == 1 and rows[0]["result"]["native"][1] == 1.0
+        return len(made)
+
+    once = sessions_made(1)
+    assert once > 0 and sessions_made(3) == 3 * once

@@ -32,6 +32,7 @@ from revseq.bench import (
     copy_model,
     fed,
     input_arrays,
+    median_of_passes,
     native_model,
     node_count,
     numpy_copy,
@@ -71,21 +72,41 @@ def _models(
 
 
 def run_backend(
-    name: str, cases: Sequence[Case], dims_kinds: Sequence[str], rounds: int, budget_s: float
+    name: str,
+    cases: Sequence[Case],
+    dims_kinds: Sequence[str],
+    rounds: int,
+    budget_s: float,
+    *,
+    passes: int = 1,
 ) -> list[dict[str, object]]:
-    """Time each case and dims on backend ``name``; one row per (case, dims)."""
+    """Time each case and dims on backend ``name``; one row per (case, dims).
+
+    Each row is ``passes`` passes of fresh runners (the floor's too), the median
+    counting.
+    """
     backend = backends.get(name)
     native_op = bool(TARGETS[name].native) if name in TARGETS else True
     rng = np.random.default_rng(0)
     rows = []
     for case in cases:
         feeds = input_arrays(case, rng)
-        identities = floor_runners(backend, case)
         for dims in dims_kinds:
             models = _models(name, case, dims, feeds["lens"])
-            result, notes, nodes = time_on_floor(
-                backend, identities, feeds, models, rounds=rounds, budget_s=budget_s
-            )
+            timed = [
+                time_on_floor(
+                    backend,
+                    floor_runners(backend, case),
+                    feeds,
+                    models,
+                    rounds=rounds,
+                    budget_s=budget_s,
+                )
+                for _ in range(passes)
+            ]
+            result = median_of_passes([pass_result for pass_result, _, _ in timed])
+            _, notes, nodes = timed[0]
+            notes = {label: note for label, note in notes.items() if label not in result}
             if "native" in notes and not native_op:
                 notes["native"] = "no ReverseSequence"
             rows.append(
