@@ -161,11 +161,7 @@ def clamped_lengths(
         return op.Cast(clamped, to=ir.DataType.INT32)
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
-    if sig.allows("Less", "Where"):
-        return op.Where(op.Less(time_len, lens), time_len, lens)
-    if sig.allows("Min") and sig.opset >= 12:
-        return op.Min(lens, time_len)
-    raise StrategyError("clamping the lengths needs Less+Where or Min (opset >= 12)")
+    return _at_most(op, lens, time_len, sig)
 
 
 def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type) -> ir.Value:
@@ -182,12 +178,22 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
         lens = op.Cast(lens, to=ir.DataType.INT64)
     if sig.allows("Clip"):
         clamped = op.Clip(lens, const(op, 0, own), const(op, time_len, own))
-    elif sig.allows("Less", "Where"):
-        top = const(op, [time_len], own)
-        clamped = _at_least_zero(op, op.Where(op.Less(top, lens), top, lens), own, sig)
     else:
-        clamped = op.Max(op.Min(lens, const(op, [time_len], own)), const(op, [0], own))
+        top = const(op, [time_len], own)
+        clamped = _at_least_zero(op, _at_most(op, lens, top, sig), own, sig)
     return clamped if own is itype else op.Cast(clamped, to=_INDEX_TYPES[itype])
+
+
+def _at_most(op: OpBuilder, lens: ir.Value, top: ir.Value, sig: Signature) -> ir.Value:
+    """``min(lens, top)`` by Less+Where where the target has them, else by Min.
+
+    A select, not Min, wherever it can be (see ``clamped_lengths``).
+    """
+    if sig.allows("Less", "Where"):
+        return op.Where(op.Less(top, lens), top, lens)
+    if sig.allows("Min") and sig.opset >= 12:
+        return op.Min(lens, top)
+    raise StrategyError("clamping the lengths needs Less+Where or Min (opset >= 12)")
 
 
 def _at_least_zero(op: OpBuilder, lens: ir.Value, dtype: type, sig: Signature) -> ir.Value:
