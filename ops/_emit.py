@@ -140,6 +140,12 @@ def pad_trailing(
 
 _INDEX_TYPES = {np.int32: ir.DataType.INT32, np.int64: ir.DataType.INT64}
 
+# The variant of a target whose integer Clip is exact once cast back to an integer type:
+# onnx2torch clamps with float bounds, so its Clip of int64 lengths comes out float32,
+# exact up to 2^24. One Clip and a Cast, where two selects (four nodes) clamp otherwise.
+CLIP_CAST = "Clip:cast"
+_FLOAT_EXACT = 1 << 24
+
 
 def clamped_lengths(
     op: OpBuilder, lens: ir.Value, time_len: ir.Value, sig: Signature, itype: type = np.int64
@@ -178,6 +184,9 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
         lens = op.Cast(lens, to=ir.DataType.INT64)
     if sig.allows("Clip"):
         clamped = op.Clip(lens, const(op, 0, own), const(op, time_len, own))
+    elif sig.allows(CLIP_CAST) and time_len <= _FLOAT_EXACT:
+        clamped = op.Clip(lens, const(op, 0, own), const(op, time_len, own))
+        return op.Cast(clamped, to=_INDEX_TYPES[itype])
     else:
         top = const(op, [time_len], own)
         clamped = _at_least_zero(op, _at_most(op, lens, top, sig), own, sig)
@@ -211,7 +220,9 @@ def _at_least_zero(op: OpBuilder, lens: ir.Value, dtype: type, sig: Signature) -
 
 def clamps(sig: Signature) -> bool:
     """Whether the target can clamp lengths to [0, T] (Clip, or Min and Max; opset 12)."""
-    return sig.opset >= 12 and (sig.allows("Clip") or sig.allows("Min", "Max"))
+    return sig.opset >= 12 and (
+        sig.allows("Clip") or sig.allows(CLIP_CAST) or sig.allows("Min", "Max")
+    )
 
 
 def iota(

@@ -26,6 +26,7 @@ import functools
 import onnx_ir as ir
 
 from revseq.ops import forms
+from revseq.ops._emit import CLIP_CAST
 from revseq.ops._index import INT64_INDEX
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import GATHERS, MATRIX, Profile
@@ -141,7 +142,7 @@ def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], froze
     used = set()
     moving = set()
     for node in _recorded(sig, strategy).nodes:
-        used.add(node.op_type)
+        used.add(CLIP_CAST if _clip_cast(node) else node.op_type)
         if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
             used.add("GatherND:batch_dims")
         if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
@@ -153,6 +154,12 @@ def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], froze
             if node.op_type == "Gather" and _constant_of_rank(index, at_least=2):
                 used.add("Gather:constant_index")
     return frozenset(used), frozenset(moving)
+
+
+def _clip_cast(node: ir.Node) -> bool:
+    """Whether ``node`` is a Clip read only by Casts (the variant ``Clip:cast``)."""
+    uses = node.outputs[0].uses() if node.op_type == "Clip" else ()
+    return bool(uses) and all(use.node.op_type == "Cast" for use in uses)
 
 
 def _allowzero_variant(reshape: ir.Node) -> str:
@@ -237,7 +244,8 @@ def _capabilities(sig: forms.Signature, profile: Profile) -> frozenset[str] | No
     if allowed is None:
         return None
     dtype = dtype_name(sig.dtype)
-    return allowed | {f"{g}:data" for g in GATHERS if profile.moves(g, dtype)}
+    implied = {CLIP_CAST} if "Clip" in allowed else set()  # exact Clip: exact once cast
+    return allowed | implied | {f"{g}:data" for g in GATHERS if profile.moves(g, dtype)}
 
 
 def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profile) -> Plan:

@@ -152,6 +152,44 @@ def test_constant_lengths_avoid_a_constant_gather_index_where_a_backend_lacks_it
     }
 
 
+def _lens_readers(model):
+    return [n.op_type for n in model.graph.node if "lens" in n.input]
+
+
+def test_a_static_t_clamps_with_one_clip_where_it_is_exact_once_cast():
+    """onnx2torch's integer Clip comes out float32 (its converter clamps with float
+    bounds): exact once cast back (``Clip:cast``, probed on every backend), so the
+    default and its own target clamp to a static T with a Clip and a Cast, not two
+    selects; a target with an exact Clip needs no Cast, one with neither selects."""
+    model = one_node([5, 4, 3])
+    for target in (None, "onnx2torch"):
+        inlined = revseq.inline(model, target=target)
+        assert _lens_readers(inlined) == ["Clip"], target
+        clip = next(n for n in inlined.graph.node if n.op_type == "Clip")
+        readers = [n.op_type for n in inlined.graph.node if clip.output[0] in n.input]
+        assert readers == ["Cast"], target
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((5, 4, 3)).astype(np.float32)
+        extremes = [2**62, -(2**62), 2**24 + 1, 4]
+        for values in ([0, 1, 5, 3], [-4, 6, 2**40, -(2**40)], extremes):
+            lens = np.array(values, np.int64)
+            expected = reverse_sequence(x, np.clip(lens, 0, 5), batch_axis=1, time_axis=0)
+            for optimized in (False, True):
+                got = run_ort(inlined, {"x": x, "lens": lens}, optimize=optimized)[0]
+                assert got.tobytes() == expected.tobytes()
+    exact = revseq.inline(model, target="onnxruntime")
+    clip = next(n for n in exact.graph.node if n.op_type == "Clip")
+    assert [n.op_type for n in exact.graph.node if clip.output[0] in n.input] == ["Gather"]
+    neither = _probed("alpha", dynamic_ops=_EVERY_OP, gather_elements=frozenset({"float32"}))
+    assert "Clip" not in all_op_types(revseq.inline(model, target=neither))
+    # An op-type target that names Clip has Clip:cast too (an exact Clip stays exact).
+    named = revseq.inline(model, target=sorted(neither.static_ops | {"Clip"}))
+    assert _lens_readers(named) == ["Clip"]
+    # Past 2**24 float32 no longer holds every length: selects, even where Clip:cast.
+    long = revseq.inline(one_node([2**24 + 1, 4, 3]))
+    assert "Clip" not in all_op_types(long)
+
+
 def _probed(name, *, dynamic_ops, gather_elements, costs=None, falls_back=False):
     ops = frozenset({"Shape", "Slice", "Cast", "Squeeze", "Range", "Less", "Where", "Add",
                      "Sub", "Unsqueeze", "Concat", "Expand", "GatherElements", "GatherND",

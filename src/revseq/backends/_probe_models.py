@@ -244,6 +244,29 @@ OP_PROBES: tuple[Probe, ...] = (
             "g = Gather (tab, c)\ng32 = Gather (tab, c32)\ny = Concat <axis = 0> (g, g32)"
         ),
     ),
+    # The same clamp where the Clip's result is cast back to an integer type before use
+    # (``Clip:cast``: onnx2torch's integer Clip comes out float32), over the lengths and
+    # four constants (-2**63 + 1, 2**63 - 1, 2**24 + 1, 3: no float32 holds the first
+    # three), each cast to both index types; int32 lengths too.
+    Probe(
+        "Clip:cast",
+        ("Clip:cast",),
+        lambda d, _: (
+            "two = Constant <value = int64[1] {2}> ()\nl = Sub (lens, two)\n"
+            "top = Constant <value = int64 {4}> ()\nc = Clip (l, zero, top)\n"
+            "c64 = Cast <to = 7> (c)\nc32 = Cast <to = 6> (c)\n"
+            "far = Constant <value = int64[4] {-9223372036854775807, 9223372036854775807, "
+            "16777217, 3}> ()\nf = Clip (far, zero, top)\n"
+            "f64 = Cast <to = 7> (f)\nf32 = Cast <to = 6> (f)\n"
+            "l32 = Cast <to = 6> (l)\nzero32 = Constant <value = int32 {0}> ()\n"
+            "top32 = Constant <value = int32 {4}> ()\nk = Clip (l32, zero32, top32)\n"
+            "k64 = Cast <to = 7> (k)\nk32 = Cast <to = 6> (k)\n"
+            "tab = Constant <value = float[5] {0.5, 1.5, 2.5, 3.5, 4.5}> ()\n"
+            "g1 = Gather (tab, c64)\ng2 = Gather (tab, c32)\ng3 = Gather (tab, k64)\n"
+            "g4 = Gather (tab, k32)\ng5 = Gather (tab, f64)\ng6 = Gather (tab, f32)\n"
+            "y = Concat <axis = 0> (g1, g2, g3, g4, g5, g6)"
+        ),
+    ),
     Probe("Min", ("Min",), lambda d, _: f"{T1}\ny = Min (lens, t1)"),
     Probe("Max", ("Max",), lambda d, _: f"{T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
     Probe("Add", ("Add",), lambda d, _: f"{T1}\ny = Add (lens, t1)"),
