@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import onnx
 import pytest
 
 import revseq
 from revseq import bench
+from revseq.ops.profiles import Cost
 
 
 def test_time_passes_runs_the_public_api_both_ways():
@@ -168,3 +171,30 @@ def test_each_pass_times_sessions_made_anew(monkeypatch):
 
     once = sessions_made(1)
     assert once > 0 and sessions_made(3) == 3 * once
+
+
+def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkeypatch):
+    """``revseq probe --passes N``: every cost case is timed N times, the floor's runners
+    made anew each time, and the median ratio to the floor counts (a single pass let
+    forms within a few percent trade places)."""
+    from revseq.backends import _costs
+
+    floors = []
+    monkeypatch.setattr(_costs.backends, "get", lambda name: name)
+    monkeypatch.setattr(_costs, "floor_runners", lambda b, case: floors.append(case) or [])
+    monkeypatch.setattr(_costs, "_emitted", lambda case, kind, form, ops: f"{form} model")
+    passes = itertools.cycle([1.0, 6.0, 2.0])  # x Identity; numpy's copy is 0.5x: floor 1
+
+    def timed(backend, identities, feeds, models, *, rounds, budget_s):
+        ratio = next(passes)
+        result = {"Identity": (1e-3, 1.0), "memcpy": (5e-4, 0.5)}
+        result.update({label: (1e-3 * ratio, ratio) for label in models})
+        return result, {}, {label: 7 for label in models}
+
+    monkeypatch.setattr(_costs, "time_on_floor", timed)
+    forms = {"static": frozenset({"gather_rows"}), "dynamic": frozenset()}
+    costs = _costs.form_costs("fake", None, forms, passes=3)
+    assert costs["static"] == {"gather_rows": Cost(2.0, 7)}
+    assert len(floors) == 3 * len(_costs.COST_CASES)
+    single = _costs.form_costs("fake", None, forms)  # one pass per case: 1, 6, 2
+    assert single["static"]["gather_rows"].ratio == pytest.approx(2.29, abs=0.01)

@@ -255,7 +255,9 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     from revseq.backends.probe import probe_backend
     from revseq.ops.profiles import profile_path
 
-    profile, results = probe_backend(args.backend, progress=console.progress, costs=args.costs)
+    profile, results = probe_backend(
+        args.backend, progress=console.progress, costs=args.costs, passes=args.passes
+    )
     if args.json:
         console.result(json.dumps(profile.to_json(), indent=2))
     else:

@@ -360,7 +360,8 @@ def _dims_kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
-def _passes(text: str) -> int:
+def passes_count(text: str) -> int:
+    """``--passes``: a whole number, 1 or more."""
     try:
         passes = int(text)
     except ValueError:
@@ -377,7 +378,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget", type=float, default=6.0, help="seconds per case (soft)")
     parser.add_argument(
         "--passes",
-        type=_passes,
+        type=passes_count,
         default=1,
         help="passes per case, each with its runners made anew, the median counting "
         "(default 1; the pages in docs/ use 3)",

@@ -30,6 +30,7 @@ from revseq._commands import (
     cmd_webgpu_setup,
 )
 from revseq.backends import ADAPTERS
+from revseq.bench import passes_count
 from revseq.ops.errors import RevseqError, one_line
 from revseq.ops.forms import FORMS
 
@@ -229,6 +230,14 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="skip timing the forms (the profile then has no costs: the planner falls "
         "back to its fixed order of forms)",
+    )
+    probe.add_argument(
+        "--passes",
+        type=passes_count,
+        default=1,
+        metavar="N",
+        help="time each cost case in N passes of fresh runners, the median counting "
+        "(steadier costs; N times the timing)",
     )
     probe.set_defaults(handler=cmd_probe)
 

@@ -21,7 +21,7 @@ import onnx
 import revseq
 from revseq import backends
 from revseq._bench_backend import floor_ratio, floor_runners, time_on_floor
-from revseq.bench import Case, input_arrays, native_model
+from revseq.bench import Case, input_arrays, median_of_passes, native_model
 from revseq.ops.profiles import MATRIX, NARROW, Cost, Profile
 
 COST_CASES: tuple[Case, ...] = (
@@ -68,12 +68,16 @@ def form_costs(
     *,
     rounds: int = 15,
     budget_s: float = 1.0,
+    passes: int = 1,
     say: Callable[[str], None] = lambda _: None,
 ) -> dict[str, dict[str, Cost]]:
     """Each form's cost on backend ``name``, per shape class, as emitted for ``ops``.
 
     ``forms`` holds the forms that ran exactly, by "static" and "dynamic": only those
-    are timed. A form that fails here (an error timing it) gets no cost.
+    are timed. A form that fails here (an error timing it) gets no cost. Each case is
+    timed in ``passes`` passes of fresh runners, the floor's too, the median ratio
+    counting (``revseq.bench.median_of_passes``): forms within a few percent of each
+    other trade places between single passes.
     """
     backend = backends.get(name)
     rng = np.random.default_rng(0)
@@ -89,19 +93,32 @@ def form_costs(
     nodes: dict[str, dict[str, int]] = {cls: {} for cls in classes}
     for case, timed in jobs:
         feeds = input_arrays(case, rng)
-        identities = floor_runners(backend, case)
         for cls, kind, ran in timed:
             if not ran:
                 continue
             models = {form: _emitted(case, kind, form, ops) for form in sorted(ran)}
-            result, _, counts = time_on_floor(
-                backend, identities, feeds, models, rounds=rounds, budget_s=budget_s
-            )
-            for form in ran & result.keys():
-                ratios[cls].setdefault(form, []).append(result[form][1] / floor_ratio(result))
+            each = [
+                time_on_floor(
+                    backend,
+                    floor_runners(backend, case),
+                    feeds,
+                    models,
+                    rounds=rounds,
+                    budget_s=budget_s,
+                )
+                for _ in range(passes)
+            ]
+            per_pass = [
+                {form: (0.0, r[form][1] / floor_ratio(r)) for form in ran & r.keys()}
+                for r, _, _ in each
+            ]
+            counts = each[0][2]
+            medians = median_of_passes(per_pass)
+            for form, (_, ratio) in medians.items():
+                ratios[cls].setdefault(form, []).append(ratio)
             if case in counted:
                 nodes[cls].update(counts)
-            say(f"cost: {case.label} {kind}: timed {', '.join(sorted(result))}")
+            say(f"cost: {case.label} {kind}: timed {', '.join(sorted(medians))}")
     return {
         cls: {
             form: Cost(round(statistics.geometric_mean(values), 2), nodes[cls][form])

@@ -244,7 +244,11 @@ def run_native_probe(backend: Backend | IsolatedBackend) -> ProbeResult:
 
 
 def probe_backend(
-    name: str, *, progress: Callable[[str], None] | None = None, costs: bool = True
+    name: str,
+    *,
+    progress: Callable[[str], None] | None = None,
+    costs: bool = True,
+    passes: int = 1,
 ) -> tuple[Profile, list[ProbeResult]]:
     """Run every probe on the installed backend ``name``; return its profile and results.
 
@@ -252,7 +256,7 @@ def probe_backend(
     abort) is recorded as that probe's failure, and the next probe gets a fresh worker.
     With ``costs``, each form that ran exactly is then timed in this process against
     the backend's copy floor (:mod:`revseq.backends._costs`), but on a backend whose
-    run times say nothing of its speed (``UNTIMED``).
+    run times say nothing of its speed (``UNTIMED``), each case in ``passes`` passes.
     """
     backend = isolated(name)
     say = progress or (lambda _: None)
@@ -279,7 +283,7 @@ def probe_backend(
         say(f"probe: {backend.label}: timing the forms")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            measured = form_costs(name, ops_profile, forms, say=say)
+            measured = form_costs(name, ops_profile, forms, passes=passes, say=say)
     profile = _profile(
         name, backend, ops, types, native=native.failure is None, forms=forms, results=results
     )
