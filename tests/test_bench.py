@@ -177,11 +177,14 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
     """``revseq probe --passes N``: every cost case is timed N times, the floor's runners
     made anew each time, and the median ratio to the floor counts (a single pass let
     forms within a few percent trade places)."""
+    from revseq import _bench_backend
     from revseq.backends import _costs
 
     floors = []
     monkeypatch.setattr(_costs.backends, "get", lambda name: name)
-    monkeypatch.setattr(_costs, "floor_runners", lambda b, case: floors.append(case) or [])
+    monkeypatch.setattr(
+        _bench_backend, "floor_runners", lambda b, case: floors.append(case) or []
+    )
     monkeypatch.setattr(_costs, "_emitted", lambda case, kind, form, ops: f"{form} model")
     passes = itertools.cycle([1.0, 6.0, 2.0])  # x Identity; numpy's copy is 0.5x: floor 1
 
@@ -191,7 +194,7 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
         result.update({label: (1e-3 * ratio, ratio) for label in models})
         return result, {}, {label: 7 for label in models}
 
-    monkeypatch.setattr(_costs, "time_on_floor", timed)
+    monkeypatch.setattr(_bench_backend, "time_on_floor", timed)
     forms = {"static": frozenset({"gather_rows"}), "dynamic": frozenset()}
     costs = _costs.form_costs("fake", None, forms, passes=3)
     assert costs["static"] == {"gather_rows": Cost(2.0, 7)}

@@ -15,6 +15,7 @@ __all__ = [
     "floor_runners",
     "format_backend",
     "run_backend",
+    "time_in_passes",
     "time_on_floor",
 ]
 
@@ -93,17 +94,9 @@ def run_backend(
         feeds = input_arrays(case, rng)
         for dims in dims_kinds:
             models = _models(name, case, dims, feeds["lens"])
-            timed = [
-                time_on_floor(
-                    backend,
-                    floor_runners(backend, case),
-                    feeds,
-                    models,
-                    rounds=rounds,
-                    budget_s=budget_s,
-                )
-                for _ in range(passes)
-            ]
+            timed = time_in_passes(
+                backend, case, feeds, models, rounds=rounds, budget_s=budget_s, passes=passes
+            )
             result = median_of_passes([pass_result for pass_result, _, _ in timed])
             _, notes, nodes = timed[0]
             notes = {label: note for label, note in notes.items() if label not in result}
@@ -118,6 +111,30 @@ def run_backend(
 def floor_runners(backend: backends.Backend, case: Case) -> list[backends.Runner]:
     """The backend's Identity of the case's data, one runner per placement."""
     return [backend.prepare(copy_model(case), repeated=True) for _ in range(PLACEMENTS)]
+
+
+def time_in_passes(
+    backend: backends.Backend,
+    case: Case,
+    feeds: dict[str, np.ndarray],
+    models: Mapping[str, onnx.ModelProto | str],
+    *,
+    rounds: int,
+    budget_s: float,
+    passes: int,
+) -> list[tuple[dict[str, tuple[float, float]], dict[str, str], dict[str, int]]]:
+    """``time_on_floor`` ``passes`` times, each pass with fresh runners, the floor's too."""
+    return [
+        time_on_floor(
+            backend,
+            floor_runners(backend, case),
+            feeds,
+            models,
+            rounds=rounds,
+            budget_s=budget_s,
+        )
+        for _ in range(passes)
+    ]
 
 
 def time_on_floor(
