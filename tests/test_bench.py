@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import onnx
 import pytest
 
@@ -201,3 +202,61 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
     assert len(floors) == 3 * len(_costs.COST_CASES)
     single = _costs.form_costs("fake", None, forms)  # one pass per case: 1, 6, 2
     assert single["static"]["gather_rows"].ratio == pytest.approx(2.29, abs=0.01)
+
+
+def test_identical_models_are_timed_once_and_share_their_figures():
+    """A target's chosen form is always a form column too: the same model timed twice
+    measured 1.92x and 1.18x its floor as two columns of one page, so it runs once and
+    both columns show its figures, in the columns' order."""
+    from revseq import _bench_backend
+
+    case = bench.Case((20, 4, 3), 1, 0, "float32")
+    native = bench.native_model(case)
+    chosen = revseq.inline(native, target="onnxruntime")
+    other = revseq.inline(native, strategy="gather_elements", target="onnxruntime")
+    assert chosen.SerializeToString() != other.SerializeToString()
+    models = {
+        "default": revseq.inline(native),
+        "own target": chosen,
+        "gather_elements": other,
+        "gather_rows": revseq.inline(native, strategy="gather_rows", target="onnxruntime"),
+        "gather_nd": "refused",
+    }
+    distinct, repeats = bench.distinct_models(models)
+    assert repeats == {"gather_rows": "own target"}
+    assert list(distinct) == ["default", "own target", "gather_elements", "gather_nd"]
+
+    prepared: list[onnx.ModelProto] = []
+    real = revseq.backends.get("onnxruntime")
+
+    class Counting:
+        def prepare(self, model, **kw):
+            prepared.append(model)
+            return real.prepare(model, **kw)
+
+    backend = Counting()
+    feeds = bench.input_arrays(case, np.random.default_rng(0))
+    identities = _bench_backend.floor_runners(real, case)
+    result, notes, nodes = _bench_backend.time_on_floor(
+        backend, identities, feeds, models, rounds=3, budget_s=0.01
+    )
+    assert len(prepared) == bench.PLACEMENTS * 3  # default, own target, gather_elements
+    assert result["gather_rows"] == result["own target"]
+    assert nodes["gather_rows"] == nodes["own target"]
+    assert notes == {"gather_nd": "refused"}
+    assert list(result) == ["Identity", "default", "own target", "gather_elements",
+                            "gather_rows", "memcpy"]  # fmt: skip
+
+
+def test_backend_pages_say_what_their_columns_hold(tmp_path):
+    """A backend's page is read against its copy floor, not onnxruntime's native kernel."""
+    page = tmp_path / "speed.md"
+    argv = ["--backend", "onnxruntime", "--shape", "2000,16", "--dims", "static"]
+    assert bench.main([*argv, "--rounds", "3", "--budget", "0.05", "--write", str(page)]) == 0
+    text = page.read_text()
+    assert "over the **copy floor**" in text and "`own target`" in text
+    assert "ratio to the native kernel" not in text
+    suite = tmp_path / "benchmark.md"
+    argv = ["--quick", "--shape", "2000,16", "--dims", "static", "--speed-only"]
+    assert bench.main([*argv, "--rounds", "3", "--budget", "0.05", "--write", str(suite)]) == 0
+    assert "ratio to the native kernel" in suite.read_text()

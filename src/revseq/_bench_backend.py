@@ -11,6 +11,7 @@ from __future__ import annotations
 
 __all__ = [
     "BACKEND_SUITE",
+    "PAGE_INTRO",
     "floor_ratio",
     "floor_runners",
     "format_backend",
@@ -31,6 +32,7 @@ from revseq.bench import (
     PLACEMENTS,
     Case,
     copy_model,
+    distinct_models,
     fed,
     input_arrays,
     median_of_passes,
@@ -38,10 +40,28 @@ from revseq.bench import (
     node_count,
     numpy_copy,
     placed_medians,
+    with_repeats,
 )
 from revseq.ops.errors import one_line
 from revseq.ops.forms import FORMS
 from revseq.ops.targets import TARGETS
+
+PAGE_INTRO = """\
+Paired medians of interleaved runs in one process, on the backend itself. Each cell is a
+variant's median time over the **copy floor** of the same rounds (the slower of numpy's
+copy of the data and the backend's own Identity of it, per-run overhead included), its
+node count in brackets. Float32 time-major data, lengths given at run time, each shape
+with its dims declared (`static`), with the time and batch dims symbolic (`time+batch`,
+as exporters write sequence models) and with every dim symbolic (`all`). `default` is
+the output with no target; `own target` the output for the backend's own target (the
+form its probe measured cheapest there); the form columns are each form as emitted for
+that target; `gather alone` is the default output for the same lengths given as a
+constant, static dims (the gather with its index folded: what the index arithmetic adds
+to); `native` the backend's own ReverseSequence where it has one. Identical models (the
+own target is always one of the form columns) are timed once and show the same figure.
+Each row is the median of its passes, each pass with every runner made anew; ratios
+still move between runs on a shared machine, by more on the small tensor.
+"""
 
 BACKEND_SUITE: tuple[Case, ...] = (
     Case((2000, 16), 1, 0, "float32"),
@@ -153,8 +173,11 @@ def time_on_floor(
     ``PLACEMENTS`` runners. Returns, by label, the faster runner's median time and paired
     median ratio, over the faster Identity's (``memcpy`` is numpy's copy); a note for
     each label that did not run (its reason, or the backend's one-line error) and each
-    timed model's node count.
+    timed model's node count. A model identical to an earlier label's is timed once
+    and shares that label's figures (``distinct_models``).
     """
+    order = ["Identity", *models]
+    models, repeats = distinct_models(models)
     data = {"x": feeds["x"]}
     variants: dict[str, list[Callable[[], object]]] = {
         "Identity": [lambda r=identity: r(data) for identity in identities]
@@ -176,7 +199,13 @@ def time_on_floor(
         nodes[label] = node_count(model)
         variants[label] = [lambda r=runner, f=its_feeds: r(f) for runner in runners]
     variants["memcpy"] = [numpy_copy(feeds["x"])]
-    return placed_medians(variants, rounds=rounds, budget_s=budget_s), notes, nodes
+    result = placed_medians(variants, rounds=rounds, budget_s=budget_s)
+    for label, first in repeats.items():
+        if first in notes:
+            notes[label] = notes[first]
+        else:
+            nodes[label] = nodes[first]
+    return with_repeats(result, repeats, order), notes, nodes
 
 
 def floor_ratio(result: Mapping[str, tuple[float, float]]) -> float:

@@ -130,11 +130,15 @@ emitted for `target="onnxruntime"` (`auto` there picks the fastest onnxruntime f
 Three floors: `gather alone` is the default output for the same lengths given as a
 constant, static dims (the same gather with its index folded: what the index arithmetic
 adds to), `ort copy` onnxruntime running one Identity on the data (its own copy, session
-overhead included), `memcpy` numpy copying the data. Ratios move by a few hundredths
-between runs on a shared machine.
+overhead included), `memcpy` numpy copying the data. Identical models (`auto` is always
+one of the strategy columns) are timed once and show the same figures. Ratios move by a
+few hundredths between runs on a shared machine.
 """
 
 
-def page_body(tables: str) -> str:
-    """The tables as the body of docs/benchmark.md: what the columns mean, then them."""
-    return _PAGE_INTRO + "\n" + tables.replace("\n## ", "\n### ")
+def page_body(tables: str, intro: str = _PAGE_INTRO) -> str:
+    """The tables as a page's body: what the columns mean (``intro``), then them.
+
+    The default intro is docs/benchmark.md's (onnxruntime against its native kernel).
+    """
+    return intro + "\n" + tables.replace("\n## ", "\n### ")
