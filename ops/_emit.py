@@ -182,15 +182,16 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
     own = np.int32 if sig.lens_dtype == ir.DataType.INT32 else np.int64
     if own is np.int64 and sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
-    if sig.allows("Clip"):
+    # A Clip:cast result is cast back to the index type even where it is of that type.
+    clip_cast = not sig.allows("Clip") and sig.allows(CLIP_CAST) and time_len <= _FLOAT_EXACT
+    if sig.allows("Clip") or clip_cast:
         clamped = op.Clip(lens, const(op, 0, own), const(op, time_len, own))
-    elif sig.allows(CLIP_CAST) and time_len <= _FLOAT_EXACT:
-        clamped = op.Clip(lens, const(op, 0, own), const(op, time_len, own))
-        return op.Cast(clamped, to=_INDEX_TYPES[itype])
     else:
         top = const(op, [time_len], own)
         clamped = _at_least_zero(op, _at_most(op, lens, top, sig), own, sig)
-    return clamped if own is itype else op.Cast(clamped, to=_INDEX_TYPES[itype])
+    if own is itype and not clip_cast:
+        return clamped
+    return op.Cast(clamped, to=_INDEX_TYPES[itype])
 
 
 def _at_most(op: OpBuilder, lens: ir.Value, top: ir.Value, sig: Signature) -> ir.Value:

@@ -136,9 +136,9 @@ few hundredths between runs on a shared machine.
 """
 
 
-def page_body(tables: str, intro: str = _PAGE_INTRO) -> str:
+def page_body(tables: str, intro: str | None = None) -> str:
     """The tables as a page's body: what the columns mean (``intro``), then them.
 
-    The default intro is docs/benchmark.md's (onnxruntime against its native kernel).
+    Without ``intro``, docs/benchmark.md's (onnxruntime against its native kernel).
     """
-    return intro + "\n" + tables.replace("\n## ", "\n### ")
+    return (intro or _PAGE_INTRO) + "\n" + tables.replace("\n## ", "\n### ")

@@ -498,8 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ["python -m revseq.bench", *(sys.argv[1:] if argv is None else argv)]
         )
         machine = f"Python {platform.python_version()}, {os.cpu_count()} CPUs"
-        tables = out.getvalue()
-        body = page_body(tables) if intro is None else page_body(tables, intro)
+        body = page_body(out.getvalue(), intro)
         _io.write_measured_page(args.write, "Benchmark", command, machine, body)
     return 0
 
