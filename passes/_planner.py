@@ -54,10 +54,12 @@ copy floor, GatherND vs GatherElements): onnxruntime 1.5 vs 5.3, TVM 1.9 vs 6.7,
 onnx2torch 7.4 vs 38.8, tract 5.9 vs 258, tinygrad 9.7 vs 7.9.
 
 Single-element rows over two leading axes (``Signature.index_covers_data``):
-GatherElements needs no data-sized index there and goes first, static or not; it
-gathers the data as a matrix, trailing size-1 axes squeezed off. With symbolic dims
-its index type goes by the profile's ``matrix`` costs (timed on such rows), or, where
-a profile has none, by the form's costs for its shape class.
+GatherElements needs no data-sized index there (it gathers the data as a matrix,
+trailing size-1 axes squeezed off, and so does the row form) and goes first with static
+dims. With symbolic dims the profile's ``matrix`` costs (timed on such rows) order the
+forms and index types, GatherElements against GatherND's tuple per element; where a
+profile has none, GatherElements goes first and its index type by the form's costs for
+its shape class.
 """
 
 STATIC_PREFERENCE: tuple[str, ...] = ("gather_rows", "gather_nd", "gather_elements")
@@ -78,11 +80,14 @@ def shape_class(sig: forms.Signature) -> str:
 
 
 def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
-    if sig.index_covers_data():  # gathered as a matrix whatever the form
+    if sig.index_covers_data():  # single-element rows
         order = ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
-        if is_dynamic(sig) and sig.allows(INT64_INDEX):  # the index type by cost still
-            timed = MATRIX if profile.has_costs(MATRIX) else shape_class(sig)
-            return profile.int32_where_cheaper(timed, order)
+        if not is_dynamic(sig):
+            return order
+        if profile.has_costs(MATRIX):  # timed on such rows: the form and index type
+            return profile.cheapest(MATRIX, order, narrow=not sig.allows(INT64_INDEX))
+        if sig.allows(INT64_INDEX):  # the index type by the shape class's costs
+            return profile.int32_where_cheaper(shape_class(sig), order)
         return order
     if not is_dynamic(sig):
         return profile.cheapest("static", STATIC_PREFERENCE)

@@ -165,6 +165,30 @@ def test_default_output_every_rank(name, rank, layout, dynamic):
 
 
 @pytest.mark.backend
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("name", BACKENDS)
+def test_own_target_single_element_rows(name, layout, dtype):
+    """Rank 2, symbolic dims: the backend's own target takes the form its probe timed
+    cheapest on single-element rows (the ``matrix`` class), and runs exactly there."""
+    backend = backend_or_skip(name)
+    if dtype not in types_of(name):
+        pytest.skip(f"{name} moves no {dtype} with any gather (its profile)")
+    batch_axis, time_axis = LAYOUTS[layout]
+    dims = dims_for(2, batch_axis, time_axis, True, SIZES[0])
+    model = model_of(dims, dtype, batch_axis, time_axis)
+    run_and_compare(
+        backend,
+        revseq.inline(model, target=name),
+        rank=2,
+        dtype=dtype,
+        batch_axis=batch_axis,
+        time_axis=time_axis,
+        dynamic=True,
+    )
+
+
+@pytest.mark.backend
 @pytest.mark.parametrize("own", [False, True], ids=["default", "own_target"])
 @pytest.mark.parametrize("dims_kind", ["static", "dynamic", "all"])
 @pytest.mark.parametrize(

@@ -323,6 +323,33 @@ def test_a_target_computes_its_index_in_int32_where_that_was_timed_faster():
     assert _gather_of(revseq.inline(symbolic, target=unproven)) == "GatherND"
 
 
+def test_single_element_rows_take_the_form_timed_cheapest_on_such_rows():
+    """Symbolic single-element rows: the ``matrix`` costs choose between GatherElements
+    on the data as a matrix and GatherND's tuple per element, per backend and for the
+    default by the worst over the members; static dims keep GatherElements."""
+    matrix = one_node(["T", "B"])
+    column = one_node(["T", "B", 1])
+    nd_cheaper = {"gather_elements": (3.2, 14), "gather_nd": (2.6, 21)}
+    alpha = _both_index_types("alpha", {"matrix": nd_cheaper})
+    for model in (matrix, column):
+        assert _gather_of(revseq.inline(model, target=alpha)) == "GatherND"
+        static = one_node([7, 4] if model is matrix else [7, 4, 1])
+        assert _gather_of(revseq.inline(static, target=alpha)) == "GatherElements"
+    # Within the tie the fewer nodes go first.
+    tied = _both_index_types("alpha", {"matrix": {**nd_cheaper, "gather_nd": (3.0, 21)}})
+    assert _gather_of(revseq.inline(matrix, target=tied)) == "GatherElements"
+    # A member where GatherND costs more: the default takes the best worst case.
+    beta = _both_index_types(
+        "beta", {"matrix": {"gather_elements": (1.5, 14), "gather_nd": (9.0, 21)}}
+    )
+    default = portable([alpha, beta])
+    assert _gather_of(revseq.inline(matrix, target=default)) == "GatherElements"
+    # GatherND's int32 timing counts for it as for any form.
+    narrow = {**nd_cheaper, "gather_nd": (4.0, 21), "gather_nd@int32": (2.0, 27)}
+    inlined = revseq.inline(matrix, target=_both_index_types("alpha", {"matrix": narrow}))
+    assert _gather_of(inlined) == "GatherND" and _int32_casts(inlined)
+
+
 def test_the_default_reads_each_backends_int32_timings_where_its_index_is_int32():
     """One member computes indexes in int32 only (WebGPU): the default's index is int32,
     so the others' int32 timings decide (their int64 ones put GatherND first)."""

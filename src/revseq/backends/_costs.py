@@ -40,11 +40,15 @@ MATRIX_CASES: tuple[Case, ...] = (
     Case((16384, 256), 1, 0, "float32"),
 )
 """Time-major float32 single-element rows, 0.1, 2 and 16 MiB, timed with time and batch
-symbolic for the ``matrix`` class: any form gathers them as a matrix, so only its index
-type (``MATRIX_FORMS``) is chosen there."""
+symbolic for the ``matrix`` class (``MATRIX_FORMS``)."""
 
-MATRIX_FORMS = frozenset({"gather_elements", "gather_elements" + NARROW})
-"""The forms timed on ``MATRIX_CASES``: the matrix gather with either index type."""
+MATRIX_FORMS = frozenset(
+    form + suffix for form in ("gather_elements", "gather_nd") for suffix in ("", NARROW)
+)
+"""The forms timed on ``MATRIX_CASES``, each with either index type: GatherElements on
+the data as a matrix (what the row form emits there too) and GatherND with one index
+tuple per element. Which is cheaper differs by backend: per element, onnxruntime's
+GatherND costs several times its GatherElements, and tinygrad's less."""
 
 
 def _emitted(case: Case, kind: str, name: str, ops: Profile) -> onnx.ModelProto | str:
