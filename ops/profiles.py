@@ -23,6 +23,7 @@ __all__ = [
     "NARROW",
     "PORTABLE",
     "MATRIX",
+    "MATRIX_STATIC",
     "SHAPE_CLASSES",
     "Cost",
     "Profile",
@@ -75,9 +76,13 @@ SHAPE_CLASSES = ("static", "time+batch", "all")
 dims static); every dim symbolic."""
 
 MATRIX = "matrix"
-"""The cost class of single-element rows with time and batch symbolic: every form
-gathers them as a matrix (GatherElements over [T, B]), so only the index type is
-chosen there, by ``gather_elements`` against ``gather_elements@int32``."""
+"""The cost class of single-element rows with time and batch symbolic: GatherElements
+on the data as a [T, B] matrix (the row form's output there too) against GatherND's
+tuple per element, each with either index type."""
+
+MATRIX_STATIC = "matrix:static"
+"""The same rows with every dim static (one index type: static indexes are typed by
+size, ``ops/_index.py``)."""
 
 NARROW = "@int32"
 """The suffix of a form name timed (and run exactly) with its index in int32 where the
@@ -117,7 +122,7 @@ class Profile:
         forms: For "static" and "dynamic", the forms that ran exactly end to end (None
             when not probed); ``form@int32`` (dynamic) ran with its index in int32.
         failures: What the probes saw fail, one line each (for ``revseq targets``).
-        costs: Per shape class (``SHAPE_CLASSES``, and ``MATRIX``), each timed
+        costs: Per shape class (``SHAPE_CLASSES``, ``MATRIX``, ``MATRIX_STATIC``), each timed
             form's :class:`Cost` there (and ``form@int32``'s, symbolic dims); None
             where not measured (documents; a backend whose runs say nothing of its
             speed).

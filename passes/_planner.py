@@ -29,7 +29,7 @@ from revseq.ops import forms
 from revseq.ops._emit import CLIP_CAST
 from revseq.ops._index import INT64_INDEX
 from revseq.ops.errors import StrategyError
-from revseq.ops.profiles import GATHERS, MATRIX, Profile
+from revseq.ops.profiles import GATHERS, MATRIX, MATRIX_STATIC, Profile
 from revseq.ops.targets import dtype_name
 from revseq.passes._builder import Template
 from revseq.passes._node import node_label
@@ -55,11 +55,11 @@ onnx2torch 7.4 vs 38.8, tract 5.9 vs 258, tinygrad 9.7 vs 7.9.
 
 Single-element rows over two leading axes (``Signature.index_covers_data``):
 GatherElements needs no data-sized index there (it gathers the data as a matrix,
-trailing size-1 axes squeezed off, and so does the row form) and goes first with static
-dims. With symbolic dims the profile's ``matrix`` costs (timed on such rows) order the
-forms and index types, GatherElements against GatherND's tuple per element; where a
-profile has none, GatherElements goes first and its index type by the form's costs for
-its shape class.
+trailing size-1 axes squeezed off, and so does the row form). The profile's ``matrix``
+and ``matrix:static`` costs (timed on such rows, symbolic and static) order
+GatherElements against GatherND's tuple per element, and the index type with symbolic
+dims; where a profile has none, GatherElements goes first, its index type by the form's
+costs for its shape class.
 """
 
 STATIC_PREFERENCE: tuple[str, ...] = ("gather_rows", "gather_nd", "gather_elements")
@@ -82,11 +82,11 @@ def shape_class(sig: forms.Signature) -> str:
 def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
     if sig.index_covers_data():  # single-element rows
         order = ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
-        if not is_dynamic(sig):
-            return order
-        if profile.has_costs(MATRIX):  # timed on such rows: the form and index type
-            return profile.cheapest(MATRIX, order, narrow=not sig.allows(INT64_INDEX))
-        if sig.allows(INT64_INDEX):  # the index type by the shape class's costs
+        dynamic = is_dynamic(sig)
+        timed = MATRIX if dynamic else MATRIX_STATIC
+        if profile.has_costs(timed):  # timed on such rows: the form (and index type)
+            return profile.cheapest(timed, order, narrow=not sig.allows(INT64_INDEX))
+        if dynamic and sig.allows(INT64_INDEX):  # the index type by its class's costs
             return profile.int32_where_cheaper(shape_class(sig), order)
         return order
     if not is_dynamic(sig):

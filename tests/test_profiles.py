@@ -324,17 +324,21 @@ def test_a_target_computes_its_index_in_int32_where_that_was_timed_faster():
 
 
 def test_single_element_rows_take_the_form_timed_cheapest_on_such_rows():
-    """Symbolic single-element rows: the ``matrix`` costs choose between GatherElements
-    on the data as a matrix and GatherND's tuple per element, per backend and for the
-    default by the worst over the members; static dims keep GatherElements."""
+    """Single-element rows: the ``matrix`` costs (symbolic dims) and ``matrix:static``
+    choose between GatherElements on the data as a matrix and GatherND's tuple per
+    element, per backend and for the default by the worst over the members; without
+    them GatherElements goes first."""
     matrix = one_node(["T", "B"])
     column = one_node(["T", "B", 1])
     nd_cheaper = {"gather_elements": (3.2, 14), "gather_nd": (2.6, 21)}
     alpha = _both_index_types("alpha", {"matrix": nd_cheaper})
+    static_nd = _both_index_types("alpha", {"matrix:static": nd_cheaper})
     for model in (matrix, column):
         assert _gather_of(revseq.inline(model, target=alpha)) == "GatherND"
+        assert _gather_of(revseq.inline(model, target=static_nd)) == "GatherElements"
         static = one_node([7, 4] if model is matrix else [7, 4, 1])
         assert _gather_of(revseq.inline(static, target=alpha)) == "GatherElements"
+        assert _gather_of(revseq.inline(static, target=static_nd)) == "GatherND"
     # Within the tie the fewer nodes go first.
     tied = _both_index_types("alpha", {"matrix": {**nd_cheaper, "gather_nd": (3.0, 21)}})
     assert _gather_of(revseq.inline(matrix, target=tied)) == "GatherElements"
@@ -520,10 +524,10 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(ca
         assert probed.dtypes == shipped.dtypes and probed.forms == shipped.forms
     assert any(r.index == "int32" for r in results)  # the int32 twins ran
     assert probed.costs is not None
-    assert set(probed.costs) == {"static", "time+batch", "all", "matrix"}
+    assert set(probed.costs) == {"static", "time+batch", "all", "matrix", "matrix:static"}
     for kind, costs in probed.costs.items():
-        ran = probed.forms["static" if kind == "static" else "dynamic"]
-        assert set(costs) == (ran & MATRIX_FORMS if kind == "matrix" else ran)
+        ran = probed.forms["static" if kind.endswith("static") else "dynamic"]
+        assert set(costs) == (ran & MATRIX_FORMS if kind.startswith("matrix") else ran)
         assert all(c.ratio > 0 and c.nodes > 0 for c in costs.values())
     again = Profile.from_json(json.loads(json.dumps(probed.to_json())))
     assert again.costs == probed.costs

@@ -22,7 +22,7 @@ import revseq
 from revseq import backends
 from revseq._bench_backend import floor_ratio, time_in_passes
 from revseq.bench import Case, input_arrays, median_of_passes, native_model
-from revseq.ops.profiles import MATRIX, NARROW, Cost, Profile
+from revseq.ops.profiles import MATRIX, MATRIX_STATIC, NARROW, Cost, Profile
 
 COST_CASES: tuple[Case, ...] = (
     Case((200, 16, 8), 1, 0, "float32"),
@@ -39,8 +39,8 @@ MATRIX_CASES: tuple[Case, ...] = (
     Case((8192, 64), 1, 0, "float32"),
     Case((16384, 256), 1, 0, "float32"),
 )
-"""Time-major float32 single-element rows, 0.1, 2 and 16 MiB, timed with time and batch
-symbolic for the ``matrix`` class (``MATRIX_FORMS``)."""
+"""Time-major float32 single-element rows, 0.1, 2 and 16 MiB, timed (``MATRIX_FORMS``)
+with time and batch symbolic for the ``matrix`` class and static for ``matrix:static``."""
 
 MATRIX_FORMS = frozenset(
     form + suffix for form in ("gather_elements", "gather_nd") for suffix in ("", NARROW)
@@ -89,10 +89,15 @@ def form_costs(
     # Per case: (the class its cost counts for, the dims it is emitted with, the forms).
     by_kind = [(kind, kind, static if kind == "static" else dynamic) for kind in COST_DIMS]
     jobs = [(case, by_kind) for case in COST_CASES]
-    jobs += [(case, [(MATRIX, "time+batch", dynamic & MATRIX_FORMS)]) for case in MATRIX_CASES]
+    by_matrix = [
+        (MATRIX_STATIC, "static", static & MATRIX_FORMS),
+        (MATRIX, "time+batch", dynamic & MATRIX_FORMS),
+    ]
+    jobs += [(case, by_matrix) for case in MATRIX_CASES]
     counted = (COST_CASES[1], MATRIX_CASES[1])  # node counts are those of the 2 MiB cases
-    classes = (*COST_DIMS, MATRIX)
-    cases = {cls: len(MATRIX_CASES if cls == MATRIX else COST_CASES) for cls in classes}
+    matrix = (MATRIX_STATIC, MATRIX)
+    classes = (*COST_DIMS, *matrix)
+    cases = {cls: len(MATRIX_CASES if cls in matrix else COST_CASES) for cls in classes}
     ratios: dict[str, dict[str, list[float]]] = {cls: {} for cls in classes}
     nodes: dict[str, dict[str, int]] = {cls: {} for cls in classes}
     for case, timed in jobs:
@@ -122,5 +127,5 @@ def form_costs(
             if len(values) == cases[cls] and form in nodes[cls]
         }
         for cls in classes
-        if ratios[cls] or cls != MATRIX
+        if ratios[cls] or cls not in matrix
     }
