@@ -23,6 +23,7 @@ from revseq.demo import run_demo
 from revseq.equivalence import CheckReport, check, check_nodes
 from revseq.info import describe
 from revseq.ops.errors import RevseqError
+from revseq.ops.profiles import MATRIX, MATRIX_STATIC
 from revseq.ops.targets import resolve_target
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,13 @@ logger = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
+
+
+_COST_CLASS_LABELS = {
+    MATRIX: "single-element rows, time+batch dims",
+    MATRIX_STATIC: "single-element rows, static dims",
+}
+"""How ``revseq probe`` names the cost classes of single-element rows."""
 
 
 class Console:
@@ -276,7 +284,8 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
             timed = ", ".join(
                 f"{f} {c.ratio:.2f}x ({c.nodes} nodes)" for f, c in costs.items()
             )
-            console.result(f"cost x the copy floor, {kind} dims: {timed or 'none'}")
+            label = _COST_CLASS_LABELS.get(kind, f"{kind} dims")
+            console.result(f"cost x the copy floor, {label}: {timed or 'none'}")
     if args.write:
         path = profile_path(profile.name)
         text = json.dumps(profile.to_json(), indent=2) + "\n"
