@@ -303,7 +303,8 @@ def test_a_target_computes_its_index_in_int32_where_that_was_timed_faster():
     assert _gather_of(inlined) == "Gather" and not _int32_casts(inlined)
     # Static dims are not timed in int32: the int32 timing has no say there.
     assert not _int32_casts(revseq.inline(one_node([5, 4, 3]), target=faster))
-    # Single-element rows keep GatherElements first; its index type still goes by cost.
+    # Without GatherND timed on such rows, single-element rows keep GatherElements first;
+    # their index type still goes by cost.
     column = one_node(["T", "B", 1])
     elements = {"gather_elements": (9.0, 15), "gather_elements@int32": (4.0, 18)}
     narrow = _both_index_types("alpha", {"time+batch": elements})
