@@ -171,21 +171,7 @@ def test_default_output_every_rank(name, rank, layout, dynamic):
 def test_own_target_single_element_rows(name, layout, dtype):
     """Rank 2, symbolic dims: the backend's own target takes the form its probe timed
     cheapest on single-element rows (the ``matrix`` class), and runs exactly there."""
-    backend = backend_or_skip(name)
-    if dtype not in types_of(name):
-        pytest.skip(f"{name} moves no {dtype} with any gather (its profile)")
-    batch_axis, time_axis = LAYOUTS[layout]
-    dims = dims_for(2, batch_axis, time_axis, True, SIZES[0])
-    model = model_of(dims, dtype, batch_axis, time_axis)
-    run_and_compare(
-        backend,
-        revseq.inline(model, target=name),
-        rank=2,
-        dtype=dtype,
-        batch_axis=batch_axis,
-        time_axis=time_axis,
-        dynamic=True,
-    )
+    check_default(name, 2, dtype, layout, True, target=name)
 
 
 @pytest.mark.backend
