@@ -21,6 +21,22 @@ larger values are computed at run time, so a static shape never bloats the file.
 forms' constants and the builder's folded results alike."""
 
 
+# The lean index (``LEAN_VARIANTS`` in :mod:`revseq.ops.profiles`): three steps of the
+# symbolic-dim index arithmetic that exist for one backend each, left out where a target
+# runs without them. Whether that is cheaper is the backend's to measure: its probe
+# times each form with them (``form@lean``) and without. ``[64, 32, 256]`` float32,
+# time-major, time and batch symbolic, paired medians of the own target, lean against
+# not: onnx2torch 0.85, onnxruntime 0.98, IREE 1.16, MNN 1.08.
+#
+# Arithmetic on a dim read from a shape with no Cast in between (TVM Relax keeps a shape
+# as a shape expression, which its Less and Mul do not take).
+SHAPE_ARITHMETIC = "Shape:arithmetic"
+# A 1-element tensor made 0-D for Range by ReduceSum (keepdims=0) rather than Squeeze:
+# onnx2torch runs an opset-13 Squeeze through its dynamic-axes module, ``torch.sort`` of
+# the axes included (about 13 us a call), its ReduceSum as one ``torch.sum``.
+SCALAR_BY_SUM = "ReduceSum:scalar"
+
+
 def const(
     op: OpBuilder, array: np.ndarray | int | Sequence[int], dtype: type = np.int64
 ) -> ir.Value:
@@ -71,7 +87,8 @@ def dims_read(
     """Dims ``start`` up to ``end`` (default: the last) read at run time, as int64.
 
     Shape's own slice from opset 15, a Slice of it before; then a Cast, which turns a
-    shape expression into an ordinary tensor (``dim_vector``).
+    shape expression into an ordinary tensor (``dim_vector``), except where the target
+    computes with a shape as it is (``SHAPE_ARITHMETIC``).
     """
     if sig.opset >= 15:
         bounds = {"start": start} if end is None else {"start": start, "end": end}
@@ -79,6 +96,8 @@ def dims_read(
     else:
         stop = sig.rank if end is None else end
         sliced = op.Slice(shape_of(op, data), const(op, [start]), const(op, [stop]))
+    if sig.takes(SHAPE_ARITHMETIC):
+        return sliced
     return op.Cast(sliced, to=ir.DataType.INT64)
 
 
@@ -91,7 +110,12 @@ def squeeze(op: OpBuilder, value: ir.Value, axes: Sequence[int], sig: Signature)
 
 
 def _scalar(op: OpBuilder, vector: ir.Value, sig: Signature) -> ir.Value:
-    """A 1-element tensor as a 0-D one (Range takes scalars)."""
+    """A 1-element tensor as a 0-D one (Range takes scalars).
+
+    A Squeeze, or where the target takes it (``SCALAR_BY_SUM``) the vector's ReduceSum.
+    """
+    if sig.takes(SCALAR_BY_SUM) and sig.allows("ReduceSum"):
+        return op.ReduceSum(vector, keepdims=0)
     return squeeze(op, vector, [0], sig)
 
 

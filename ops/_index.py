@@ -418,6 +418,13 @@ def lead_shape_of(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
     return op.Slice(shape_of(op, data), const(op, [0]), const(op, [sig.lead_rank]))
 
 
+# The variant of a target whose index adds a batch count read from the data's shape to
+# one that broadcasts against the lengths: the count then shares the data's dim read
+# with the row stride, with no Shape of the lengths and no Reshape to it (see
+# ``axis_grid``; a ``LEAN_VARIANTS`` step).
+BATCH_FROM_DATA = "Range:data_dim"
+
+
 def axis_grid(
     op: OpBuilder,
     data: ir.Value,
@@ -440,9 +447,15 @@ def axis_grid(
     ``lens_shaped`` the count is reshaped to the lengths' shape, so that it is [L] and
     not [B'] (a Range's own length) where it meets the index by broadcasting: TVM
     cannot emit that Add otherwise (a caller that expands it to the index's shape
-    needs no Reshape).
+    needs no Reshape). Not where the target takes the data's dim there
+    (``BATCH_FROM_DATA``).
     """
-    counted = lens is not None and axis == sig.batch_axis and sig.dim(axis) is None
+    counted = (
+        lens is not None
+        and axis == sig.batch_axis
+        and sig.dim(axis) is None
+        and not sig.takes(BATCH_FROM_DATA)
+    )
     size = op.Shape(lens) if counted else dim_vector(op, data, axis, sig)
     where = axis if position is None else position
     iota_ = iota(op, size, sig.dim(axis), sig, itype)

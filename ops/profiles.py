@@ -20,12 +20,15 @@ has that type at all. What inline emits with no target therefore runs on all of 
 from __future__ import annotations
 
 __all__ = [
+    "LEAN",
+    "LEAN_VARIANTS",
     "NARROW",
     "PORTABLE",
     "MATRIX",
     "MATRIX_STATIC",
     "SHAPE_CLASSES",
     "Cost",
+    "variant_names",
     "Profile",
     "load_profiles",
     "portable",
@@ -42,7 +45,8 @@ from typing import NamedTuple
 
 import onnx
 
-from revseq.ops._index import INT32_INDEX, INT64_INDEX
+from revseq.ops._emit import SCALAR_BY_SUM, SHAPE_ARITHMETIC
+from revseq.ops._index import BATCH_FROM_DATA, INT32_INDEX, INT64_INDEX
 
 GATHERS = ("Gather", "GatherElements", "GatherND")
 """The ops that move data: the ones whose element types a profile records."""
@@ -88,6 +92,29 @@ NARROW = "@int32"
 """The suffix of a form name timed (and run exactly) with its index in int32 where the
 backend computes it in int64 otherwise (symbolic dims): ``gather_rows@int32``."""
 
+LEAN = "@lean"
+"""The suffix of a form name timed (and run exactly) with the lean index of symbolic
+dims (``LEAN_VARIANTS``) where the backend has those variants: ``gather_rows@lean``, and
+with its index in int32 as well ``gather_rows@lean@int32``. A name without it is the
+form emitted without them: the lean index is cheaper on some backends and dearer on
+others, so only a backend's own timings choose it."""
+
+LEAN_VARIANTS = frozenset({SHAPE_ARITHMETIC, BATCH_FROM_DATA, SCALAR_BY_SUM})
+"""The variants of the lean index (``ops/_emit.py``): no Cast of a dim read from a
+shape, the batch count read from the data's shape, Range's scalars by ReduceSum."""
+
+
+def variant_names(forms: Iterable[str]) -> tuple[str, ...]:
+    """Each form's name, then each with ``@int32``, ``@lean`` and ``@lean@int32``."""
+    forms = tuple(forms)
+    return (
+        *forms,
+        *(f + NARROW for f in forms),
+        *(f + LEAN for f in forms),
+        *(f + LEAN + NARROW for f in forms),
+    )
+
+
 # Forms whose worst cost is within this factor of the cheapest are a tie, broken by
 # fewer nodes: paired medians of one probe move about that much between runs.
 _TIE = 1.1
@@ -120,16 +147,19 @@ class Profile:
         dtypes: For each gather op type, the element types it moves exactly; None when
             unknown (documented profiles), which allows every type.
         forms: For "static" and "dynamic", the forms that ran exactly end to end (None
-            when not probed); ``form@int32`` (dynamic) ran with its index in int32.
+            when not probed); ``form@int32`` (dynamic) ran with its index in int32,
+            ``form@lean`` with the lean index (``LEAN``).
         failures: What the probes saw fail, one line each (for ``revseq targets``).
         costs: Per shape class (``SHAPE_CLASSES``, ``MATRIX``, ``MATRIX_STATIC``), each timed
-            form's :class:`Cost` there (and ``form@int32``'s, symbolic dims); None
-            where not measured (documents; a backend whose runs say nothing of its
-            speed).
+            form's :class:`Cost` there (and ``form@int32``'s, ``form@lean``'s, symbolic
+            dims); None where not measured (documents; a backend whose runs say nothing
+            of its speed).
         falls_back: Whether the backend runs what its device lacks on the CPU (an
             execution provider: exact, but slow): where no form fits every member of a
             combined profile, such members yield (see ``without_fallbacks``).
         members: For ``portable``, the probed profiles it was computed from.
+        lean: Whether forms emitted for it take the lean index (``leaned``; the probed
+            variants say only that they run).
     """
 
     name: str
@@ -145,6 +175,7 @@ class Profile:
     costs: Mapping[str, Mapping[str, Cost]] | None = None
     falls_back: bool = False
     members: tuple[Profile, ...] = ()
+    lean: bool = False
 
     @property
     def verified(self) -> bool:
@@ -152,8 +183,13 @@ class Profile:
         return self.source == "probe"
 
     def allowed(self, *, dynamic: bool) -> frozenset[str] | None:
-        """The op types and variants a form may use for static or dynamic shapes."""
-        return self.dynamic_ops if dynamic else self.static_ops
+        """The op types and variants a form may use for static or dynamic shapes.
+
+        The lean index's variants only where the profile is ``leaned``: they are options
+        a backend's timings choose (``form@lean``), not needs.
+        """
+        ops = self.dynamic_ops if dynamic else self.static_ops
+        return ops if ops is None or self.lean else ops - LEAN_VARIANTS
 
     def moves(self, gather: str, dtype: str | None) -> bool:
         """Whether ``gather`` moves elements of ``dtype`` exactly (unknown: yes)."""
@@ -179,14 +215,30 @@ class Profile:
             return None
         return dataclasses.replace(self, dynamic_ops=dynamic - {INT64_INDEX})
 
+    def leaned(self) -> Profile | None:
+        """This profile emitting the lean index (``LEAN``).
+
+        None where that would be the form itself: the profile lists none of the lean
+        index's variants with symbolic dims (``ReduceSum:scalar`` counts with ReduceSum).
+        """
+        ops = self.dynamic_ops or frozenset()
+        steps = LEAN_VARIANTS & ops
+        if "ReduceSum" not in ops:
+            steps -= {SCALAR_BY_SUM}
+        return dataclasses.replace(self, lean=True) if steps else None
+
     def variant(self, name: str) -> tuple[str, Profile | None]:
         """The form a probed name stands for, and the profile it is emitted for.
 
-        ``form@int32`` is the form emitted for this profile ``narrowed`` (None where the
-        profile has one kind of index arithmetic only); any other name, for this one.
+        ``form@lean`` is the form emitted for this profile ``leaned`` (None where it
+        lists no variant of the lean index), any other name for this one; ``...@int32``
+        for that ``narrowed`` (None where it has one kind of index arithmetic only).
         """
-        form, narrow, _ = name.partition(NARROW)
-        return form, (self.narrowed() if narrow else self)
+        form, _, suffixes = name.partition("@")
+        profile: Profile | None = self.leaned() if LEAN in f"@{suffixes}" else self
+        if profile is not None and name.endswith(NARROW):
+            profile = profile.narrowed()
+        return form, profile
 
     def _costed(self, shape_class: str) -> list[Mapping[str, Cost]]:
         """The costs for ``shape_class`` of each member (or this profile) that has any."""
@@ -211,14 +263,16 @@ class Profile:
         Forms a costed member did not time (they did not run there) go last; where no
         profile has costs, ``order`` stands.
 
-        A form timed with its index in int32 as well (``NARROW``, symbolic dims) is a
-        candidate of its own, ``form@int32``, where every costed member timed it; with
+        A form timed with the lean index (``LEAN``) or its index in int32 (``NARROW``),
+        or both (symbolic dims), is a candidate of its own, ``form@lean``,
+        ``form@int32``, ``form@lean@int32``, where every costed member timed it; with
         ``narrow`` (the output computes its index in int32 anyway: the default) a
         member's int32 timing stands for the form.
         """
         costed = self._costed(shape_class)
         if not costed:
             return tuple(order)
+        order = [*order, *(f + LEAN for f in order)]
         if narrow:
             costed = [{f: c.get(f + NARROW, cost) for f, cost in c.items()} for c in costed]
         else:
@@ -228,7 +282,7 @@ class Profile:
             for form in order
             if all(form in c for c in costed)
         }
-        order = [f for f in order if not f.endswith(NARROW) or f in known]
+        order = [f for f in order if "@" not in f or f in known]
         if not known:
             return tuple(order)
         best = min(ratio for ratio, _ in known.values())

@@ -79,6 +79,14 @@ class Signature:
         """Whether the target accepts every one of ``op_types``."""
         return self.allowed is None or all(t in self.allowed for t in op_types)
 
+    def takes(self, variant: str) -> bool:
+        """Whether the target's profile lists ``variant``, an option not a need.
+
+        For the lean index (``LEAN_VARIANTS``), which only a backend's own timings choose:
+        never for a target without a list (``any``).
+        """
+        return self.allowed is not None and variant in self.allowed
+
     def moves(self, gather: str) -> bool:
         """Whether the target has ``gather`` and it moves this node's data exactly."""
         return self.allows(gather, f"{gather}:data")

@@ -44,7 +44,8 @@ has no costs (documented profiles, op sets): the best worst case over the backen
 first. Where it has costs (``revseq probe`` times every form it ran), they decide
 (``Profile.cheapest``): for a named backend its own, for the default the worst over the
 probed backends; with symbolic dims a form also timed with its index in int32
-(``form@int32``) is a candidate of its own. With dynamic shapes the row form views the
+(``form@int32``), with the lean index (``form@lean``: ``LEAN_VARIANTS``) or both is a
+candidate of its own. With dynamic shapes the row form views the
 data as ``[-1, *rows]`` (static rows), Flattens it (one symbolic axis trails the
 leading ones) or reads ``[rows, *trailing]`` from its shape (several, or where the
 target cannot Flatten: ``Reshape:view``), GatherND gathers the rows of the data itself,
@@ -210,7 +211,8 @@ def _misfit(
 ) -> str | None:
     """None if the form fits the node and the target, else why not.
 
-    ``ran_as``: the name the form's end-to-end probe ran under (``form@int32``).
+    ``ran_as``: the name the form's end-to-end probe ran under (``form@int32``,
+    ``form@lean``).
     """
     try:
         used, moving = _emitted(sig, strategy)
@@ -264,7 +266,8 @@ def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profi
     candidates = _auto_order(fitted, profile) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
-        # form@int32: the form as emitted for the profile without int64 index arithmetic.
+        # form@int32: the form as emitted for the profile without int64 index arithmetic;
+        # form@lean with the lean index; a form's own name without it.
         form, emitted_for = profile.variant(name)
         if emitted_for is None:
             continue

@@ -113,15 +113,26 @@ def test_tinygrad_bool_avoids_gather_nd():
         # dims (GatherND converts where its index columns share one shape: gather_nd).
         ("tvm", {"CumSum", "ReduceProd", "ConstantOfShape", "Flatten"}),
         # tract cannot infer Flatten's output from symbolic dims (the row form views
-        # [-1, 3] instead); its int32 index needs no ReduceSum for the stride.
-        ("tract", {"Flatten", "ReduceProd", "ReduceSum"}),
+        # [-1, 3] instead); its int32 index needs no ReduceSum for the stride (its lean
+        # index sums one dim read from the shape for Range's scalar: ReduceSum:scalar).
+        ("tract", {"Flatten", "ReduceProd"}),
         (PORTABLE, {"CumSum", "ReduceProd", "ConstantOfShape", "Flatten", "ReduceSum"}),
     ],
 )
 def test_dynamic_shapes_use_what_the_frontends_convert(target, forbidden):
-    used = set(all_op_types(revseq.inline(one_node(["T", "B", 3]), target=target)))
+    model = revseq.inline(one_node(["T", "B", 3]), target=target)
+    used = set(all_op_types(model))
     assert used & set(GATHER_OPS)
     assert not used & forbidden
+    # A ReduceSum only ever sums one dim read from the shape (a scalar, not a stride).
+    made_by = {out: n for n in model.graph.node for out in n.output}
+    for node in model.graph.node:
+        if node.op_type == "ReduceSum":
+            source = made_by[node.input[0]]
+            while source.op_type == "Cast":
+                source = made_by[source.input[0]]
+            span = {a.name: a.i for a in source.attribute}
+            assert source.op_type == "Shape" and span["end"] - span["start"] == 1
 
 
 def test_the_default_refuses_no_type():
@@ -383,6 +394,80 @@ def test_the_default_reads_each_backends_int32_timings_where_its_index_is_int32(
     assert _gather_of(inlined) == "Gather" and _int32_casts(inlined)
     wide = portable([alpha, dataclasses.replace(beta, dynamic_ops=alpha.dynamic_ops)])
     assert _gather_of(revseq.inline(symbolic, target=wide)) == "GatherND"
+
+
+_LEAN = frozenset({"Shape:arithmetic", "Range:data_dim", "ReduceSum:scalar"})
+
+
+def _lean(name, costs, *, lean=_LEAN):
+    """A synthetic profile that runs every form with symbolic dims with the lean index
+    (``form@lean``, the variants ``lean``) and without it."""
+    profile = _costed(name, **costs)
+    forms = {"gather_elements", "gather_nd", "gather_rows"}
+    return dataclasses.replace(
+        profile,
+        dynamic_ops=profile.dynamic_ops | {"Mul:dim", "ReduceSum"} | lean,
+        forms={
+            "static": frozenset(forms),
+            "dynamic": frozenset(forms | {f + "@lean" for f in forms}),
+        },
+    )
+
+
+def _shape_casts(model):
+    """Casts to int64 of a value read from a shape (the index's run-time dims)."""
+    shapes = {n.output[0] for n in model.graph.node if n.op_type == "Shape"}
+    return sum(n.op_type == "Cast" and n.input[0] in shapes for n in model.graph.node)
+
+
+def test_a_target_takes_the_lean_index_where_its_own_timings_chose_it():
+    """Symbolic dims: ``form@lean`` (no Cast of the dims read from the shape, the batch
+    count read from the data, Range's scalars by ReduceSum) is a candidate of its own,
+    chosen by the target's costs (within the tie, by fewer nodes); the form's own name
+    stands for it without the lean index, whatever variants the target has; the default
+    takes it only where every member timed it."""
+    symbolic = one_node(["T", "B", 3])
+    lean_costs = {"gather_rows": (3.0, 21), "gather_rows@lean": (2.0, 17)}
+    cheaper = _lean("alpha", {"time+batch": lean_costs})
+    inlined = revseq.inline(symbolic, target=cheaper)
+    ops = all_op_types(inlined)
+    assert _gather_of(inlined) == "Gather" and "ReduceSum" in ops and "Squeeze" not in ops
+    assert not _shape_casts(inlined)
+    assert not [n for n in inlined.graph.node if n.op_type == "Shape" and n.input[0] == "lens"]
+    x = np.random.default_rng(0).standard_normal((6, 4, 3)).astype(np.float32)
+    lens = np.array([0, 1, 6, 9])
+    truth = reverse_sequence(x, np.clip(lens, 0, 6)).tobytes()
+    for optimize in (False, True):
+        got = run_ort(inlined, {"x": x, "lens": lens}, optimize=optimize)[0]
+        assert got.tobytes() == truth
+    # Dearer beyond the tie: the form without it.
+    dearer = _lean("alpha", {"time+batch": {**lean_costs, "gather_rows@lean": (3.5, 17)}})
+    plain = revseq.inline(symbolic, target=dearer)
+    assert "ReduceSum" not in all_op_types(plain) and _shape_casts(plain)
+    # A strategy by name is the form without the lean index, on any target.
+    named = revseq.inline(symbolic, strategy="gather_rows", target=cheaper)
+    assert [n.op_type for n in named.graph.node] == [n.op_type for n in plain.graph.node]
+    # Nor for a target without a list (``any``: what a strategy gets with no target).
+    unlisted = revseq.inline(symbolic, strategy="gather_rows")
+    assert [n.op_type for n in unlisted.graph.node] == [n.op_type for n in plain.graph.node]
+    # Only the variants the target has: without ReduceSum:scalar, Range's scalars Squeeze.
+    partial = _lean("alpha", {"time+batch": lean_costs}, lean=_LEAN - {"ReduceSum:scalar"})
+    ops = all_op_types(revseq.inline(symbolic, target=partial))
+    assert "Squeeze" in ops and "ReduceSum" not in ops
+    # A form@lean that did not run exactly is not a candidate.
+    ran = cheaper.forms["dynamic"] - {"gather_rows@lean"}
+    unproven = dataclasses.replace(cheaper, forms={**cheaper.forms, "dynamic": ran})
+    assert "ReduceSum" not in all_op_types(revseq.inline(symbolic, target=unproven))
+    # The default: a member that has no lean index (TVM) never timed form@lean.
+    beta = _costed("beta", **{"time+batch": {"gather_rows": (2.0, 21)}})
+    plain_forms = {k: {f for f in v if "@" not in f} for k, v in cheaper.forms.items()}
+    beta = dataclasses.replace(
+        beta, dynamic_ops=beta.dynamic_ops | {"Mul:dim"}, forms=plain_forms
+    )
+    both = revseq.inline(symbolic, target=portable([cheaper, beta]))
+    assert _gather_of(both) == "Gather" and "ReduceSum" not in all_op_types(both)
+    # Restore reads it back.
+    assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
 
 
 def test_a_target_without_mul_by_a_dim_counts_its_stride():
