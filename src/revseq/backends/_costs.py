@@ -54,7 +54,9 @@ GatherND costs several times its GatherElements, and tinygrad's less."""
 def _emitted(case: Case, kind: str, name: str, ops: Profile) -> onnx.ModelProto | str:
     """Form ``name`` as emitted for ``ops`` on the case's model with ``kind`` dims.
 
-    Or why not. ``form@int32`` is emitted for ``ops`` without int64 index arithmetic.
+    Or why not. ``form@int32`` is emitted for ``ops`` without int64 index arithmetic,
+    ``form@lean`` with the lean index, a form's own name without it
+    (``Profile.variant``).
     """
     form, target = ops.variant(name)
     if target is None:

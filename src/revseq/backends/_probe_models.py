@@ -285,6 +285,36 @@ OP_PROBES: tuple[Probe, ...] = (
             "y = ReduceSum <keepdims = 1> (ones)"
         ),
     ),
+    # The lean index (``form@lean``, ``ops/_emit.py``), each step as the forms take it:
+    # dims read from a shape used with no Cast (the lengths clamped to T, T's steps, a
+    # row stride), the batch count read from the data where it meets the lengths, and
+    # Range's scalar made by ReduceSum.
+    Probe(
+        "Shape:arithmetic",
+        ("Shape:arithmetic",),
+        lambda d, _: (
+            "t1 = Shape <start = 0, end = 1> (x)\nk = Less (t1, lens)\n"
+            "L = Where (k, t1, lens)\nts = Squeeze (t1, zero1)\nr = Range (zero, ts, one)\n"
+            "t = Unsqueeze (r, one1)\nb1 = Shape <start = 1, end = 2> (x)\n"
+            "m = Mul (t, b1)\ny = Add (m, L)"
+        ),
+        empty=True,
+    ),
+    Probe(
+        "Range:data_dim",
+        ("Range:data_dim",),
+        lambda d, _: (
+            "bshape = Shape <start = 1, end = 2> (x)\nb1 = Cast <to = 7> (bshape)\n"
+            "bs = Squeeze (b1, zero1)\nb = Range (zero, bs, one)\ny = Add (lens, b)"
+        ),
+        empty=True,
+    ),
+    Probe(
+        "ReduceSum:scalar",
+        ("ReduceSum:scalar",),
+        lambda d, _: f"{T1}\nts = ReduceSum <keepdims = 0> (t1)\ny = Range (zero, ts, one)",
+        empty=True,
+    ),
     Probe("Unsqueeze", ("Unsqueeze",), lambda d, _: "y = Unsqueeze (lens, zero1)"),
     Probe("Concat", ("Concat",), lambda d, _: f"{T1}\ny = Concat <axis = 0> (lens, t1)"),
     Probe(

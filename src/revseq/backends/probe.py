@@ -39,7 +39,7 @@ from revseq.backends._probe_models import (
     probe_inputs,
     probe_model,
 )
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, NARROW, Profile
+from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Profile, variant_names
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 
 logger = logging.getLogger(__name__)
@@ -162,7 +162,9 @@ def run_form_probes(
     Where the backend runs index arithmetic in int32 and int64, each form also runs
     with symbolic dims as ``form@int32``: its index computed in int32, as the default
     computes it and as the planner may choose where it is faster
-    (``Profile.narrowed``).
+    (``Profile.narrowed``). Where it has the lean index's variants, each form also runs
+    with symbolic dims as ``form@lean`` (and ``form@lean@int32``), the name alone
+    standing for the form without them (``Profile.variant``).
     ONNX requires lengths in [0, T]; revseq's forms also clamp invalid ones. A form
     certified for a profile must be exact on valid lengths; the clamping run is
     reported, not required. A layout the planner does not emit the form for on this
@@ -175,11 +177,11 @@ def run_form_probes(
     from revseq.ops.reference import reverse_sequence
 
     results = []
-    for name in (*FORMS, *(form + NARROW for form in FORMS)):
+    for name in variant_names(FORMS):
         form, emitted_for = ops.variant(name)
         if emitted_for is None:
             continue
-        for dynamic in (False, True) if emitted_for is ops else (True,):
+        for dynamic in (False, True) if name == form else (True,):
             failure = None
             for layout in FORM_LAYOUTS:
                 dims, batch_axis, time_axis = layout
