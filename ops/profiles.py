@@ -234,8 +234,8 @@ class Profile:
         lists no variant of the lean index), any other name for this one; ``...@int32``
         for that ``narrowed`` (None where it has one kind of index arithmetic only).
         """
-        form, _, suffixes = name.partition("@")
-        profile: Profile | None = self.leaned() if LEAN in f"@{suffixes}" else self
+        form = name.partition("@")[0]
+        profile: Profile | None = self.leaned() if LEAN in name else self
         if profile is not None and name.endswith(NARROW):
             profile = profile.narrowed()
         return form, profile
