@@ -26,7 +26,8 @@ forms' constants and the builder's folded results alike."""
 # runs without them. Whether that is cheaper is the backend's to measure: its probe
 # times each form with them (``form@lean``) and without. ``[64, 32, 256]`` float32,
 # time-major, time and batch symbolic, paired medians of the own target, lean against
-# not: onnx2torch 0.85, onnxruntime 0.98, IREE 1.16, MNN 1.08.
+# not: onnx2torch 0.85, onnxruntime 0.98, IREE 1.16, MNN 1.08 (its speed page, run
+# after, measured MNN's 0.85-0.97 on 2 and 16 MiB: runs there disagree).
 #
 # Arithmetic on a dim read from a shape with no Cast in between (TVM Relax keeps a shape
 # as a shape expression, which its Less and Mul do not take).
