@@ -260,3 +260,79 @@ def test_backend_pages_say_what_their_columns_hold(tmp_path):
     argv = ["--quick", "--shape", "2000,16", "--dims", "static", "--speed-only"]
     assert bench.main([*argv, "--rounds", "3", "--budget", "0.05", "--write", str(suite)]) == 0
     assert "ratio to the native kernel" in suite.read_text()
+
+
+onnx2torch_here = pytest.mark.skipif(
+    not revseq.backends.installed("onnx2torch"), reason="onnx2torch is not installed"
+)
+
+
+@onnx2torch_here
+@pytest.mark.parametrize(("batch_axis", "time_axis"), [(1, 0), (0, 1)])
+def test_hand_written_torch_forms_equal_the_reference(batch_axis, time_axis):
+    import torch
+
+    from revseq import _bench_torch
+    from revseq.ops.reference import reverse_sequence
+
+    shape = [5, 4, 3]
+    case = bench.Case(tuple(shape), batch_axis, time_axis, "float32")
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    lens = np.array([0, 1, 5, 3] if time_axis == 0 else [0, 1, 4, 3, 2], np.int64)
+    expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+    for name, written in _bench_torch.hand_written(case).items():
+        got = written(torch.from_numpy(x), torch.from_numpy(lens)).numpy()
+        assert got.tobytes() == expected.tobytes(), name
+
+
+@onnx2torch_here
+def test_device_rows_time_onnx2torch_against_a_device_copy_and_hand_written_torch(tmp_path):
+    page = tmp_path / "gpu.md"
+    argv = ["--backend", "onnx2torch", "--device", "cpu", "--shape", "2000,16"]
+    argv += ["--dims", "static,all", "--rounds", "3", "--budget", "0.01", "--write", str(page)]
+    assert bench.main(argv) == 0
+    text = page.read_text()
+    assert "copy of the data on the device" in text and "device cpu (cpu)" in text
+    header = next(line for line in text.splitlines() if line.startswith("| shape"))
+    columns = header.strip("| ").split(" | ")
+    rows = [line.strip("| ").split(" | ") for line in text.splitlines() if "| [2000" in line]
+    assert [row[1] for row in rows] == ["static", "all"]
+    for row in rows:
+        cells = dict(zip(columns, row, strict=True))
+        for name in ("torch gather", "torch rows", "default", "own target"):
+            assert cells[name].split("x")[0].replace(".", "").isdigit(), (name, cells[name])
+        assert "wrong values" not in row
+    assert "default, all dims: geomean" in text and "the torch gather" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--device", "cpu"], "give it with --backend onnx2torch"),
+        (["--backend", "tract", "--device", "cpu"], "give it with --backend onnx2torch"),
+        (["--backend", "onnx2torch", "--device", "nosuch"], "--device nosuch: "),
+    ],
+)
+def test_bad_device_arguments_are_refused_in_one_line(capsys, argv, message):
+    if "nosuch" in argv and not revseq.backends.installed("onnx2torch"):
+        pytest.skip("onnx2torch is not installed")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err.splitlines()[-1]
+
+
+@onnx2torch_here
+def test_onnx2torch_runs_on_the_device_its_variable_names(monkeypatch):
+    from revseq.backends import onnx2torch
+
+    monkeypatch.setenv(onnx2torch.DEVICE_VARIABLE, "nosuch")
+    reason = revseq.backends.unavailable("onnx2torch")
+    assert reason is not None and reason.startswith("REVSEQ_TORCH_DEVICE=nosuch: torch cannot")
+    monkeypatch.setenv(onnx2torch.DEVICE_VARIABLE, "cpu")
+    case = bench.Case((6, 4, 3), 1, 0, "float32")
+    feeds = bench.input_arrays(case, np.random.default_rng(1))
+    model = revseq.inline(bench.native_model(case, dims="all"))
+    got = revseq.backends.get("onnx2torch").run(model, feeds)[0]
+    expected = revseq.ops.reference.reverse_sequence(feeds["x"], feeds["lens"])
+    assert got.tobytes() == expected.tobytes()

@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "BACKEND_SUITE",
     "PAGE_INTRO",
+    "backend_models",
     "floor_ratio",
     "floor_runners",
     "format_backend",
@@ -71,7 +72,7 @@ BACKEND_SUITE: tuple[Case, ...] = (
 """Time-major float32, a small tensor, 2 MiB and 16 MiB: what sequence models hold."""
 
 
-def _models(
+def backend_models(
     name: str, case: Case, dims: str, lens: np.ndarray
 ) -> dict[str, onnx.ModelProto | str]:
     """Each variant's model, or why it has none.
@@ -113,7 +114,7 @@ def run_backend(
     for case in cases:
         feeds = input_arrays(case, rng)
         for dims in dims_kinds:
-            models = _models(name, case, dims, feeds["lens"])
+            models = backend_models(name, case, dims, feeds["lens"])
             timed = time_in_passes(
                 backend, case, feeds, models, rounds=rounds, budget_s=budget_s, passes=passes
             )

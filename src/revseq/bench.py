@@ -446,6 +446,13 @@ def _parser() -> argparse.ArgumentParser:
         "against its copy floor, instead of onnxruntime against its native kernel",
     )
     parser.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="with --backend onnx2torch: run the converted modules on this torch device "
+        "(cuda, cuda:1, cpu), the data resident there, against a copy on the device and "
+        "the op written by hand in torch",
+    )
+    parser.add_argument(
         "--speed-only", action="store_true", help="the speed and memory tables only"
     )
     parser.add_argument(
@@ -460,7 +467,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the speed, memory and pass-speed tables (or one backend's table)."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.backend is not None:
+    if args.device is not None:
+        if args.backend != "onnx2torch":
+            parser.error(
+                "--device runs onnx2torch's modules: give it with --backend onnx2torch"
+            )
+        from revseq import _bench_torch  # it builds on this module's cases
+
+        suite = _bench_torch.DEVICE_SUITE
+        reason = _bench_torch.unusable_device(args.device)
+        if reason is not None:
+            parser.error(f"--device {args.device}: {reason}")
+    elif args.backend is not None:
         from revseq import _bench_backend  # it builds on this module's cases
 
         suite = _bench_backend.BACKEND_SUITE
@@ -479,7 +497,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = tuple(case for case in suite if case.shape in args.shape)
     out = io.StringIO()
     intro = None
-    if args.backend is not None:
+    machine = f"Python {platform.python_version()}, {os.cpu_count()} CPUs"
+    if args.device is not None:
+        rows = _bench_torch.run_device(
+            args.device, cases, args.dims, args.rounds, args.budget, passes=args.passes
+        )
+        machine = f"{machine}, {_bench_torch.device_context(args.device)}"
+        out.write(_bench_torch.format_device(f"onnx2torch on {args.device}", rows) + "\n")
+        intro = _bench_torch.PAGE_INTRO
+    elif args.backend is not None:
         rows = _bench_backend.run_backend(
             args.backend, cases, args.dims, args.rounds, args.budget, passes=args.passes
         )
@@ -497,7 +523,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = " ".join(
             ["python -m revseq.bench", *(sys.argv[1:] if argv is None else argv)]
         )
-        machine = f"Python {platform.python_version()}, {os.cpu_count()} CPUs"
         body = page_body(out.getvalue(), intro)
         _io.write_measured_page(args.write, "Benchmark", command, machine, body)
     return 0

@@ -1,4 +1,9 @@
-"""onnx2torch: the model converted to a ``torch.fx`` module, run by torch on the CPU.
+"""onnx2torch: the model converted to a ``torch.fx`` module, run by torch.
+
+The module runs on the CPU unless ``REVSEQ_TORCH_DEVICE`` names another torch device
+(``cuda``, ``cuda:1``): then the module, its inputs and its constants live there, and
+only the outputs come back to the host to be compared. The test suite's onnx2torch cases
+run on a GPU so; ``python -m revseq.bench --backend onnx2torch --device cuda`` times it.
 
 onnx2torch imports torchvision at import time, for its NonMaxSuppression and RoiAlign
 converters only; PyPI has no CPU build of torchvision that loads beside torch's CPU build
@@ -8,6 +13,7 @@ functions raise if one of those two converters is ever used: no other converter 
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -15,10 +21,32 @@ import numpy as np
 import onnx
 
 from revseq.backends._adapter import input_names
+from revseq.ops.errors import one_line
 
 DISTRIBUTION = "onnx2torch"
 EXTRA = "onnx2torch"
 IMPORTS = ("onnx2torch", "torch")
+DEVICE_VARIABLE = "REVSEQ_TORCH_DEVICE"
+
+
+def device_name() -> str:
+    """The torch device the modules run on (``REVSEQ_TORCH_DEVICE``, else ``cpu``)."""
+    return os.environ.get(DEVICE_VARIABLE, "").strip() or "cpu"
+
+
+def missing_requirement() -> str | None:
+    """Why the named device cannot run here (a CUDA device on a machine without one)."""
+    name = device_name()
+    if name == "cpu":
+        return None
+    import torch
+
+    try:
+        device = torch.device(name)
+        torch.empty(1, device=device)
+    except Exception as e:  # a malformed name, or a device this torch cannot reach
+        return f"{DEVICE_VARIABLE}={name}: torch cannot use that device ({one_line(e)})"
+    return None
 
 
 def _torchvision_stand_in() -> None:
@@ -72,14 +100,15 @@ def prepare(model: onnx.ModelProto):
     """Convert or compile ``model``; return a function of the inputs by name."""
     import torch
 
-    module = convert(model)
+    device = torch.device(device_name())
+    module = convert(model).to(device)
     names = input_names(model)
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         with torch.no_grad():
-            outputs = module(*[to_torch(feeds[n]) for n in names])
+            outputs = module(*[to_torch(feeds[n]).to(device) for n in names])
         if not isinstance(outputs, (tuple, list)):
             outputs = [outputs]
-        return [to_numpy(o) for o in outputs]
+        return [to_numpy(o.cpu()) for o in outputs]
 
     return run
