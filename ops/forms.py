@@ -146,8 +146,9 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
 
     The flat index is ``stride_t * src + sum(stride_k * coord_k)`` over the other leading
     axes; with static shapes all of it but the lengths folds into constants. With static
-    shapes the view is [rows, *trailing dims], so the gather's output has the data's
-    shape and needs no Reshape (a copy when it is a graph output); rows of one element
+    shapes the view is [rows, *trailing dims] (a Flatten where one dim trails), so the
+    gather's output has the data's shape and needs no Reshape (a copy when it is a
+    graph output); rows of one element
     are gathered with GatherElements on a 1-D view (Gather copies element by element).
     onnxruntime's Gather loses string elements when a gathered slice holds more than one
     (BACKENDS.md), so string data (or data of unknown type) is gathered with GatherND.
@@ -168,7 +169,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             strides.append(product_of_dims(op, data, axis + 1, sig))
         else:
             strides.append(None)
-    single = shape is not None and sig.row_size() == 1 and sig.moves("GatherElements")
+    single = _single_rows(sig)
     if single:
         gather: str | None = "GatherElements"
     elif sig.dtype in (ir.DataType.STRING, None):
@@ -221,6 +222,15 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
 
 
+def _single_rows(sig: Signature) -> bool:
+    """Whether static rows of one element are gathered with GatherElements on a 1-D view."""
+    return (
+        sig.static_dims() is not None
+        and sig.row_size() == 1
+        and sig.moves("GatherElements")
+    )
+
+
 def _static_trailing(sig: Signature) -> bool:
     """Whether every dim after the leading axes is static and none is 0.
 
@@ -239,15 +249,24 @@ RowView = Literal["static", "inferred", "read", "flatten"]
 def _row_view(sig: Signature) -> RowView:
     """How ``gather_rows`` views the data as rows.
 
+    ``flatten``: a Flatten after the leading axes, wherever one dim trails them and the
+    target Flattens these dims (rows of one element aside, gathered as a 1-D view): the
+    same view as a Reshape to ``[rows, trailing]``, without a shape to read, which
+    onnx2torch's Reshape reads element by element (on the CPU 29 us a call against
+    Flatten's 10, `[64, 32, 256]` float32; on CUDA each element read syncs the host).
     ``static``: every dim static, ``[rows, *trailing]`` as constants. ``inferred``:
-    static trailing dims, ``[-1, *trailing]``. ``read``: ``[rows, *trailing]`` read
-    from the shape, where the target reshapes to a computed shape (``Reshape:view``)
-    and several dims trail at run time (a Flatten view would need its gather's output
-    reshaped back, and that Reshape copies where it makes the graph output:
-    onnxruntime profile, `[50, 16, 8, 64]` float32 with every dim symbolic, 41 us of
-    the form's 150) or one that the target cannot Flatten (tract: "square of
-    symbols"). ``flatten``: a Flatten after the leading axes.
+    static trailing dims, ``[-1, *trailing]`` (tract, tinygrad and OpenVINO cannot
+    Flatten symbolic leading dims). ``read``: ``[rows, *trailing]`` read from the
+    shape, where the target reshapes to a computed shape (``Reshape:view``) and several
+    dims trail at run time (a Flatten view would need its gather's output reshaped
+    back, and that Reshape copies where it makes the graph output: onnxruntime profile,
+    `[50, 16, 8, 64]` float32 with every dim symbolic, 41 us of the form's 150) or one
+    that the target cannot Flatten (tract: "square of symbols"). ``flatten`` also
+    where none of these fits.
     """
+    one_trailing = sig.dims is not None and sig.rank == sig.lead_rank + 1
+    if one_trailing and sig.allows("Flatten") and not _single_rows(sig):
+        return "flatten"
     if sig.static_dims() is not None:
         return "static"
     if _static_trailing(sig):
