@@ -225,9 +225,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
 def _single_rows(sig: Signature) -> bool:
     """Whether static rows of one element are gathered with GatherElements on a 1-D view."""
     return (
-        sig.static_dims() is not None
-        and sig.row_size() == 1
-        and sig.moves("GatherElements")
+        sig.static_dims() is not None and sig.row_size() == 1 and sig.moves("GatherElements")
     )
 
 
