@@ -16,7 +16,10 @@ __all__ = [
     "floor_ratio",
     "floor_runners",
     "format_backend",
+    "ratio_cells",
+    "rows_of_passes",
     "run_backend",
+    "table_head",
     "time_in_passes",
     "time_on_floor",
 ]
@@ -109,20 +112,53 @@ def run_backend(
     """
     backend = backends.get(name)
     native_op = bool(TARGETS[name].native) if name in TARGETS else True
+
+    def one_pass(case: Case, feeds: dict[str, np.ndarray], models: Models) -> Timed:
+        floor = floor_runners(backend, case)
+        return time_on_floor(backend, floor, feeds, models, rounds=rounds, budget_s=budget_s)
+
+    rows = rows_of_passes(
+        cases,
+        dims_kinds,
+        lambda case, dims, lens: backend_models(name, case, dims, lens),
+        one_pass,
+        passes,
+    )
+    for row in rows:
+        notes: dict[str, str] = row["notes"]  # type: ignore[assignment]
+        if "native" in notes and not native_op:
+            notes["native"] = "no ReverseSequence"
+    return rows
+
+
+Models = Mapping[str, onnx.ModelProto | str]
+Timed = tuple[dict[str, tuple[float, float]], dict[str, str], dict[str, int]]
+"""One pass's figures: each label's (median seconds, ratio to the floor), a note for each
+label that did not run, each timed model's node count."""
+
+
+def rows_of_passes(
+    cases: Sequence[Case],
+    dims_kinds: Sequence[str],
+    models_of: Callable[[Case, str, np.ndarray], Models],
+    one_pass: Callable[[Case, dict[str, np.ndarray], Models], Timed],
+    passes: int,
+) -> list[dict[str, object]]:
+    """One row per (case, dims): ``passes`` passes of ``one_pass``, the median counting.
+
+    ``models_of(case, dims, lens)`` gives the variants' models (or why one has none);
+    each pass makes its runners anew. A label's note is kept only where no pass timed it.
+    """
     rng = np.random.default_rng(0)
     rows = []
     for case in cases:
         feeds = input_arrays(case, rng)
         for dims in dims_kinds:
-            models = backend_models(name, case, dims, feeds["lens"])
-            timed = time_in_passes(
-                backend, case, feeds, models, rounds=rounds, budget_s=budget_s, passes=passes
-            )
+            models = models_of(case, dims, feeds["lens"])
+            timed = [one_pass(case, feeds, models) for _ in range(passes)]
             result = median_of_passes([pass_result for pass_result, _, _ in timed])
             _, notes, nodes = timed[0]
             notes = {label: note for label, note in notes.items() if label not in result}
-            if "native" in notes and not native_op:
-                notes["native"] = "no ReverseSequence"
             rows.append(
                 {"case": case, "dims": dims, "result": result, "notes": notes, "nodes": nodes}
             )
@@ -271,25 +307,39 @@ def _goal_lines(rows: list[dict[str, object]]) -> list[str]:
     return lines
 
 
+def table_head(columns: Sequence[str]) -> list[str]:
+    """A Markdown table's header and rule."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+def ratio_cells(
+    row: dict[str, object], columns: Sequence[str], over: Callable[[str], float | None]
+) -> list[str]:
+    """Each column's ratio ``over(name)`` with its node count, or why it has none."""
+    notes: dict[str, str] = row["notes"]  # type: ignore[assignment]
+    nodes: dict[str, int] = row["nodes"]  # type: ignore[assignment]
+    cells = []
+    for name in columns:
+        ratio = over(name)
+        if ratio is None:
+            cells.append(notes.get(name, "-"))
+        else:
+            counted = f" ({nodes[name]})" if name in nodes else ""
+            cells.append(f"{ratio:.2f}x{counted}")
+    return cells
+
+
 def format_backend(label: str, rows: list[dict[str, object]]) -> str:
     """The table (x the copy floor, node counts in brackets) and its summary."""
     lines = [
         f"{label}: median ms of the floor, then each variant x the floor (nodes); the "
         "named forms as emitted for the backend's own target\n",
-        "| shape | dims | MiB | floor ms | " + " | ".join(_COLUMNS) + " |",
-        "|---|---|---|---|" + "---|" * len(_COLUMNS),
+        *table_head(["shape", "dims", "MiB", "floor ms", *_COLUMNS]),
     ]
     for row in rows:
         case: Case = row["case"]  # type: ignore[assignment]
-        notes: dict[str, str] = row["notes"]  # type: ignore[assignment]
-        nodes: dict[str, int] = row["nodes"]  # type: ignore[assignment]
         seconds, _, which = _floor(row)
-        cells = []
-        for name in _COLUMNS:
-            ratio = _over_floor(row, name)
-            cells.append(
-                notes.get(name, "-") if ratio is None else f"{ratio:.2f}x ({nodes[name]})"
-            )
+        cells = ratio_cells(row, _COLUMNS, lambda name, row=row: _over_floor(row, name))
         lines.append(
             f"| {case.label} | {row['dims']} | {case.nbytes / 2**20:.2f} | "
             f"{seconds * 1e3:.3f} ({which}) | " + " | ".join(cells) + " |"

@@ -38,8 +38,6 @@ from revseq.bench import (
     PLACEMENTS,
     Case,
     distinct_models,
-    input_arrays,
-    median_of_passes,
     node_count,
     placed_medians,
     with_repeats,
@@ -151,12 +149,12 @@ def _synchronised(device) -> Callable[[object], object]:
 def _time_row(
     case: Case,
     feeds: dict[str, np.ndarray],
-    models: dict[str, onnx.ModelProto | str],
+    models: _bench_backend.Models,
     device: str,
     *,
     rounds: int,
     budget_s: float,
-) -> tuple[dict[str, tuple[float, float]], dict[str, str], dict[str, int]]:
+) -> _bench_backend.Timed:
     """One pass over one row: every variant checked bit for bit, then timed interleaved."""
     import torch
 
@@ -220,24 +218,16 @@ def run_device(
     passes: int = 1,
 ) -> list[dict[str, object]]:
     """Time each case and dims through onnx2torch on ``device``; one row per (case, dims)."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for case in cases:
-        feeds = input_arrays(case, rng)
-        for dims in dims_kinds:
-            models = _bench_backend.backend_models("onnx2torch", case, dims, feeds["lens"])
-            del models["native"]  # onnx2torch has no converter for ReverseSequence
-            timed = [
-                _time_row(case, feeds, models, device, rounds=rounds, budget_s=budget_s)
-                for _ in range(passes)
-            ]
-            result = median_of_passes([pass_result for pass_result, _, _ in timed])
-            _, notes, nodes = timed[0]
-            notes = {label: note for label, note in notes.items() if label not in result}
-            rows.append(
-                {"case": case, "dims": dims, "result": result, "notes": notes, "nodes": nodes}
-            )
-    return rows
+
+    def models_of(case: Case, dims: str, lens: np.ndarray) -> dict[str, onnx.ModelProto | str]:
+        models = _bench_backend.backend_models("onnx2torch", case, dims, lens)
+        del models["native"]  # onnx2torch has no converter for ReverseSequence
+        return models
+
+    def one_pass(case: Case, feeds: dict[str, np.ndarray], models) -> _bench_backend.Timed:
+        return _time_row(case, feeds, models, device, rounds=rounds, budget_s=budget_s)
+
+    return _bench_backend.rows_of_passes(cases, dims_kinds, models_of, one_pass, passes)
 
 
 def _over(row: dict[str, object], name: str, base: str = "device copy") -> float | None:
@@ -252,22 +242,16 @@ def format_device(label: str, rows: list[dict[str, object]]) -> str:
     lines = [
         f"{label}: median ms of the device copy and of the default, then each variant x "
         "the copy (nodes)\n",
-        "| shape | dims | MiB | copy ms | default ms | " + " | ".join(_COLUMNS) + " |",
-        "|---|---|---|---|---|" + "---|" * len(_COLUMNS),
+        *_bench_backend.table_head(
+            ["shape", "dims", "MiB", "copy ms", "default ms", *_COLUMNS]
+        ),
     ]
     for row in rows:
         case: Case = row["case"]  # type: ignore[assignment]
         result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
-        notes: dict[str, str] = row["notes"]  # type: ignore[assignment]
-        nodes: dict[str, int] = row["nodes"]  # type: ignore[assignment]
-        cells = []
-        for name in _COLUMNS:
-            ratio = _over(row, name)
-            if ratio is None:
-                cells.append(notes.get(name, "-"))
-            else:
-                counted = f" ({nodes[name]})" if name in nodes else ""
-                cells.append(f"{ratio:.2f}x{counted}")
+        cells = _bench_backend.ratio_cells(
+            row, _COLUMNS, lambda name, row=row: _over(row, name)
+        )
         default_ms = f"{result['default'][0] * 1e3:.3f}" if "default" in result else "-"
         copy_ms = f"{result['device copy'][0] * 1e3:.3f}"
         lines.append(
