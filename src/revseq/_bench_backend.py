@@ -20,10 +20,12 @@ __all__ = [
     "rows_of_passes",
     "run_backend",
     "table_head",
-    "time_in_passes",
     "time_on_floor",
+    "time_pass",
+    "with_repeated_figures",
 ]
 
+import functools
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
@@ -113,15 +115,11 @@ def run_backend(
     backend = backends.get(name)
     native_op = bool(TARGETS[name].native) if name in TARGETS else True
 
-    def one_pass(case: Case, feeds: dict[str, np.ndarray], models: Models) -> Timed:
-        floor = floor_runners(backend, case)
-        return time_on_floor(backend, floor, feeds, models, rounds=rounds, budget_s=budget_s)
-
     rows = rows_of_passes(
         cases,
         dims_kinds,
         lambda case, dims, lens: backend_models(name, case, dims, lens),
-        one_pass,
+        functools.partial(time_pass, backend, rounds=rounds, budget_s=budget_s),
         passes,
     )
     for row in rows:
@@ -170,28 +168,18 @@ def floor_runners(backend: backends.Backend, case: Case) -> list[backends.Runner
     return [backend.prepare(copy_model(case), repeated=True) for _ in range(PLACEMENTS)]
 
 
-def time_in_passes(
+def time_pass(
     backend: backends.Backend,
     case: Case,
     feeds: dict[str, np.ndarray],
-    models: Mapping[str, onnx.ModelProto | str],
+    models: Models,
     *,
     rounds: int,
     budget_s: float,
-    passes: int,
-) -> list[tuple[dict[str, tuple[float, float]], dict[str, str], dict[str, int]]]:
-    """``time_on_floor`` ``passes`` times, each pass with fresh runners, the floor's too."""
-    return [
-        time_on_floor(
-            backend,
-            floor_runners(backend, case),
-            feeds,
-            models,
-            rounds=rounds,
-            budget_s=budget_s,
-        )
-        for _ in range(passes)
-    ]
+) -> Timed:
+    """One pass of ``time_on_floor`` with runners made anew, the floor's too."""
+    identities = floor_runners(backend, case)
+    return time_on_floor(backend, identities, feeds, models, rounds=rounds, budget_s=budget_s)
 
 
 def time_on_floor(
@@ -202,7 +190,7 @@ def time_on_floor(
     *,
     rounds: int,
     budget_s: float,
-) -> tuple[dict[str, tuple[float, float]], dict[str, str], dict[str, int]]:
+) -> Timed:
     """Time ``models`` on ``backend`` interleaved with the floor's two copies of the data.
 
     ``models`` maps a label to a model, or to why it has none; ``identities`` run the
@@ -237,6 +225,21 @@ def time_on_floor(
         variants[label] = [lambda r=runner, f=its_feeds: r(f) for runner in runners]
     variants["memcpy"] = [numpy_copy(feeds["x"])]
     result = placed_medians(variants, rounds=rounds, budget_s=budget_s)
+    return with_repeated_figures(result, notes, nodes, repeats, order)
+
+
+def with_repeated_figures(
+    result: Mapping[str, tuple[float, float]],
+    notes: dict[str, str],
+    nodes: dict[str, int],
+    repeats: Mapping[str, str],
+    order: Sequence[str],
+) -> Timed:
+    """A pass's figures with each repeated model's copied from its first label's.
+
+    Its times (``with_repeats``, labels in ``order``), and its note where the first did
+    not run, else its node count (``distinct_models``).
+    """
     for label, first in repeats.items():
         if first in notes:
             notes[label] = notes[first]

@@ -40,7 +40,6 @@ from revseq.bench import (
     distinct_models,
     node_count,
     placed_medians,
-    with_repeats,
 )
 from revseq.ops.errors import one_line
 from revseq.ops.forms import FORMS
@@ -74,16 +73,7 @@ _COLUMNS = (*HAND_WRITTEN, "default", "own target", *FORMS, "gather alone")
 
 def unusable_device(device: str) -> str | None:
     """Why onnx2torch cannot run on torch device ``device`` here; None if it can."""
-    reason = backends.unavailable("onnx2torch")
-    if reason is not None:
-        return reason
-    import torch
-
-    try:
-        torch.empty(1, device=torch.device(device))
-    except Exception as e:  # a malformed name, or a device this torch cannot reach
-        return f"torch cannot use device {device!r}: {one_line(e)}"
-    return None
+    return backends.unavailable("onnx2torch") or onnx2torch.device_problem(device)
 
 
 def device_context(device: str) -> str:
@@ -200,12 +190,8 @@ def _time_row(
         variants[label] = calls
     with torch.no_grad():
         result = placed_medians(variants, rounds=rounds, budget_s=budget_s)
-    for label, first in repeats.items():
-        if first in notes:
-            notes[label] = notes[first]
-        elif first in nodes:
-            nodes[label] = nodes[first]
-    return with_repeats(result, repeats, ["device copy", *HAND_WRITTEN, *models]), notes, nodes
+    order = ["device copy", *HAND_WRITTEN, *models]
+    return _bench_backend.with_repeated_figures(result, notes, nodes, repeats, order)
 
 
 def run_device(

@@ -20,7 +20,7 @@ import onnx
 
 import revseq
 from revseq import backends
-from revseq._bench_backend import floor_ratio, time_in_passes
+from revseq._bench_backend import floor_ratio, time_pass
 from revseq.bench import Case, input_arrays, median_of_passes, native_model
 from revseq.ops.profiles import MATRIX, MATRIX_STATIC, NARROW, Cost, Profile
 
@@ -108,9 +108,10 @@ def form_costs(
             if not ran:
                 continue
             models = {form: _emitted(case, kind, form, ops) for form in sorted(ran)}
-            each = time_in_passes(
-                backend, case, feeds, models, rounds=rounds, budget_s=budget_s, passes=passes
-            )
+            each = [
+                time_pass(backend, case, feeds, models, rounds=rounds, budget_s=budget_s)
+                for _ in range(passes)
+            ]
             per_pass = [
                 {form: (0.0, r[form][1] / floor_ratio(r)) for form in ran & r.keys()}
                 for r, _, _ in each

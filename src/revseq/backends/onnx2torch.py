@@ -34,19 +34,25 @@ def device_name() -> str:
     return os.environ.get(DEVICE_VARIABLE, "").strip() or "cpu"
 
 
-def missing_requirement() -> str | None:
-    """Why the named device cannot run here (a CUDA device on a machine without one)."""
-    name = device_name()
-    if name == "cpu":
-        return None
+def device_problem(name: str) -> str | None:
+    """Why torch cannot use device ``name`` here, or None.
+
+    A malformed name, or a device this torch cannot reach (CUDA on a CPU build).
+    """
     import torch
 
     try:
-        device = torch.device(name)
-        torch.empty(1, device=device)
-    except Exception as e:  # a malformed name, or a device this torch cannot reach
-        return f"{DEVICE_VARIABLE}={name}: torch cannot use that device ({one_line(e)})"
+        torch.empty(1, device=torch.device(name))
+    except Exception as e:  # torch raises RuntimeError or ValueError, by the cause
+        return f"torch cannot use device {name!r} ({one_line(e)})"
     return None
+
+
+def missing_requirement() -> str | None:
+    """Why the device ``REVSEQ_TORCH_DEVICE`` names cannot run here, or None."""
+    name = device_name()
+    problem = None if name == "cpu" else device_problem(name)
+    return None if problem is None else f"{DEVICE_VARIABLE}={name}: {problem}"
 
 
 def _torchvision_stand_in() -> None:
