@@ -30,6 +30,7 @@ import itertools
 
 import onnx_ir as ir
 
+from revseq.ops.carriers import carrier_pair
 from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.passes._proof import (
     DECLARED,
@@ -66,6 +67,53 @@ class Match:
     batch_axis: int
     time_axis: int
     nodes: tuple[ir.Node, ...]
+
+
+def _shaped_as(data: ir.Value) -> ir.Value:
+    """The value whose declared shape is the data's: itself, or what a Cast read.
+
+    A Cast keeps the shape; inside a function only the inputs are shaped (from the call
+    site), so a carrier's Cast of one has its shape.
+    """
+    while data.shape is None:
+        producer = data.producer()
+        if producer is None or producer.op_type != "Cast" or producer.inputs[0] is None:
+            break
+        data = producer.inputs[0]
+    return data
+
+
+def _through_carrier(match: Match) -> Match:
+    """The match widened to the Casts around it where it runs in a carrier type.
+
+    ``Cast(ReverseSequence(Cast(X, C)), D)`` is ``ReverseSequence(X)`` when ``C`` is the
+    carrier of ``X``'s type ``D`` (``ops/carriers.py``): the round trip gives every
+    value back, and a gather moves elements without looking at them. The Cast back must
+    be the result's only use, not a graph output.
+    """
+    into = match.data.producer()
+    output = match.output
+    if (
+        into is None
+        or into.op_type != "Cast"
+        or into.domain not in ("", "ai.onnx")
+        or into.inputs[0] is None
+        or output.is_graph_output()
+        or len(output.uses()) != 1
+    ):
+        return match
+    back = next(iter(output.uses())).node
+    source = into.inputs[0]
+    carrier = ir.DataType(into.attributes.get_int("to", 0))
+    if (
+        back.op_type != "Cast"
+        or back.domain not in ("", "ai.onnx")
+        or back.attributes.get_int("to", 0) != source.dtype
+        or not carrier_pair(source.dtype, carrier)
+    ):
+        return match
+    nodes = (into, *match.nodes, back)
+    return dataclasses.replace(match, output=back.outputs[0], data=source, nodes=nodes)
 
 
 def fused_domain(match: Match) -> str:
@@ -152,7 +200,7 @@ class Matcher:
         for (_, data), (_, output) in pairs:
             result = self._match_output(output, data, gather)
             if isinstance(result, Match):
-                return result
+                return _through_carrier(result)
             reasons.append(result.reason)
         return NoMatch(reasons[-1], gather)
 
@@ -246,7 +294,8 @@ class Matcher:
         problem = check_data_use(nodes, data, gather)
         if problem is not None:
             return NoMatch(problem, output)
-        dims = dims_of(data, self._shapes_for(data))
+        shaped = _shaped_as(data)
+        dims = dims_of(shaped, self._shapes_for(shaped))
         key = fingerprint(nodes, data, lengths, output, self._tensor_keys, dims=dims)
         if dim_reads:
             key += repr(

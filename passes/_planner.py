@@ -28,8 +28,9 @@ import onnx_ir as ir
 from revseq.ops import forms
 from revseq.ops._emit import CLIP_CAST
 from revseq.ops._index import INT64_INDEX
+from revseq.ops.carriers import carrier_of, carrier_variant
 from revseq.ops.errors import StrategyError
-from revseq.ops.profiles import GATHERS, MATRIX, MATRIX_STATIC, Profile
+from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, MATRIX, MATRIX_STATIC, Profile
 from revseq.ops.targets import dtype_name
 from revseq.passes._builder import Template
 from revseq.passes._node import node_label
@@ -118,11 +119,15 @@ class Plan:
         sig: The node's signature, with the op types the target allows.
         replacement: A form's name, or "Identity" or "Slice" for a trivial node.
         template: The form as emitted once for ``sig`` (None for a trivial node).
+        carried: Where the data is reversed in its carrier type (``ops/carriers.py``),
+            the signature the form was emitted for (``sig`` with the carrier's type);
+            the template casts to it and back.
     """
 
     sig: forms.Signature
     replacement: str
     template: Template | None = None
+    carried: forms.Signature | None = None
 
     def for_function(self) -> Plan:
         """The plan for a model-local function's body: the lengths stay its argument.
@@ -132,15 +137,34 @@ class Plan:
         same template (recorded once).
         """
         sig = dataclasses.replace(self.sig, lens=None)
-        return Plan(sig, self.replacement, _recorded(sig, self.replacement))
+        if self.carried is None:
+            return Plan(sig, self.replacement, _recorded(sig, self.replacement))
+        carried = dataclasses.replace(self.carried, lens=None)
+        template = _recorded(carried, self.replacement, sig.dtype)
+        return Plan(sig, self.replacement, template, carried)
 
 
 @functools.lru_cache(maxsize=1024)
-def _recorded(sig: forms.Signature, strategy: str) -> Template:
-    """The form emitted for ``sig``, once: the planner inspects it, inline replays it."""
-    return Template.record(
-        lambda op, data, lens: forms.emit(op, data, lens, sig, strategy)  # type: ignore[arg-type]
-    )
+def _recorded(
+    sig: forms.Signature, strategy: str, back_to: ir.DataType | None = None
+) -> Template:
+    """The form emitted for ``sig``, once: the planner inspects it, inline replays it.
+
+    With ``back_to``, ``sig`` holds the carrier type: the data is cast to it first and
+    the result back to ``back_to``.
+    """
+    if back_to is None:
+        return Template.record(
+            lambda op, data, lens: forms.emit(op, data, lens, sig, strategy)  # type: ignore[arg-type]
+        )
+    assert sig.dtype is not None
+    carrier = sig.dtype
+
+    def carried(op, data, lens):
+        reversed_ = forms.emit(op, op.Cast(data, to=carrier), lens, sig, strategy)
+        return op.Cast(reversed_, to=back_to)
+
+    return Template.record(carried)
 
 
 def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -255,13 +279,10 @@ def _capabilities(sig: forms.Signature, profile: Profile) -> frozenset[str] | No
     return allowed | implied | {f"{g}:data" for g in GATHERS if profile.moves(g, dtype)}
 
 
-def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profile) -> Plan:
-    """The form for one node: ``strategy`` itself, or the best fit for "auto".
-
-    Raises:
-        StrategyError: No form fits the node and the target; the message gives each
-            form's reason.
-    """
+def _fit(
+    strategy: str, sig: forms.Signature, profile: Profile
+) -> tuple[Plan | None, list[str]]:
+    """The first candidate form that fits the node and the target, and why others do not."""
     fitted = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
     candidates = _auto_order(fitted, profile) if strategy == "auto" else (strategy,)
     reasons = []
@@ -278,15 +299,68 @@ def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profi
         )
         reason = _misfit(candidate, form, profile, ran_as=name)
         if reason is None:
-            return Plan(candidate, form, _recorded(candidate, form))
+            return Plan(candidate, form, _recorded(candidate, form)), reasons
         if form == name:  # a form@int32 that does not fit: its form says why
             reasons.append(reason)
+    return None, reasons
+
+
+def _runs_round_trip(profile: Profile, dtype: str, *, dynamic: bool) -> bool:
+    """Whether the target runs ``dtype``'s round trip through its carrier exactly.
+
+    A named target itself; a combined one (the default) on each member that has the
+    type at all (moves it with some gather): a member without it never receives it.
+    """
+    variant = carrier_variant(dtype)
+    if not profile.members:
+        allowed = profile.allowed(dynamic=dynamic)
+        return allowed is not None and variant in allowed
+    having = [m for m in profile.members if any(m.moves(g, dtype) for g in GATHERS)]
+    return all(variant in (m.allowed(dynamic=dynamic) or {variant}) for m in having)
+
+
+def _carried(strategy: str, sig: forms.Signature, profile: Profile) -> Plan | None:
+    """The plan that reverses the data in its carrier type, where the target runs that.
+
+    Only where no form moves the type itself: the two Casts cost a pass over the data
+    each. Every member of a combined profile must have run the round trip exactly.
+    """
+    dtype = dtype_name(sig.dtype)
+    carrier = carrier_of(dtype)
+    if carrier is None or not _runs_round_trip(profile, dtype, dynamic=is_dynamic(sig)):
+        return None
+    carried_sig = dataclasses.replace(sig, dtype=ir.DataType(ELEMENT_TYPES[carrier]))
+    found, _ = _fit(strategy, carried_sig, profile)
+    if found is None:
+        return None
+    assert sig.dtype is not None
+    template = _recorded(found.sig, found.replacement, sig.dtype)
+    own = dataclasses.replace(found.sig, dtype=sig.dtype)
+    return Plan(own, found.replacement, template, found.sig)
+
+
+def plan(strategy: str, sig: forms.Signature, scoped: ScopedNode, profile: Profile) -> Plan:
+    """The form for one node: ``strategy`` itself, or the best fit for "auto".
+
+    Where no form moves the node's element type on the target, the data is reversed in
+    its carrier type if the target runs that exactly (``ops/carriers.py``).
+
+    Raises:
+        StrategyError: No form fits the node and the target; the message gives each
+            form's reason.
+    """
+    found, reasons = _fit(strategy, sig, profile)
+    if found is not None:
+        return found
+    carried = _carried(strategy, sig, profile)
+    if carried is not None:
+        return carried
     # No form fits every member: members that run what their device lacks on the CPU
     # (WebGPU) yield to those that would fail, so the node still inlines.
     yielding = profile.without_fallbacks()
     if yielding is not None:
         return plan(strategy, sig, scoped, yielding)
-    sig = fitted
+    sig = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
     shapes = "dynamic" if is_dynamic(sig) else "static"
     where = f"target {profile.name!r} with {shapes} shapes"
     if profile.backend_version:

@@ -574,6 +574,49 @@ def gather_model(gather: str, elem: int) -> onnx.ModelProto:
     )
 
 
+def carrier_model(gather: str, elem: int, carrier: int) -> onnx.ModelProto:
+    """``gather_model`` in the ``carrier`` type, on data of type ``elem`` cast to it and back.
+
+    What the planner emits where a target's gathers lack ``elem`` (``ops/carriers.py``).
+    """
+    from onnx import helper
+
+    model = gather_model(gather, carrier)
+    graph = model.graph
+    for node in graph.node:
+        node.input[:] = ["x_carried" if name == "x" else name for name in node.input]
+        node.output[:] = ["y_carried" if name == "y" else name for name in node.output]
+    graph.node.insert(
+        0, helper.make_node("Cast", ["x"], ["x_carried"], name="x_carried", to=carrier)
+    )
+    graph.node.append(
+        helper.make_node("Cast", ["y_carried"], ["y"], name="y_carried", to=elem)
+    )
+    graph.input[0].type.tensor_type.elem_type = elem
+    graph.output[0].type.tensor_type.elem_type = elem
+    return model
+
+
+def carrier_input(elem: int, rng: np.random.Generator) -> np.ndarray:
+    """A [4, 3, 2] tensor of type ``elem`` holding its extremes: the round trip's hard cases.
+
+    The least and greatest values, 0 and 1, and for unsigned types the values with the
+    top bit set (uint64's wrap to negative int64 values), the rest random.
+    """
+    from revseq._inputs import random_array
+
+    x = random_array(rng, elem, (4, 3, 2))
+    if x.dtype == np.bool_:
+        return x
+    info = np.iinfo(x.dtype)
+    extremes = [info.min, info.max, 0, 1]
+    if info.min == 0:
+        top = 1 << (info.bits - 1)
+        extremes += [top, top + 1, info.max - 1]
+    x.reshape(-1)[: len(extremes)] = np.array(extremes, dtype=x.dtype)
+    return x
+
+
 # Layouts the form probes run: (dims with T and B placeholders, batch_axis, time_axis).
 # Rows of three elements time-major, of six batch-major, and single-element rows (the
 # matrix form: squeezed, and at the static (5, 4) transposed too); and general axes

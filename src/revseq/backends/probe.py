@@ -5,7 +5,8 @@ Three kinds of probe, each a small ONNX model compared bit for bit with the trut
 
 - op probes: each op (or variant) the forms emit, used the way the forms use it, with
   static shapes and with symbolic dims (run at several sizes);
-- element-type probes: each gather (Gather, GatherElements, GatherND) on every type;
+- element-type probes: each gather (Gather, GatherElements, GatherND) on every type,
+  and each type's round trip through its carrier type (``ops/carriers.py``);
 - form probes: every form end to end, static and dynamic, time- and batch-major.
 
 ``revseq probe NAME`` prints the resulting profile; ``--write`` saves it where the
@@ -14,7 +15,7 @@ planner reads it (``ops/profiles/NAME.json``).
 
 from __future__ import annotations
 
-__all__ = ["Probe", "ProbeResult", "op_probes", "probe_backend"]
+__all__ = ["Probe", "ProbeError", "ProbeResult", "op_probes", "probe_backend"]
 
 import dataclasses
 import logging
@@ -33,16 +34,23 @@ from revseq.backends._probe_models import (
     OP_PROBES,
     OPSET,
     Probe,
+    carrier_input,
+    carrier_model,
     form_inputs,
     gather_model,
     op_probes,
     probe_inputs,
     probe_model,
 )
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Profile, variant_names
+from revseq.ops.errors import RevseqError
+from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Cost, Profile, variant_names
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 
 logger = logging.getLogger(__name__)
+
+
+class ProbeError(RevseqError):
+    """A probe that cannot be run as asked."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +160,38 @@ def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     return results
 
 
+def run_carrier_probes(
+    backend: Backend | IsolatedBackend, types: list[ProbeResult]
+) -> list[ProbeResult]:
+    """Each element type's round trip through its carrier (``ops/carriers.py``).
+
+    The data cast to the carrier, reversed by a gather that moved the carrier exactly
+    (``types``), and cast back, on values that include the type's extremes; the variant
+    ``Cast:<type>><carrier>`` passes where some such gather gave every byte back. A Cast
+    has no symbolic-dim arithmetic: the verdict stands for static and dynamic shapes.
+    """
+    from revseq.ops.carriers import CARRIERS, carrier_variant
+
+    moving = {r.certifies for r in types if r.failure is None}
+    results = []
+    for dtype, carrier in CARRIERS.items():
+        variant = carrier_variant(dtype)
+        elem = ELEMENT_TYPES[dtype]
+        x = carrier_input(elem, np.random.default_rng(4))
+        expected = np.flip(x, axis=0).copy()
+        failure: str | None = f"no gather moves {carrier}"
+        for gather in GATHERS:
+            if (gather, carrier) not in moving:
+                continue
+            model = carrier_model(gather, elem, ELEMENT_TYPES[carrier])
+            failure = _run_exact(backend, model, [{"x": x}], lambda _, e=expected: [e])
+            if failure is None:
+                break
+        for kind in ("static", "dynamic"):
+            results.append(ProbeResult(variant, kind, (variant,), failure))
+    return results
+
+
 def run_form_probes(
     backend: Backend | IsolatedBackend, ops: Profile, *, invalid: bool = False
 ) -> list[ProbeResult]:
@@ -251,6 +291,7 @@ def probe_backend(
     progress: Callable[[str], None] | None = None,
     costs: bool = True,
     passes: int = 1,
+    keep: Profile | None = None,
 ) -> tuple[Profile, list[ProbeResult]]:
     """Run every probe on the installed backend ``name``; return its profile and results.
 
@@ -259,8 +300,19 @@ def probe_backend(
     With ``costs``, each form that ran exactly is then timed in this process against
     the backend's copy floor (:mod:`revseq.backends._costs`), but on a backend whose
     run times say nothing of its speed (``UNTIMED``), each case in ``passes`` passes.
+    With ``keep`` (the saved profile of the same backend version), its costs are kept
+    instead of timed again, for the forms that still ran exactly: what runs is probed
+    anew, while the timings, the slow and noisy part, stay as measured.
+
+    Raises:
+        ProbeError: ``keep`` was probed with another version of the backend.
     """
     backend = isolated(name)
+    if keep is not None and keep.backend_version != backend.label:
+        raise ProbeError(
+            f"the saved profile of {name!r} was probed with {keep.backend_version}, "
+            f"this is {backend.label}: its costs must be timed again (drop --keep-costs)"
+        )
     say = progress or (lambda _: None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -268,6 +320,8 @@ def probe_backend(
         ops = run_op_probes(backend, float_output=name not in PLACED)
         say(f"probe: {backend.label}: element-type probes")
         types = run_dtype_probes(backend)
+        say(f"probe: {backend.label}: carrier probes")
+        ops = [*ops, *run_carrier_probes(backend, types)]
         ops_profile = _profile(name, backend, ops, types, native=None, forms=None, results=[])
         say(f"probe: {backend.label}: form probes")
         form_results = run_form_probes(backend, ops_profile)
@@ -279,7 +333,9 @@ def probe_backend(
         for kind in ("static", "dynamic")
     }
     measured = None
-    if costs and name not in UNTIMED:
+    if keep is not None:
+        measured = _kept_costs(keep, forms)
+    elif costs and name not in UNTIMED:
         from revseq.backends._costs import form_costs
 
         say(f"probe: {backend.label}: timing the forms")
@@ -290,6 +346,19 @@ def probe_backend(
         name, backend, ops, types, native=native.failure is None, forms=forms, results=results
     )
     return dataclasses.replace(profile, costs=measured), results
+
+
+def _kept_costs(
+    saved: Profile, forms: dict[str, frozenset[str]]
+) -> dict[str, dict[str, Cost]] | None:
+    """The saved costs of the forms that ran exactly now (static or dynamic)."""
+    if saved.costs is None:
+        return None
+    ran = forms.get("static", frozenset()) | forms.get("dynamic", frozenset())
+    return {
+        kind: {form: cost for form, cost in costs.items() if form in ran}
+        for kind, costs in saved.costs.items()
+    }
 
 
 def _profile(

@@ -1,0 +1,48 @@
+"""Carrier types: moving an element type a target's gathers lack through one they have.
+
+Where no form's gather moves a node's element type on the target, the data can be cast
+to an integer type that holds every value of it (``CARRIERS``), reversed in that type and
+cast back: a gather only moves elements, so the same bytes come out. A target takes a
+carrier only where its probe ran the round trip exactly (``carrier_variant``): uint64
+rides in int64 by a wrapping Cast, which ONNX leaves to the backend, and onnxruntime-web
+runs some of these Casts on the CPU only. Floating-point types have none: a widening
+Cast may quiet a signalling NaN, and the bytes must survive.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CARRIERS", "carrier_of", "carrier_pair", "carrier_variant"]
+
+import onnx_ir as ir
+
+from revseq.ops.profiles import ELEMENT_TYPES
+
+CARRIERS: dict[str, str] = {
+    "bool": "int32",
+    "int8": "int32",
+    "uint8": "int32",
+    "int16": "int32",
+    "uint16": "int32",
+    "uint32": "int64",
+    "uint64": "int64",
+}
+"""Each element type that has a carrier, and that carrier: every value of the type, cast
+to it and back, is itself again (bool as 0 and 1; uint64 bit for bit, wrapping)."""
+
+
+def carrier_variant(dtype: str) -> str:
+    """The profile variant saying a backend runs ``dtype``'s round trip exactly."""
+    return f"Cast:{dtype}>{CARRIERS[dtype]}"
+
+
+def carrier_of(dtype: str | None) -> str | None:
+    """The carrier of ``dtype`` (a profile's type name), or None where it has none."""
+    return CARRIERS.get(dtype) if dtype is not None else None
+
+
+def carrier_pair(source: ir.DataType | None, carrier: ir.DataType | None) -> bool:
+    """Whether ``carrier`` is the carrier of ``source`` (a round trip restores it)."""
+    if source is None or carrier is None:
+        return False
+    name = {ir.DataType(code): key for key, code in ELEMENT_TYPES.items()}.get(source)
+    return name in CARRIERS and ir.DataType(ELEMENT_TYPES[CARRIERS[name]]) == carrier
