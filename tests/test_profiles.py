@@ -628,6 +628,21 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(ca
     assert "costs" not in json.loads(capsys.readouterr().out)
 
 
+def test_probe_keeps_the_saved_costs_of_the_same_version_only(capsys):
+    """``--keep-costs`` probes what runs anew and keeps the shipped timings; a saved
+    profile of another version has its costs refused, in one line."""
+    from revseq.backends.probe import ProbeError, probe_backend
+
+    shipped = TARGETS["onnxruntime"]
+    assert main(["probe", "onnxruntime", "--keep-costs", "--json"]) == 0
+    kept = Profile.from_json(json.loads(capsys.readouterr().out))
+    assert kept.costs == shipped.costs
+    assert kept.forms == shipped.forms
+    older = dataclasses.replace(shipped, backend_version="onnxruntime 0.1")
+    with pytest.raises(ProbeError, match=r"probed with onnxruntime 0\.1"):
+        probe_backend("onnxruntime", keep=older)
+
+
 def test_mnn_gets_no_batch_dims_where_tuples_hold_two_coordinates():
     """MNN 3.6.1 reads GatherND batch_dims wrong where its tuples hold two coordinates
     (probe GatherND:batch_dims:tuples): a batch axis after the time axis takes every

@@ -260,11 +260,21 @@ def cmd_targets(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_probe(args: argparse.Namespace, console: Console) -> int:
-    from revseq.backends.probe import probe_backend
-    from revseq.ops.profiles import profile_path
+    from revseq.backends.probe import ProbeError, probe_backend
+    from revseq.ops.profiles import Profile, profile_path
 
+    keep = None
+    if args.keep_costs:
+        saved = profile_path(args.backend)
+        if not saved.is_file():
+            raise ProbeError(f"--keep-costs: no saved profile of {args.backend!r} ({saved})")
+        keep = Profile.from_json(json.loads(saved.read_text(encoding="utf-8")))
     profile, results = probe_backend(
-        args.backend, progress=console.progress, costs=args.costs, passes=args.passes
+        args.backend,
+        progress=console.progress,
+        costs=args.costs,
+        passes=args.passes,
+        keep=keep,
     )
     if args.json:
         console.result(json.dumps(profile.to_json(), indent=2))

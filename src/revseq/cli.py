@@ -232,6 +232,12 @@ def _build_parser() -> argparse.ArgumentParser:
         "back to its fixed order of forms)",
     )
     probe.add_argument(
+        "--keep-costs",
+        action="store_true",
+        help="keep the costs of the saved profile (same backend version) instead of "
+        "timing the forms again: re-certify what runs without re-measuring speed",
+    )
+    probe.add_argument(
         "--passes",
         type=passes_count,
         default=1,
