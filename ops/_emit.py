@@ -181,12 +181,16 @@ def clamped_lengths(
     run-time value and a symbolic dim ("Undetermined symbol") but selects fine, and
     onnx2torch's Min and Max broadcast through a stack of their operands, 2-4x the time
     of a Less and a Where there; Min only where a target lacks them. Negatives act as 0
-    downstream. For int32 arithmetic with a static T see ``lengths_in_range``; else
-    they are clamped to [0, T] in int64 (so that no 64-bit length wraps into range)
-    and cast.
+    downstream. For int32 arithmetic with a static T see ``lengths_in_range``; int32
+    lengths are clamped as they are, against T cast to int32 (onnxruntime-web would
+    otherwise cast them to int64 on the GPU and copy them back for the int64 clamp its
+    CPU runs); others are clamped to [0, T] in int64 (so that no 64-bit length wraps
+    into range) and cast.
     """
     if itype is np.int32 and sig.dim(sig.time_axis) is not None and clamps(sig):
         return lengths_in_range(op, lens, sig, itype)
+    if itype is np.int32 and sig.lens_dtype == ir.DataType.INT32:
+        return _at_most(op, lens, op.Cast(time_len, to=ir.DataType.INT32), sig)
     if itype is np.int32:  # clamped to [0, T] in int64 (a [B] vector), then cast
         clamped = _at_least_zero(op, clamped_lengths(op, lens, time_len, sig), np.int64, sig)
         return op.Cast(clamped, to=ir.DataType.INT32)
