@@ -89,7 +89,7 @@ class FuseGatherView(_FuseBase):
     """A gather, then views of its result.
 
     The row form's Reshape back, the matrix form's Transpose and Unsqueeze
-    (``revseq.ops.forms``).
+    (``revseq.ops.forms``), and a carrier's Cast back.
     """
 
     def __init__(self, op_type: str, views: tuple[str, ...]) -> None:
@@ -118,7 +118,14 @@ class FuseGatherView(_FuseBase):
 
 
 # The views each form ends in, longest first: a rule matching fewer views is tried after.
-_VIEW_CHAINS = (("Transpose", "Unsqueeze"), ("Reshape",), ("Transpose",), ("Unsqueeze",))
+# Each also with the Cast back from a carrier type (``ops/carriers.py``): the matcher
+# proves that only where the data was cast to the carrier of its own type.
+_FORM_VIEWS = (("Transpose", "Unsqueeze"), ("Reshape",), ("Transpose",), ("Unsqueeze",))
+_VIEW_CHAINS = (
+    *((*views, "Cast") for views in _FORM_VIEWS),
+    ("Cast",),
+    *_FORM_VIEWS,
+)
 
 fuse_gather_rule = RewriteRuleSet(
     [FuseGather.rule(op_type) for op_type in ("GatherElements", "GatherND", "Gather")]

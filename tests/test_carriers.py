@@ -196,3 +196,28 @@ def test_onnxruntime_runs_every_round_trip_exactly():
     }
     shipped = TARGETS["onnxruntime"]
     assert {carrier_variant(t) for t in CARRIERS} <= (shipped.dynamic_ops or frozenset())
+
+
+def test_onnxscript_rules_fuse_a_carried_decomposition():
+    """The rewrite rules (restore's matcher inside onnxscript's rewriter) take the Casts
+    in too, and still fuse a decomposition whose result is cast to another type."""
+    import onnx_ir as ir
+    from onnxscript import rewriter
+
+    from revseq.passes.rules import rules
+
+    model = model_of(("T", "B", 3), "uint16", 1, 0)
+    carried = revseq.inline(model, target=lacking("uint16", carries=True))
+    fused = rewriter.rewrite(ir.from_proto(carried), pattern_rewrite_rules=rules)
+    ops = [n.op_type for n in fused.graph if n.op_type != "Constant"]
+    assert ops == ["ReverseSequence"]
+    plain = revseq.inline(model_of((5, 4, 3), "float32", 1, 0))
+    graph = plain.graph
+    graph.node[-1].output[0] = "y_before"
+    graph.node.append(onnx.helper.make_node("Cast", ["y_before"], ["y"], to=10))
+    graph.output[0].type.tensor_type.elem_type = 10
+    fused = rewriter.rewrite(ir.from_proto(plain), pattern_rewrite_rules=rules)
+    assert [n.op_type for n in fused.graph if n.op_type != "Constant"] == [
+        "ReverseSequence",
+        "Cast",
+    ]
