@@ -40,9 +40,12 @@ def carrier_of(dtype: str | None) -> str | None:
     return CARRIERS.get(dtype) if dtype is not None else None
 
 
+_PAIRS = frozenset(
+    (ir.DataType(ELEMENT_TYPES[dtype]), ir.DataType(ELEMENT_TYPES[carrier]))
+    for dtype, carrier in CARRIERS.items()
+)
+
+
 def carrier_pair(source: ir.DataType | None, carrier: ir.DataType | None) -> bool:
     """Whether ``carrier`` is the carrier of ``source`` (a round trip restores it)."""
-    if source is None or carrier is None:
-        return False
-    name = {ir.DataType(code): key for key, code in ELEMENT_TYPES.items()}.get(source)
-    return name in CARRIERS and ir.DataType(ELEMENT_TYPES[CARRIERS[name]]) == carrier
+    return (source, carrier) in _PAIRS

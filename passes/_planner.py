@@ -323,7 +323,7 @@ def _carried(strategy: str, sig: forms.Signature, profile: Profile) -> Plan | No
     """The plan that reverses the data in its carrier type, where the target runs that.
 
     Only where no form moves the type itself: the two Casts cost a pass over the data
-    each. Every member of a combined profile must have run the round trip exactly.
+    each (``_runs_round_trip`` says where a target has run it exactly).
     """
     dtype = dtype_name(sig.dtype)
     carrier = carrier_of(dtype)
