@@ -224,14 +224,15 @@ def _build_parser() -> argparse.ArgumentParser:
         "--write", action="store_true", help="save the profile where inline reads it"
     )
     probe.add_argument("--json", action="store_true", help="print the profile as JSON")
-    probe.add_argument(
+    costs = probe.add_mutually_exclusive_group()
+    costs.add_argument(
         "--no-costs",
         dest="costs",
         action="store_false",
         help="skip timing the forms (the profile then has no costs: the planner falls "
         "back to its fixed order of forms)",
     )
-    probe.add_argument(
+    costs.add_argument(
         "--keep-costs",
         action="store_true",
         help="keep the costs of the saved profile (same backend version) instead of "
