@@ -11,7 +11,7 @@ Cast may quiet a signalling NaN, and the bytes must survive.
 
 from __future__ import annotations
 
-__all__ = ["CARRIERS", "carrier_of", "carrier_pair", "carrier_variant"]
+__all__ = ["CARRIERS", "carrier_pair", "carrier_variant"]
 
 import onnx_ir as ir
 
@@ -33,11 +33,6 @@ to it and back, is itself again (bool as 0 and 1; uint64 bit for bit, wrapping).
 def carrier_variant(dtype: str) -> str:
     """The profile variant saying a backend runs ``dtype``'s round trip exactly."""
     return f"Cast:{dtype}>{CARRIERS[dtype]}"
-
-
-def carrier_of(dtype: str | None) -> str | None:
-    """The carrier of ``dtype`` (a profile's type name), or None where it has none."""
-    return CARRIERS.get(dtype) if dtype is not None else None
 
 
 _PAIRS = frozenset(

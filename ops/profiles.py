@@ -197,6 +197,14 @@ class Profile:
             return True
         return dtype in self.dtypes.get(gather, frozenset())
 
+    def has(self, dtype: str | None) -> bool:
+        """Whether some gather moves ``dtype`` exactly: the backend has the type at all."""
+        return any(self.moves(g, dtype) for g in GATHERS)
+
+    def having(self, dtype: str | None) -> list[Profile]:
+        """The members (or this profile) that have ``dtype`` (``has``)."""
+        return [p for p in self.members or (self,) if p.has(dtype)]
+
     def ran(self, form: str, *, dynamic: bool) -> bool:
         """Whether ``form`` ran exactly end to end (or was not probed)."""
         if self.forms is None:
@@ -321,8 +329,7 @@ class Profile:
 
     def not_moving(self, gather: str, dtype: str | None) -> list[str]:
         """The members (or this profile) whose ``gather`` does not move ``dtype``."""
-        profiles = self.members or (self,)
-        having = [p for p in profiles if any(p.moves(g, dtype) for g in GATHERS)]
+        having = self.having(dtype)
         return [p.backend_version or p.name for p in having if not p.moves(gather, dtype)]
 
     def to_json(self) -> dict:
@@ -434,8 +441,7 @@ def portable(probed: Iterable[Profile], name: str = PORTABLE) -> Profile:
     for gather in GATHERS:
         keep = set()
         for dtype in ELEMENT_TYPES:
-            having = [p for p in probed if any(p.moves(g, dtype) for g in GATHERS)]
-            if all(p.moves(gather, dtype) for p in having):
+            if all(p.moves(gather, dtype) for p in probed if p.has(dtype)):
                 keep.add(dtype)
         dtypes[gather] = frozenset(keep)
     forms = {

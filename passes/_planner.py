@@ -28,7 +28,7 @@ import onnx_ir as ir
 from revseq.ops import forms
 from revseq.ops._emit import CLIP_CAST
 from revseq.ops._index import INT64_INDEX
-from revseq.ops.carriers import carrier_of, carrier_variant
+from revseq.ops.carriers import CARRIERS, carrier_variant
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, MATRIX, MATRIX_STATIC, Profile
 from revseq.ops.targets import dtype_name
@@ -315,7 +315,7 @@ def _runs_round_trip(profile: Profile, dtype: str, *, dynamic: bool) -> bool:
     if not profile.members:
         allowed = profile.allowed(dynamic=dynamic)
         return allowed is not None and variant in allowed
-    having = [m for m in profile.members if any(m.moves(g, dtype) for g in GATHERS)]
+    having = profile.having(dtype)
     return all(variant in (m.allowed(dynamic=dynamic) or {variant}) for m in having)
 
 
@@ -326,10 +326,9 @@ def _carried(strategy: str, sig: forms.Signature, profile: Profile) -> Plan | No
     each (``_runs_round_trip`` says where a target has run it exactly).
     """
     dtype = dtype_name(sig.dtype)
-    carrier = carrier_of(dtype)
-    if carrier is None or not _runs_round_trip(profile, dtype, dynamic=is_dynamic(sig)):
+    if dtype not in CARRIERS or not _runs_round_trip(profile, dtype, dynamic=is_dynamic(sig)):
         return None
-    carried_sig = dataclasses.replace(sig, dtype=ir.DataType(ELEMENT_TYPES[carrier]))
+    carried_sig = dataclasses.replace(sig, dtype=ir.DataType(ELEMENT_TYPES[CARRIERS[dtype]]))
     found, _ = _fit(strategy, carried_sig, profile)
     if found is None:
         return None

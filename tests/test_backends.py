@@ -18,7 +18,8 @@ from onnx import helper
 import revseq
 from revseq import backends
 from revseq._inputs import random_array
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
+from revseq.backends.sweep import types_of
+from revseq.ops.profiles import ELEMENT_TYPES
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 
@@ -36,14 +37,6 @@ def backend_or_skip(name: str) -> backends.Backend:
     if reason is not None:
         pytest.skip(reason)
     return backends.get(name)
-
-
-def types_of(name: str) -> list[str]:
-    """The element types the backend's profile says it moves with some gather."""
-    profile = TARGETS.get(name)
-    if profile is None or profile.dtypes is None:
-        return list(ELEMENT_TYPES)
-    return [t for t in ELEMENT_TYPES if any(profile.moves(g, t) for g in GATHERS)]
 
 
 def dims_for(rank: int, batch_axis: int, time_axis: int, dynamic: bool, size) -> tuple:

@@ -26,7 +26,8 @@ from revseq import backends
 from revseq._compare import first_difference
 from revseq._inputs import random_array
 from revseq._placement import harmful_nodes, harmless_size
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
+from revseq.backends.sweep import types_of
+from revseq.ops.profiles import ELEMENT_TYPES
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 
@@ -95,13 +96,6 @@ def _cell(backend: backends.Backend, form: str, dtype: str, dynamic: bool) -> st
     return "ok"
 
 
-def _has(name: str, dtype: str) -> bool:
-    profile = TARGETS.get(name)
-    if profile is None or profile.dtypes is None:
-        return True
-    return any(profile.moves(g, dtype) for g in GATHERS)
-
-
 def exactness_table(names: list[str], dtypes: list[str]) -> str:
     """Backend x form x static/dynamic rows, element-type columns."""
     lines = [
@@ -110,11 +104,10 @@ def exactness_table(names: list[str], dtypes: list[str]) -> str:
     ]
     for name in names:
         backend = backends.get(name)
+        has = types_of(name)
         for form in _FORMS:
             for dynamic in (False, True):
-                cells = [
-                    _cell(backend, form, d, dynamic) if _has(name, d) else "-" for d in dtypes
-                ]
+                cells = [_cell(backend, form, d, dynamic) if d in has else "-" for d in dtypes]
                 shapes = "dynamic" if dynamic else "static"
                 lines.append(
                     f"| {backend.label} | {form} | {shapes} | " + " | ".join(cells) + " |"

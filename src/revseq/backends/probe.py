@@ -42,6 +42,7 @@ from revseq.backends._probe_models import (
     probe_inputs,
     probe_model,
 )
+from revseq.ops.carriers import CARRIERS, carrier_variant
 from revseq.ops.errors import RevseqError
 from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Cost, Profile, variant_names
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
@@ -170,8 +171,6 @@ def run_carrier_probes(
     ``Cast:<type>><carrier>`` passes where some such gather gave every byte back. A Cast
     has no symbolic-dim arithmetic: the verdict stands for static and dynamic shapes.
     """
-    from revseq.ops.carriers import CARRIERS, carrier_variant
-
     moving = {r.certifies for r in types if r.failure is None}
     results = []
     for dtype, carrier in CARRIERS.items():

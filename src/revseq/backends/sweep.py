@@ -32,7 +32,7 @@ import revseq
 from revseq import backends
 from revseq._compare import first_difference
 from revseq._inputs import random_array
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
+from revseq.ops.profiles import ELEMENT_TYPES
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
 
@@ -91,9 +91,7 @@ class Case:
 def types_of(name: str) -> list[str]:
     """The element types the backend's profile moves with some gather (all, unprofiled)."""
     profile = TARGETS.get(name)
-    if profile is None or profile.dtypes is None:
-        return list(ELEMENT_TYPES)
-    return [t for t in ELEMENT_TYPES if any(profile.moves(g, t) for g in GATHERS)]
+    return [t for t in ELEMENT_TYPES if profile is None or profile.has(t)]
 
 
 def draw_cases(
