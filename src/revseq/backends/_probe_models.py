@@ -276,10 +276,15 @@ OP_PROBES: tuple[Probe, ...] = (
     Probe("Mul", ("Mul",), lambda d, _: "l1 = Add (lens, one1)\ny = Mul (lens, l1)"),
     # A tensor times a dim read from the data's shape, in int64 (a run-time stride).
     Probe("Mul:dim", ("Mul:dim",), lambda d, _: f"{T1}\ny = Mul (lens, t1)"),
-    # The stride without Mul:dim: a count of ones.
+    # A sum of a run-time vector, on its own: a probe through ConstantOfShape failed on
+    # TVM for the ConstantOfShape (it cannot emit the broadcast), not for the sum.
     Probe(
-        "ReduceSum",
-        ("ReduceSum",),
+        "ReduceSum", ("ReduceSum",), lambda d, _: f"{T1}\ny = ReduceSum <keepdims = 1> (t1)"
+    ),
+    # The stride without Mul:dim: a count of ones, ConstantOfShape as the stride uses it.
+    Probe(
+        "ConstantOfShape:count",
+        ("ConstantOfShape",),
         lambda d, _: (
             f"{T1}\nones = ConstantOfShape <value = int64[1] {{1}}> (t1)\n"
             "y = ReduceSum <keepdims = 1> (ones)"
