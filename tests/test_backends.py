@@ -20,7 +20,7 @@ from revseq import backends
 from revseq._inputs import random_array
 from revseq.backends.sweep import types_of
 from revseq.ops.profiles import ELEMENT_TYPES
-from revseq.ops.reference import reverse_sequence
+from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
 
 # Backends with a probed profile; webgpu (an execution provider whose verdict includes
@@ -203,6 +203,30 @@ def test_general_axes_default_and_own_target(
         dynamic=dynamic,
         lens_dtype=np.int32,
     )
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("own", [False, True], ids=["default", "own_target"])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("rank", [2, 3, 4])
+@pytest.mark.parametrize("name", BACKENDS)
+def test_constant_lengths_default_and_own_target(name, rank, layout, own):
+    """Lengths given as a constant (0, 1, T and between, and invalid ones clamped), static
+    dims: the whole index folds into a constant, which each backend must read as the
+    planner emits it (tinygrad reads no constant Gather index of two dims)."""
+    backend = backend_or_skip(name)
+    batch_axis, time_axis = LAYOUTS[layout]
+    dims = dims_for(rank, batch_axis, time_axis, False, (5, 6))
+    x = random_array(np.random.default_rng(1), ELEMENT_TYPES["float32"], dims)
+    lens = np.array([5, 0, 1, 3, 7, -1], np.int64)
+    model = reverse_sequence_model(
+        dims, onnx.TensorProto.FLOAT, batch_axis=batch_axis, time_axis=time_axis, lens=lens
+    )
+    inlined = revseq.inline(model, target=name if own else None)
+    expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_identical(backend.prepare(inlined)({"x": x})[0], expected)
 
 
 @pytest.mark.backend
