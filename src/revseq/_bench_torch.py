@@ -60,7 +60,7 @@ brackets. `torch gather` and `torch rows` are the op written by hand in torch (a
 `index_select` of the data's rows): what a user gets without ONNX. `default` is the
 output with no target, `own target` the output for `target="onnx2torch"` (its forms
 chosen by onnx2torch's probe on the CPU), the form columns each form as emitted for that
-target, `gather alone` the default output for the same lengths given as a constant,
+target, `gather alone` the own target's output for the same lengths given as a constant,
 static dims. Float32 time-major data, lengths at run time, dims declared (`static`),
 time and batch symbolic (`time+batch`) or all symbolic (`all`). Every output was equal
 to the numpy reference, bit for bit, before it was timed; a variant that was not says so
