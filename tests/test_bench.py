@@ -120,6 +120,26 @@ def test_goal_lines_judge_rows_of_a_mib_and_up_against_the_floor_or_the_gather()
     assert "[256, 64, 256]" not in own
 
 
+def test_the_gather_alone_bound_is_the_median_of_the_shapes_rows():
+    """One model whatever dims a row declares: its rows measure one ratio three times."""
+    from revseq import _bench_backend as bb
+
+    def row(dims, default, gather):
+        result = {"Identity": (1e-3, 1.0), "memcpy": (1e-3, 0.5)}
+        result |= {
+            "default": (0, default),
+            "own target": (0, 1.0),
+            "gather alone": (0, gather),
+        }
+        case = bench.Case((64, 32, 256), 1, 0, "float32")
+        return {"case": case, "dims": dims, "result": result}
+
+    # The third row's gather alone (1.0) alone would bound its default at 1.5x.
+    rows = [row("static", 2.3, 2.0), row("time+batch", 2.3, 2.2), row("all", 2.3, 1.0)]
+    default, _ = bb._goal_lines(rows)
+    assert "met in 3 of 3" in default
+
+
 def test_paired_medians_start_each_round_one_variant_further_on():
     """Every variant runs at every place of the order as often (places bias times)."""
     calls: list[str] = []
