@@ -41,6 +41,7 @@ import importlib.resources
 import json
 import pathlib
 from collections.abc import Iterable, Mapping, Sequence
+from importlib.resources.abc import Traversable
 from typing import NamedTuple
 
 import onnx
@@ -383,6 +384,11 @@ class Profile:
             falls_back=bool(data.get("falls_back", False)),
         )
 
+    @classmethod
+    def read(cls, path: Traversable) -> Profile:
+        """The profile a JSON file holds (``to_json``'s form)."""
+        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+
     def without_fallbacks(self) -> Profile | None:
         """This combined profile without the members that fall back to the CPU.
 
@@ -411,7 +417,7 @@ def load_profiles() -> dict[str, Profile]:
     profiles = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".json"):
-            profile = Profile.from_json(json.loads(entry.read_text(encoding="utf-8")))
+            profile = Profile.read(entry)
             profiles[profile.name] = profile
     profiles[PORTABLE] = portable(p for p in profiles.values() if p.verified)
     return profiles

@@ -153,18 +153,14 @@ def _recorded(
     With ``back_to``, ``sig`` holds the carrier type: the data is cast to it first and
     the result back to ``back_to``.
     """
-    if back_to is None:
-        return Template.record(
-            lambda op, data, lens: forms.emit(op, data, lens, sig, strategy)  # type: ignore[arg-type]
-        )
-    assert sig.dtype is not None
-    carrier = sig.dtype
 
-    def carried(op, data, lens):
-        reversed_ = forms.emit(op, op.Cast(data, to=carrier), lens, sig, strategy)
+    def emitted(op, data, lens):
+        if back_to is None:
+            return forms.emit(op, data, lens, sig, strategy)
+        reversed_ = forms.emit(op, op.Cast(data, to=sig.dtype), lens, sig, strategy)
         return op.Cast(reversed_, to=back_to)
 
-    return Template.record(carried)
+    return Template.record(emitted)
 
 
 def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], frozenset[str]]:

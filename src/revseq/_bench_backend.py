@@ -325,8 +325,7 @@ def _goal_lines(rows: list[dict[str, object]]) -> list[str]:
             lines.append(
                 f"{name}, goal (1 MiB and up, {limit}x the floor or "
                 f"{GOAL_OVER_GATHER}x the gather alone, its median over the shape's rows): "
-                f"met in {met} of "
-                f"{met + len(misses)}{miss}  "
+                f"met in {met} of {met + len(misses)}{miss}  "
             )
     return lines
 

@@ -268,7 +268,7 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
         saved = profile_path(args.backend)
         if not saved.is_file():
             raise ProbeError(f"--keep-costs: no saved profile of {args.backend!r} ({saved})")
-        keep = Profile.from_json(json.loads(saved.read_text(encoding="utf-8")))
+        keep = Profile.read(saved)
     profile, results = probe_backend(
         args.backend,
         progress=console.progress,
