@@ -113,9 +113,17 @@ def squeeze(op: OpBuilder, value: ir.Value, axes: Sequence[int], sig: Signature)
 def _scalar(op: OpBuilder, vector: ir.Value, sig: Signature) -> ir.Value:
     """A 1-element tensor as a 0-D one (Range takes scalars).
 
-    A Squeeze, or where the target takes it (``SCALAR_BY_SUM``) the vector's ReduceSum.
+    A Squeeze, or where the target takes it (``SCALAR_BY_SUM``) the vector's ReduceSum;
+    a shape as read stays a Squeeze where the target does no arithmetic on one (TVM
+    Relax keeps it a shape expression, which its ReduceSum does not take).
     """
-    if sig.takes(SCALAR_BY_SUM) and sig.allows("ReduceSum"):
+    producer = vector.producer()
+    read = producer is not None and producer.op_type == "Shape"
+    if (
+        sig.takes(SCALAR_BY_SUM)
+        and sig.allows("ReduceSum")
+        and (not read or sig.takes(SHAPE_ARITHMETIC))
+    ):
         return op.ReduceSum(vector, keepdims=0)
     return squeeze(op, vector, [0], sig)
 

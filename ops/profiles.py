@@ -230,11 +230,17 @@ class Profile:
         None where that would be the form itself: the profile lists none of the lean
         index's variants with symbolic dims (``ReduceSum:scalar`` counts with ReduceSum).
         """
+        return dataclasses.replace(self, lean=True) if self.lean_steps() else None
+
+    def lean_steps(self) -> frozenset[str]:
+        """The lean index's variants this profile lists with symbolic dims.
+
+        What a form emitted for it ``leaned`` takes (``ReduceSum:scalar`` counts with
+        ReduceSum).
+        """
         ops = self.dynamic_ops or frozenset()
         steps = LEAN_VARIANTS & ops
-        if "ReduceSum" not in ops:
-            steps -= {SCALAR_BY_SUM}
-        return dataclasses.replace(self, lean=True) if steps else None
+        return steps if "ReduceSum" in ops else steps - {SCALAR_BY_SUM}
 
     def variant(self, name: str) -> tuple[str, Profile | None]:
         """The form a probed name stands for, and the profile it is emitted for.
@@ -249,13 +255,14 @@ class Profile:
             profile = profile.narrowed()
         return form, profile
 
+    def _timed(self, shape_class: str) -> list[Profile]:
+        """Each member (or this profile) that has costs for ``shape_class``."""
+        profiles = self.members or (self,)
+        return [p for p in profiles if p.costs is not None and p.costs.get(shape_class)]
+
     def _costed(self, shape_class: str) -> list[Mapping[str, Cost]]:
         """The costs for ``shape_class`` of each member (or this profile) that has any."""
-        return [
-            p.costs[shape_class]
-            for p in self.members or (self,)
-            if p.costs is not None and p.costs.get(shape_class)
-        ]
+        return [p.costs[shape_class] for p in self._timed(shape_class)]
 
     def has_costs(self, shape_class: str) -> bool:
         """Whether any member (or this profile) was timed for ``shape_class``."""
@@ -276,12 +283,18 @@ class Profile:
         or both (symbolic dims), is a candidate of its own, ``form@lean``,
         ``form@int32``, ``form@lean@int32``, where every costed member timed it; with
         ``narrow`` (the output computes its index in int32 anyway: the default) a
-        member's int32 timing stands for the form.
+        member's int32 timing stands for the form. ``form@lean`` only where every costed
+        member leans as this profile does (``lean_steps``): a member timed its own
+        variants, and the default takes those they all list, which none of them timed
+        where they differ (TVM lists one, tract two, onnxruntime three).
         """
+        timed = self._timed(shape_class)
         costed = self._costed(shape_class)
         if not costed:
             return tuple(order)
-        order = [*order, *(f + LEAN for f in order)]
+        steps = self.lean_steps()
+        if all(p.lean_steps() == steps for p in timed):
+            order = [*order, *(f + LEAN for f in order)]
         if narrow:
             costed = [{f: c.get(f + NARROW, cost) for f, cost in c.items()} for c in costed]
         else:

@@ -473,8 +473,44 @@ def test_a_target_takes_the_lean_index_where_its_own_timings_chose_it():
     )
     both = revseq.inline(symbolic, target=portable([cheaper, beta]))
     assert _gather_of(both) == "Gather" and "ReduceSum" not in all_op_types(both)
+    # Nor where every member timed form@lean with variants of its own: the default's
+    # lean index is the variants they share, which none of them timed.
+    gamma = _lean("gamma", {"time+batch": lean_costs}, lean=frozenset({"ReduceSum:scalar"}))
+    assert "ReduceSum" not in all_op_types(
+        revseq.inline(symbolic, target=portable([cheaper, gamma]))
+    )
+    alike = portable([cheaper, _lean("gamma", {"time+batch": lean_costs})])
+    assert "ReduceSum" in all_op_types(revseq.inline(symbolic, target=alike))
     # Restore reads it back.
     assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
+
+
+def test_a_shape_as_read_is_not_summed_where_the_target_does_no_arithmetic_on_one():
+    """TVM Relax keeps a Shape's output as a shape expression, which its ReduceSum does
+    not take ("cannot handle ShapeExpr inputs"): with ``ReduceSum:scalar`` but not
+    ``Shape:arithmetic`` (nor ``Range:data_dim``: the batch counted from the lengths'
+    shape), Range's scalar of a shape as read is a Squeeze; a computed vector is
+    still summed."""
+    symbolic = one_node(["T", "B", 3])
+    costs = {"time+batch": {"gather_rows": (3.0, 21), "gather_rows@lean": (2.0, 17)}}
+    tvm_like = _lean("alpha", costs, lean=frozenset({"ReduceSum:scalar"}))
+    inlined = revseq.inline(symbolic, target=tvm_like)
+    producer = {out: n.op_type for n in inlined.graph.node for out in n.output}
+    summed = [producer[n.input[0]] for n in inlined.graph.node if n.op_type == "ReduceSum"]
+    squeezed = [producer[n.input[0]] for n in inlined.graph.node if n.op_type == "Squeeze"]
+    assert summed and "Shape" not in summed
+    assert squeezed == ["Shape"]
+    # Where it has the arithmetic, the same read is summed.
+    full = _lean("alpha", costs, lean=frozenset({"ReduceSum:scalar", "Shape:arithmetic"}))
+    full_inlined = revseq.inline(symbolic, target=full)
+    assert "Squeeze" not in all_op_types(full_inlined)
+    x = np.random.default_rng(1).standard_normal((6, 4, 3)).astype(np.float32)
+    lens = np.array([0, 1, 6, 9])
+    truth = reverse_sequence(x, np.clip(lens, 0, 6)).tobytes()
+    for model in (inlined, full_inlined):
+        for optimize in (False, True):
+            got = run_ort(model, {"x": x, "lens": lens}, optimize=optimize)[0]
+            assert got.tobytes() == truth
 
 
 def test_a_target_without_mul_by_a_dim_counts_its_stride():
