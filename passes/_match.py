@@ -23,11 +23,12 @@ identical decompositions is probed once.
 
 from __future__ import annotations
 
-__all__ = ["Match", "NoMatch", "Matcher", "GATHER_OPS", "fused_domain"]
+__all__ = ["Match", "NoMatch", "Matcher", "GATHER_OPS", "fused_domain", "made_lengths"]
 
 import dataclasses
 import itertools
 
+import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.carriers import carrier_pair
@@ -40,6 +41,7 @@ from revseq.passes._proof import (
     dims_of,
     fingerprint,
     prove,
+    read_back_lengths,
 )
 from revseq.passes._shape_reads import shape_dim_read
 from revseq.passes._shapes import ShapeTable
@@ -116,6 +118,15 @@ def _through_carrier(match: Match) -> Match:
     return dataclasses.replace(match, output=back.outputs[0], data=source, nodes=nodes)
 
 
+def made_lengths(match: Match) -> ir.Node | None:
+    """The Constant holding lengths read back from a constant index, not yet in a graph.
+
+    The matcher makes it (``Matcher._match_constant``); whoever fuses places it.
+    """
+    producer = match.lengths.producer()
+    return producer if producer is not None and producer.graph is None else None
+
+
 def fused_domain(match: Match) -> str:
     """The domain of the node a match fuses into: ONNX's where its op can say it.
 
@@ -139,6 +150,7 @@ class Matcher:
 
     def __init__(self, model: ir.Model | None = None) -> None:
         self._verdicts: dict[str, Verdict] = {}
+        self._read_back: dict[str, tuple[tuple[int, int], np.ndarray] | str] = {}
         self._tensor_keys: TensorKeys = {}
         self._model = model
         self._inferred: dict[int, ShapeTable] = {}
@@ -215,14 +227,61 @@ class Matcher:
             return NoMatch("the data is not read by the gather", output)
         others = [v for v in leaves if v is not data]
         if all(read_by_shapes_only(v, nodes) for v in others):
-            # No run-time lengths: the lengths are computed from shapes (tf.reverse).
+            # No run-time lengths: the lengths are computed from shapes (tf.reverse), or
+            # folded into a constant index.
             result: Match | NoMatch = NoMatch("no lengths value", output)
             for lengths in lengths_from_shapes(nodes):
                 result = self._match_with_lengths(output, data, gather, lengths)
                 if isinstance(result, Match):
                     return result
+            if not others:
+                return self._match_constant(output, data, gather, nodes)
             return result
         return self._judge(output, data, gather, nodes, others)
+
+    def _match_constant(
+        self, output: ir.Value, data: ir.Value, gather: ir.Node, nodes: list[ir.Node]
+    ) -> Match | NoMatch:
+        """A gather by a constant index, as ``revseq.inline`` emits for constant lengths.
+
+        The lengths are read back from the index (``read_back_lengths``) and fused as a
+        Constant, made here and placed by the restore pass.
+        """
+        problem = check_data_use(nodes, data, gather)
+        if problem is not None:
+            return NoMatch(problem, output)
+        shaped = _shaped_as(data)
+        dims = dims_of(shaped, self._shapes_for(shaped))
+        if dims is None or not all(isinstance(d, int) for d in dims):
+            return NoMatch("no lengths value, and the data's dims are not all static", output)
+        if len(dims) < 2:
+            return NoMatch(
+                f"the data has rank {len(dims)}; ReverseSequence needs >= 2", output
+            )
+        declared = DECLARED.dims(output)  # before evaluating anything
+        if declared is not None and (
+            len(declared) != len(dims)
+            or any(
+                isinstance(d, int) and d != want
+                for d, want in zip(declared, dims, strict=True)
+            )
+        ):
+            return NoMatch(
+                "no lengths value, and the result is not shaped as the data", output
+            )
+        key = fingerprint(nodes, data, None, output, self._tensor_keys, dims=dims)
+        found = self._read_back.get(key)
+        if found is None:
+            shape = tuple(int(d) for d in dims)
+            found = self._read_back[key] = read_back_lengths(nodes, data, output, shape)
+        if isinstance(found, str):
+            return NoMatch(f"no lengths value, and {found}", output)
+        (batch_axis, time_axis), lens = found
+        constant = ir.node("Constant", [], attributes={"value": ir.tensor(lens)})
+        constant.outputs[0].name = f"{output.name}/lengths"
+        constant.outputs[0].type = ir.TensorType(ir.DataType.INT64)
+        constant.outputs[0].shape = ir.Shape([len(lens)])
+        return Match(output, data, constant.outputs[0], batch_axis, time_axis, tuple(nodes))
 
     def _match_with_lengths(
         self, output: ir.Value, data: ir.Value, gather: ir.Node, lengths: ir.Value

@@ -50,15 +50,21 @@ def tensor_key(tensor: ir.TensorProtocol, cache: TensorKeys) -> bytes:
 def fingerprint(
     nodes: Sequence[ir.Node],
     data: ir.Value,
-    lengths: ir.Value,
+    lengths: ir.Value | None,
     output: ir.Value,
     tensor_keys: TensorKeys,
     *,
     dims: list[int | str] | None,
 ) -> str:
-    """A key that is equal for structurally identical slices on same-shaped data."""
-    ids: dict[int, bytes] = {id(data): b"X", id(lengths): b"L"}
-    digest = hashlib.sha1(repr((tuple(dims or ()), lengths.dtype)).encode())
+    """A key that is equal for structurally identical slices on same-shaped data.
+
+    ``lengths`` None: a slice that reads no lengths (a constant index).
+    """
+    ids: dict[int, bytes] = {id(data): b"X"}
+    if lengths is not None:
+        ids[id(lengths)] = b"L"
+    dtype = None if lengths is None else lengths.dtype
+    digest = hashlib.sha1(repr((tuple(dims or ()), dtype)).encode())
     for i, node in enumerate(nodes):
         digest.update(node.op_type.encode())
         for value in node.inputs:
@@ -149,12 +155,14 @@ def evaluate_slice(
     *,
     data: ir.Value,
     x: np.ndarray,
-    lengths: ir.Value,
-    lens: np.ndarray,
+    lengths: ir.Value | None,
+    lens: np.ndarray | None,
     output: ir.Value,
     dim_reads: DimReads,
 ) -> np.ndarray:
-    values: dict[int, np.ndarray] = {id(data): x, id(lengths): lens}
+    values: dict[int, np.ndarray] = {id(data): x}
+    if lengths is not None and lens is not None:
+        values[id(lengths)] = lens
     for node in nodes:
         axis = dim_reads.get(id(node))
         if axis is not None:  # a read of another tensor's dim, equal to this one
@@ -269,3 +277,51 @@ def prove(
     # ONNX layouts, in the spec's default order.
     ordered = [p for p in axis_pairs(rank) if p in surviving]
     return Verdict(ordered[0], "")
+
+
+# A constant index over at most this many data elements is read back (the data held as
+# int64 ids: 32 MiB); a larger one is left unfused.
+MAX_READ_BACK_ELEMENTS = 1 << 22
+
+
+def read_back_lengths(
+    nodes: Sequence[ir.Node], data: ir.Value, output: ir.Value, shape: tuple[int, ...]
+) -> tuple[tuple[int, int], np.ndarray] | str:
+    """The axes and the lengths a slice that reads no lengths reverses by, or why none.
+
+    With the lengths folded into a constant index (``revseq.inline`` of constant lengths)
+    and static dims, one evaluation on distinct ids shows where every element of the
+    result comes from: a proof, not a sample. A batch whose first step comes from step
+    ``k > 0`` has length ``k + 1``, one left in place length 0 (1 moves nothing
+    either); the reversal by those lengths must then equal the whole result. An identity
+    (every length at most 1) and a flip (every sequence whole) are not fused: neither
+    needs ReverseSequence (``simplify`` writes a flip as a Slice).
+    """
+    size = int(np.prod(shape))
+    if size == 0:
+        return "the data is empty"
+    if size > MAX_READ_BACK_ELEMENTS:
+        return f"its constant index covers {size:,} elements, too many to read back"
+    x = np.arange(size, dtype=np.int64).reshape(shape)
+    try:
+        got = evaluate_slice(
+            nodes, data=data, x=x, lengths=None, lens=None, output=output, dim_reads={}
+        )
+    except UnsupportedOp as e:
+        return f"cannot evaluate it: {e}"
+    if got.shape != x.shape:
+        return "its result is not shaped as the data"
+    for batch_axis, time_axis in axis_pairs(len(shape)):
+        time_len = shape[time_axis]
+        first = np.moveaxis(got, (batch_axis, time_axis), (0, 1))[:, 0]
+        steps = np.unravel_index(first, shape)[time_axis].reshape(len(first), -1)
+        lens = np.where(steps[:, 0] > 0, steps[:, 0] + 1, 0).astype(np.int64)
+        expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+        if not np.array_equal(expected, got):
+            continue
+        if (lens <= 1).all():
+            return "it moves no element: an identity, not a reversal"
+        if (lens == time_len).all():
+            return f"it reverses axis {time_axis} whole: a flip, not a ReverseSequence"
+        return (batch_axis, time_axis), lens
+    return "its constant index is not a reversal of the data's sequences"

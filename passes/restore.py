@@ -27,7 +27,14 @@ import onnx_ir as ir
 
 from revseq.ops.domains import FUNCTION_DOMAIN, REVSEQ_DOMAIN
 from revseq.passes._builder import gc_paused
-from revseq.passes._match import GATHER_OPS, Match, Matcher, NoMatch, fused_domain
+from revseq.passes._match import (
+    GATHER_OPS,
+    Match,
+    Matcher,
+    NoMatch,
+    fused_domain,
+    made_lengths,
+)
 from revseq.passes._node import remove_if_dead, validate_all
 from revseq.passes._scopes import walk
 
@@ -161,8 +168,13 @@ def _fuse(anchor: ir.Node, match: Match) -> bool:
         name=_original_name(match, anchor),
         num_outputs=1,
     )
+    new_nodes = [node]
+    made = made_lengths(match)
+    if made is not None:
+        made.name = f"{node.name or match.output.name}/lengths"
+        new_nodes.insert(0, made)
     ir.convenience.replace_nodes_and_values(
-        graph, producer, [], [node], [match.output], [node.outputs[0]]
+        graph, producer, [], new_nodes, [match.output], [node.outputs[0]]
     )
     remove_if_dead(match.output)  # the decomposition, as far as nothing else reads it
     return domain == REVSEQ_DOMAIN

@@ -22,7 +22,7 @@ __all__ = ["rules", "fuse_gather_rule", "fuse_gather_view_rule"]
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase, RewriteRuleSet
 
-from revseq.passes._match import Match, Matcher, NoMatch, fused_domain
+from revseq.passes._match import Match, Matcher, NoMatch, fused_domain, made_lengths
 
 
 class _FuseBase(RewriteRuleClassBase):
@@ -64,9 +64,15 @@ class _FuseBase(RewriteRuleClassBase):
         """One ReverseSequence node, in the domain restore would choose."""
         match, self._match = self._match, None
         assert match is not None
+        made = made_lengths(match)
+        lengths = (
+            match.lengths
+            if made is None
+            else op.Constant(value=made.attributes["value"].value)
+        )
         return op.ReverseSequence(
             match.data,
-            match.lengths,
+            lengths,
             batch_axis=match.batch_axis,
             time_axis=match.time_axis,
             _domain=fused_domain(match),

@@ -204,3 +204,35 @@ def test_per_node_runs_on_the_backend():
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count(backends.get("onnx2torch").label) == 2
     assert "rank unknown" not in result.stdout
+
+
+def test_constant_lengths_of_the_op_only_in_one_model_say_whether_it_reversed(tmp_path):
+    """Restore fuses a constant index with its lengths read back as a Constant, and a
+    restored model checked against the inlined one has no lengths input to tell a
+    reversal by: the constant lengths tell it (``revseq restore --check``)."""
+    from revseq.ops.reference import reverse_sequence_model
+
+    model = reverse_sequence_model([6, 4, 3], TP.FLOAT, lens=np.array([6, 0, 2, 3]))
+    inlined = api.inline(model)
+    restored = api.restore(inlined)
+    assert [n.op_type for n in restored.graph.node] == ["Constant", "ReverseSequence"]
+    report = api.check(inlined, restored)
+    assert report.ok and report.exercised and report.verdict == "OK"
+    onnx.save(inlined, tmp_path / "inlined.onnx")
+    result = revseq(
+        "restore", tmp_path / "inlined.onnx", "-o", tmp_path / "out.onnx", "--check"
+    )
+    assert result.returncode == 0 and "cannot tell a reversal" not in result.stderr
+    # Constant lengths of at most 1 move nothing: against an identity, inconclusive.
+    still = reverse_sequence_model([6, 4, 3], TP.FLOAT, lens=np.array([1, 0, 1, 1]))
+    identity = oh.make_model(
+        oh.make_graph(
+            [oh.make_node("Identity", ["x"], ["y"])],
+            "g",
+            list(still.graph.input),
+            list(still.graph.output),
+        ),
+        opset_imports=[oh.make_opsetid("", 17)],
+    )
+    report = api.check(identity, still)
+    assert report.ok and not report.exercised and report.verdict == "INCONCLUSIVE"

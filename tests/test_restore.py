@@ -17,6 +17,7 @@ from onnxscript.rewriter import RewriteRuleSet
 import revseq
 from revseq.models import FOLDER as MODELS
 from revseq.ops import reverse_sequence
+from revseq.ops.reference import reverse_sequence_model
 from revseq.passes import RestoreReverseSequencePass
 from revseq.passes._scopes import walk
 from revseq.passes.rules import rules
@@ -135,6 +136,83 @@ def test_restore_inverts_inline(dims, batch_axis, time_axis, domain, strategy, a
     if got is not None:
         assert got.tobytes() == expected.tobytes()
     assert _run(inlined, feeds)[0].tobytes() == expected.tobytes()
+
+
+CONSTANT_LENGTH_CASES = [
+    ((6, 4), 1, 0, ""),
+    ((4, 6), 0, 1, ""),
+    ((6, 4, 3), 1, 0, ""),
+    ((4, 6, 3), 0, 1, ""),
+    ((6, 4, 3, 2), 1, 0, ""),
+    ((3, 6, 4), 2, 1, "revseq"),
+    ((2, 6, 3, 4), 3, 1, "revseq"),
+]
+
+
+@pytest.mark.parametrize("strategy", ("auto", *FORMS))
+@pytest.mark.parametrize(("dims", "batch_axis", "time_axis", "domain"), CONSTANT_LENGTH_CASES)
+def test_restore_reads_constant_lengths_back_from_the_index(
+    dims, batch_axis, time_axis, domain, strategy
+):
+    """Constant lengths fold into a constant index (no lengths value left to prove
+    against); restore reads them back from it, a batch of length 1 as 0 (neither moves
+    an element) and lengths beyond T as T, and fuses a ReverseSequence of a Constant."""
+    lens = np.array([6, 0, 1, 3, 9, -1][: dims[batch_axis]], np.int64)
+    model = reverse_sequence_model(
+        dims, FLOAT, batch_axis=batch_axis, time_axis=time_axis, domain=domain, lens=lens
+    )
+    inlined = revseq.inline(model, strategy=strategy)
+    assert "ReverseSequence" not in {n.op_type for n in inlined.graph.node}
+    clamped = np.clip(lens, 0, dims[time_axis])
+    x = np.random.default_rng(0).standard_normal(dims).astype(np.float32)
+    truth = reverse_sequence(x, clamped, batch_axis=batch_axis, time_axis=time_axis).tobytes()
+    for restored in (
+        revseq.restore(inlined),
+        ir.to_proto(rewriter.rewrite(ir.from_proto(inlined), pattern_rewrite_rules=rules)),
+    ):
+        onnx.checker.check_model(restored, full_check=True)
+        constant, node = restored.graph.node
+        assert (constant.op_type, node.op_type) == ("Constant", "ReverseSequence")
+        assert (_attr(node, "batch_axis"), _attr(node, "time_axis")) == (batch_axis, time_axis)
+        read = onnx.numpy_helper.to_array(constant.attribute[0].t)
+        assert read.tolist() == np.where(clamped == 1, 0, clamped).tolist()
+        assert node.input[1] == constant.output[0] and node.output[0] == "y"
+        if not domain:
+            assert _run(restored, {"x": x})[0].tobytes() == truth
+
+
+def _constant_gather(index):
+    """x[4, 3] gathered along axis 0 by a constant index."""
+    graph = oh.make_graph(
+        [
+            oh.make_node("Constant", [], ["i"], value=onnx.numpy_helper.from_array(
+                np.array(index, np.int64))),
+            oh.make_node("Gather", ["x", "i"], ["y"], name="g", axis=0),
+        ],
+        "g",
+        [oh.make_tensor_value_info("x", FLOAT, [4, 3])],
+        [oh.make_tensor_value_info("y", FLOAT, [len(index), 3])],
+    )  # fmt: skip
+    return ir.from_proto(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize(
+    ("index", "reason"),
+    [
+        ([3, 2, 1, 0], "a flip, not a ReverseSequence"),
+        ([0, 1, 2, 3], "an identity, not a reversal"),
+        ([1, 0, 3, 2], "not a reversal of the data's sequences"),
+        ([2, 1, 0], "the result is not shaped as the data"),
+    ],
+)
+def test_constant_gathers_that_are_no_reversal_stay_unfused(index, reason):
+    """A flip (simplify's Slice) and an identity need no ReverseSequence; a permutation
+    that reverses no sequence prefix is none, nor is a gather of another shape."""
+    model = _constant_gather(index)
+    result = RestoreReverseSequencePass()(model)
+    assert not result.modified
+    assert [n.op_type for n in model.graph] == ["Constant", "Gather"]
+    assert any(reason in r for (_, _, r) in result.reasons), result.reasons
 
 
 @pytest.mark.parametrize("elem", [onnx.TensorProto.STRING, onnx.TensorProto.BOOL, INT64])
