@@ -127,17 +127,20 @@ def _static_time(time_len: int) -> onnx.ModelProto:
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
 
 
+def _identity_of(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A model of the same inputs and outputs whose output is its data, unchanged."""
+    graph = oh.make_graph(
+        [oh.make_node("Identity", ["x"], ["y"], name="rs")],
+        "g",
+        list(model.graph.input),
+        list(model.graph.output),
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
 def test_a_check_that_cannot_tell_a_reversal_from_the_identity_says_so(tmp_path):
     model = _static_time(1)
-    identity = oh.make_model(
-        oh.make_graph(
-            [oh.make_node("Identity", ["x"], ["y"], name="rs")],
-            "g",
-            list(model.graph.input),
-            list(model.graph.output),
-        ),
-        opset_imports=[oh.make_opsetid("", 17)],
-    )
+    identity = _identity_of(model)
     report = api.check(model, identity)
     assert report.ok and not report.exercised and report.verdict == "INCONCLUSIVE"
     assert "bit-identical" not in str(report)
@@ -225,14 +228,5 @@ def test_constant_lengths_of_the_op_only_in_one_model_say_whether_it_reversed(tm
     assert result.returncode == 0 and "cannot tell a reversal" not in result.stderr
     # Constant lengths of at most 1 move nothing: against an identity, inconclusive.
     still = reverse_sequence_model([6, 4, 3], TP.FLOAT, lens=np.array([1, 0, 1, 1]))
-    identity = oh.make_model(
-        oh.make_graph(
-            [oh.make_node("Identity", ["x"], ["y"])],
-            "g",
-            list(still.graph.input),
-            list(still.graph.output),
-        ),
-        opset_imports=[oh.make_opsetid("", 17)],
-    )
-    report = api.check(identity, still)
+    report = api.check(_identity_of(still), still)
     assert report.ok and not report.exercised and report.verdict == "INCONCLUSIVE"
