@@ -41,7 +41,9 @@ from revseq.passes._proof import (
     dims_of,
     fingerprint,
     prove,
+    prove_as_given,
     read_back_lengths,
+    tensor_key,
 )
 from revseq.passes._shape_reads import shape_dim_read
 from revseq.passes._shapes import ShapeTable
@@ -51,6 +53,7 @@ from revseq.passes._slices import (
     MAX_VIEWS,
     OUTPUT_VIEWS,
     check_data_use,
+    constant_lengths,
     data_sources,
     lengths_from_shapes,
     may_be_data,
@@ -234,9 +237,13 @@ class Matcher:
                 result = self._match_with_lengths(output, data, gather, lengths)
                 if isinstance(result, Match):
                     return result
-            if not others:
-                return self._match_constant(output, data, gather, nodes)
-            return result
+            if others:
+                return result
+            for lengths in constant_lengths(nodes):
+                result = self._match_with_lengths(output, data, gather, lengths)
+                if isinstance(result, Match):
+                    return result
+            return self._match_constant(output, data, gather, nodes)
         return self._judge(output, data, gather, nodes, others)
 
     def _match_constant(
@@ -360,9 +367,19 @@ class Matcher:
             key += repr(
                 sorted((nodes.index(n), dim_reads[id(n)]) for n in nodes if id(n) in dim_reads)
             )
+        # Lengths given as a constant (``constant_lengths``): the index may have folded
+        # their values in, so a proof for other lengths may fail where one for these holds.
+        given = ir.convenience.get_const_tensor(lengths)
+        if given is not None:
+            key += tensor_key(given, self._tensor_keys).hex()
         verdict = self._verdicts.get(key)
         if verdict is None:
             verdict = prove(nodes, data, lengths, output, dims, dim_reads=dim_reads)
+            if verdict.axes is None and given is not None:
+                as_given = prove_as_given(
+                    nodes, data, lengths, output, dims, lens=given.numpy(), dim_reads=dim_reads
+                )
+                verdict = as_given if as_given.axes is not None else verdict
             self._verdicts[key] = verdict
         if verdict.axes is None:
             return NoMatch(verdict.reason, output)

@@ -279,6 +279,51 @@ def prove(
     return Verdict(ordered[0], "")
 
 
+def prove_as_given(
+    nodes: Sequence[ir.Node],
+    data: ir.Value,
+    lengths: ir.Value,
+    output: ir.Value,
+    dims: list[int | str] | None,
+    *,
+    lens: np.ndarray,
+    dim_reads: DimReads,
+) -> Verdict:
+    """The proof for constant lengths ``lens`` that the index may also have folded in.
+
+    ``revseq.inline`` of constant lengths with symbolic dims computes part of the index
+    from their values, so other lengths fed to the same value prove nothing. The slice
+    is evaluated with these lengths at each probe shape and must equal the reversal by
+    them, clamped to [0, T] as revseq's forms clamp (ONNX defines no others).
+    """
+    if dims is None or len(dims) < 2 or lens.ndim != 1:
+        return Verdict(None, "constant lengths need data of known rank >= 2 and 1-D lengths")
+    surviving = set(axis_pairs(len(dims)))
+    failure = ""
+    for shape in probe_shapes(dims):
+        x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+        try:
+            got = evaluate_slice(
+                nodes, data=data, x=x, lengths=lengths, lens=lens, output=output,
+                dim_reads=dim_reads,
+            )  # fmt: skip
+        except UnsupportedOp as e:
+            return Verdict(None, f"cannot evaluate it on a probe of shape {list(shape)}: {e}")
+        for batch_axis, time_axis in sorted(surviving):
+            clamped = np.clip(lens, 0, shape[time_axis]).astype(np.int64)
+            if shape[batch_axis] != len(lens) or not np.array_equal(
+                got, reverse_sequence(x, clamped, batch_axis=batch_axis, time_axis=time_axis)
+            ):
+                surviving.discard((batch_axis, time_axis))
+                failure = failure or (
+                    f"differs from ReverseSequence by its constant lengths {lens.tolist()} "
+                    f"on a probe of shape {list(shape)}"
+                )
+    if not surviving:
+        return Verdict(None, failure or "no axes fit")
+    return Verdict(next(p for p in axis_pairs(len(dims)) if p in surviving), "")
+
+
 # A constant index over at most this many data elements is read back (the data held as
 # int64 ids: 32 MiB); a larger one is left unfused.
 MAX_READ_BACK_ELEMENTS = 1 << 22

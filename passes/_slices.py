@@ -87,7 +87,7 @@ def slice_of(
             continue
         seen_values.add(id(value))
         if value is data or value is stop or value.const_value is not None or node is None:
-            if value.const_value is None:
+            if value.const_value is None or value is stop:
                 leaves.append(value)
             continue
         if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
@@ -143,3 +143,22 @@ def lengths_from_shapes(nodes: Sequence[ir.Node]) -> list[ir.Value]:
         and scalar_dim(value, table) is not None
     ]
     return sorted(found, key=lambda v: v.producer().op_type not in ("Expand", "Tile"))  # type: ignore[union-attr]
+
+
+def constant_lengths(nodes: Sequence[ir.Node]) -> list[ir.Value]:
+    """1-D integer constants the slice reads: candidate lengths given as a constant.
+
+    ``revseq.inline`` of constant lengths with symbolic dims computes the index from the
+    lengths' values (some folded in): the slice reads them as a constant, not a leaf.
+    """
+    found: list[ir.Value] = []
+    seen: set[int] = set()
+    for node in nodes:
+        for value in node.inputs:
+            if value is None or id(value) in seen:
+                continue
+            seen.add(id(value))
+            tensor = ir.convenience.get_const_tensor(value)
+            if tensor is not None and tensor.dtype in LENGTH_TYPES and len(tensor.shape) == 1:
+                found.append(value)
+    return found

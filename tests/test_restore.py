@@ -146,38 +146,48 @@ CONSTANT_LENGTH_CASES = [
     ((6, 4, 3, 2), 1, 0, ""),
     ((3, 6, 4), 2, 1, "revseq"),
     ((2, 6, 3, 4), 3, 1, "revseq"),
+    (("T", 4), 1, 0, ""),
+    ((4, "T", "F"), 0, 1, ""),
+    (("T", 4, 3, 2), 1, 0, ""),
+    ((3, "T", 4), 2, 1, "revseq"),
 ]
 
 
 @pytest.mark.parametrize("strategy", ("auto", *FORMS))
 @pytest.mark.parametrize(("dims", "batch_axis", "time_axis", "domain"), CONSTANT_LENGTH_CASES)
-def test_restore_reads_constant_lengths_back_from_the_index(
-    dims, batch_axis, time_axis, domain, strategy
-):
-    """Constant lengths fold into a constant index (no lengths value left to prove
-    against); restore reads them back from it, a batch of length 1 as 0 (neither moves
-    an element) and lengths beyond T as T, and fuses a ReverseSequence of a Constant."""
+def test_restore_fuses_constant_lengths(dims, batch_axis, time_axis, domain, strategy):
+    """Constant lengths: with static dims inline folds them into a constant index and
+    restore reads them back from it (a batch of length 1 as 0: neither moves an element;
+    beyond T as T), fused as a Constant; with a symbolic dim the index computes from
+    their values, and restore proves it with those values and keeps them."""
     lens = np.array([6, 0, 1, 3, 9, -1][: dims[batch_axis]], np.int64)
     model = reverse_sequence_model(
         dims, FLOAT, batch_axis=batch_axis, time_axis=time_axis, domain=domain, lens=lens
     )
     inlined = revseq.inline(model, strategy=strategy)
     assert "ReverseSequence" not in {n.op_type for n in inlined.graph.node}
-    clamped = np.clip(lens, 0, dims[time_axis])
-    x = np.random.default_rng(0).standard_normal(dims).astype(np.float32)
+    static = all(isinstance(d, int) for d in dims)
+    shape = [6 if d == "T" else 2 if d == "F" else d for d in dims]
+    clamped = np.clip(lens, 0, shape[time_axis])
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     truth = reverse_sequence(x, clamped, batch_axis=batch_axis, time_axis=time_axis).tobytes()
     for restored in (
         revseq.restore(inlined),
         ir.to_proto(rewriter.rewrite(ir.from_proto(inlined), pattern_rewrite_rules=rules)),
     ):
         onnx.checker.check_model(restored, full_check=True)
-        constant, node = restored.graph.node
-        assert (constant.op_type, node.op_type) == ("Constant", "ReverseSequence")
+        *constant, node = restored.graph.node
+        assert node.op_type == "ReverseSequence" and node.output[0] == "y"
         assert (_attr(node, "batch_axis"), _attr(node, "time_axis")) == (batch_axis, time_axis)
-        read = onnx.numpy_helper.to_array(constant.attribute[0].t)
-        assert read.tolist() == np.where(clamped == 1, 0, clamped).tolist()
-        assert node.input[1] == constant.output[0] and node.output[0] == "y"
-        if not domain:
+        if static:
+            assert [c.op_type for c in constant] == ["Constant"]
+            assert node.input[1] == constant[0].output[0]
+            read = onnx.numpy_helper.to_array(constant[0].attribute[0].t)
+            assert read.tolist() == np.where(clamped == 1, 0, clamped).tolist()
+        else:
+            assert not constant and node.input[1] == "lens"
+            assert [i.name for i in restored.graph.initializer] == ["lens"]
+        if not domain and (static or (lens <= shape[time_axis]).all()):
             assert _run(restored, {"x": x})[0].tobytes() == truth
 
 
