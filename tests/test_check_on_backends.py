@@ -230,3 +230,14 @@ def test_constant_lengths_of_the_op_only_in_one_model_say_whether_it_reversed(tm
     still = reverse_sequence_model([6, 4, 3], TP.FLOAT, lens=np.array([1, 0, 1, 1]))
     report = api.check(_identity_of(still), still)
     assert report.ok and not report.exercised and report.verdict == "INCONCLUSIVE"
+
+
+def test_a_symbolic_time_dim_holds_the_longest_constant_length():
+    """Constant lengths up to 6 along a symbolic T: every trial draws T >= 6 (smaller
+    ones made the native op refuse the lengths, and the check stop)."""
+    from revseq.ops.reference import reverse_sequence_model
+
+    model = reverse_sequence_model(["T", 4, 3], TP.FLOAT, lens=np.array([6, 0, 2, 3]))
+    report = api.check(model, api.inline(model), trials=5)
+    assert report.ok and report.exercised and report.verdict == "OK"
+    assert report.nodes[0].longest == 6

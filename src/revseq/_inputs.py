@@ -166,8 +166,38 @@ def lengths_inputs(model: ir.Model) -> dict[str, LengthsInput]:
     return found
 
 
+def _time_floors(model: ir.Model) -> dict[str, int]:
+    """The least size of each symbolic time dim that constant lengths reverse along.
+
+    A ReverseSequence whose lengths are a constant, reading a graph input's data (as
+    is, or through Cast/Identity): its time dim must hold the longest of them (ONNX
+    defines no others, and onnxruntime refuses them). Keyed as ``_concrete_dims`` keys
+    a symbol: its name, else "input:axis".
+    """
+    inputs = {v.name: v for v in model.graph.inputs if v.name}
+    floors: dict[str, int] = {}
+    for scoped in walk(model):
+        node = scoped.node
+        if not is_reverse_sequence(node) or len(node.inputs) != 2 or node.inputs[1] is None:
+            continue
+        lens = ir.convenience.get_const_tensor(node.inputs[1])
+        source = _trace_to_input(node.inputs[0], set(inputs))
+        if lens is None or lens.size == 0 or source is None:
+            continue
+        shape = inputs[source].shape
+        if shape is None or not len(shape):
+            continue
+        axis = node.attributes.get_int("time_axis", 0) % len(shape)
+        dim = shape[axis]
+        if isinstance(dim, int):
+            continue
+        key = dim.value or f"{source}:{axis}"
+        floors[key] = max(floors.get(key, 0), int(lens.numpy().max()))
+    return floors
+
+
 def _concrete_dims(
-    info: onnx.ValueInfoProto, trial: int, symbols: dict[str, int]
+    info: onnx.ValueInfoProto, trial: int, symbols: dict[str, int], floors: dict[str, int]
 ) -> tuple[int, ...]:
     dims = []
     for axis, dim in enumerate(info.type.tensor_type.shape.dim):
@@ -176,7 +206,8 @@ def _concrete_dims(
             continue
         key = dim.dim_param or f"{info.name}:{axis}"
         if key not in symbols:
-            symbols[key] = _SIZES[(trial + len(symbols)) % len(_SIZES)]
+            size = _SIZES[(trial + len(symbols)) % len(_SIZES)]
+            symbols[key] = max(size, floors.get(key, 0))
         dims.append(symbols[key])
     return tuple(dims)
 
@@ -188,7 +219,8 @@ Capture = Callable[[onnx.ModelProto, Inputs, Sequence[str]], dict[str, np.ndarra
 class InputGenerator:
     """Input sets for trial after trial of a model (and of a model with its signature).
 
-    Symbolic dims get sizes that vary by trial (1 among them); an input that feeds a
+    Symbolic dims get sizes that vary by trial (1 among them; a time dim that constant
+    lengths reverse along, at least the longest of them); an input that feeds a
     ``sequence_lens`` gets lengths in [0, T] that include 0, 1 and T across trials, with
     T the time length its nodes see (read from a first run with every length 0 where a
     node's data is computed); everything else gets random values of its type.
@@ -208,11 +240,15 @@ class InputGenerator:
         self._capture = capture
         self._owners: dict[str, onnx.ModelProto] = {}
         self.lengths: dict[str, LengthsInput] = {}
+        self._floors: dict[str, int] = {}
         for model in reversed(models):  # the first model's view wins
-            for name, spec in lengths_inputs(ir.from_proto(model)).items():
+            graph = ir.from_proto(model)
+            for name, spec in lengths_inputs(graph).items():
                 self.lengths[name] = spec
                 if spec.observed:
                     self._owners[name] = model
+            for key, floor in _time_floors(graph).items():
+                self._floors[key] = max(self._floors.get(key, 0), floor)
 
     def trial(self, trial: int) -> Inputs:
         """The inputs of trial ``trial`` (the same for the same seed and trial)."""
@@ -220,7 +256,7 @@ class InputGenerator:
         initializers = {t.name for t in self.model.graph.initializer}
         infos = [i for i in self.model.graph.input if i.name not in initializers]
         symbols: dict[str, int] = {}
-        shapes = {i.name: _concrete_dims(i, trial, symbols) for i in infos}
+        shapes = {i.name: _concrete_dims(i, trial, symbols, self._floors) for i in infos}
         feeds: Inputs = {}
         for info in infos:
             if info.name not in self.lengths:
