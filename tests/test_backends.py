@@ -502,3 +502,18 @@ def test_large_static_indexes_run_on_the_backend(name, dims, batch_axis, time_ax
             warnings.simplefilter("ignore")
             (got,) = backend.prepare(inlined)({"x": x, "lens": lens})
         assert got.tobytes() == expected.tobytes(), target
+
+
+def test_a_profile_keeps_its_failure_lines_from_one_probe_to_the_next():
+    """IREE compiles in a temporary folder and WebGPU's page is served on a free port:
+    the failure lines a profile records name neither, so that writing it again changes
+    no line that did not change."""
+    from revseq.backends.probe import _stable
+
+    iree = "error: /tmp/tmpyv4d1k9q/model.mlir:7:10: failed to legalize"
+    webgpu = "at S (http://127.0.0.1:41777/dist/ort.webgpu.min.mjs:7:3301)"
+    assert _stable(iree) == "error: <tmp>/model.mlir:7:10: failed to legalize"
+    assert _stable(webgpu) == "at S (http://localhost/dist/ort.webgpu.min.mjs:7:3301)"
+    for name in ("iree", "webgpu"):
+        profile = revseq.TARGETS[name]
+        assert all(line == _stable(line) for line in profile.failures), name

@@ -627,13 +627,17 @@ def carrier_input(elem: int, rng: np.random.Generator) -> np.ndarray:
 # matrix form: squeezed, and at the static (5, 4) transposed too); and general axes
 # (revseq's op): a leading axis before the time axis and the batch axis after it (GatherND
 # tuples of three coordinates, or batch_dims with two: MNN 3.6 read those wrong), and the
-# time axis last.
+# time axis last. Ranks 2 to 5: a matrix (no trailing dim: the rank-2 form, which
+# gathers the data's transpose where the batch is short) and rows of three trailing
+# dims, one of size 1.
 FORM_LAYOUTS = (
     (("T", "B", 3), 1, 0),
     (("B", "T", 2, 3), 0, 1),
     (("T", "B", 1), 1, 0),
     ((2, "T", 3, "B"), 3, 1),
     ((3, "B", "T"), 1, 2),
+    (("T", "B"), 1, 0),
+    (("T", "B", 2, 1, 3), 1, 0),
 )
 
 

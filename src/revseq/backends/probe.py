@@ -19,6 +19,7 @@ __all__ = ["Probe", "ProbeError", "ProbeResult", "op_probes", "probe_backend"]
 
 import dataclasses
 import logging
+import re
 import warnings
 from collections.abc import Callable, Iterable
 
@@ -360,6 +361,21 @@ def _kept_costs(
     }
 
 
+# What differs between two runs of the same failure: a temporary folder (IREE compiles
+# in one), the port of WebGPU's page server. A profile written again keeps its lines.
+_RUN_SPECIFIC = (
+    (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
+    (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
+)
+
+
+def _stable(line: str) -> str:
+    """A failure line without the names of one run (``_RUN_SPECIFIC``)."""
+    for pattern, replacement in _RUN_SPECIFIC:
+        line = pattern.sub(replacement, line)
+    return line
+
+
 def _profile(
     name: str,
     backend: Backend | IsolatedBackend,
@@ -388,7 +404,9 @@ def _profile(
         )
         for gather in GATHERS
     }
-    failures = tuple(f"{r.name} ({r.kind}): {r.failure}" for r in results if r.failure)
+    failures = tuple(
+        _stable(f"{r.name} ({r.kind}): {r.failure}") for r in results if r.failure
+    )
     return Profile(
         name=name,
         source="probe",
