@@ -239,28 +239,34 @@ class Matcher:
                     return result
             if others:
                 return result
-            for lengths in constant_lengths(nodes):
-                result = self._match_with_lengths(output, data, gather, lengths)
-                if isinstance(result, Match):
-                    return result
             return self._match_constant(output, data, gather, nodes)
         return self._judge(output, data, gather, nodes, others)
 
     def _match_constant(
         self, output: ir.Value, data: ir.Value, gather: ir.Node, nodes: list[ir.Node]
     ) -> Match | NoMatch:
-        """A gather by a constant index, as ``revseq.inline`` emits for constant lengths.
+        """A slice that reads no lengths: constant lengths, as ``revseq.inline`` emits them.
 
-        The lengths are read back from the index (``read_back_lengths``) and fused as a
-        Constant, made here and placed by the restore pass.
+        With static dims the index is a constant (the lengths folded in): the lengths
+        are read back from it (``read_back_lengths``), a proof for that shape, and fused
+        as a Constant, made here and placed by the restore pass. With a symbolic dim the
+        index is computed from the lengths' values: each 1-D integer constant the slice
+        reads is tried as them (``constant_lengths``).
         """
         problem = check_data_use(nodes, data, gather)
         if problem is not None:
             return NoMatch(problem, output)
         shaped = _shaped_as(data)
         dims = dims_of(shaped, self._shapes_for(shaped))
-        if dims is None or not all(isinstance(d, int) for d in dims):
-            return NoMatch("no lengths value, and the data's dims are not all static", output)
+        if dims is not None and not all(isinstance(d, int) for d in dims):
+            result: Match | NoMatch = NoMatch("no lengths value", output)
+            for lengths in constant_lengths(nodes):
+                result = self._match_with_lengths(output, data, gather, lengths)
+                if isinstance(result, Match):
+                    return result
+            return result
+        if dims is None:
+            return NoMatch("no lengths value, and the data's rank is unknown", output)
         if len(dims) < 2:
             return NoMatch(
                 f"the data has rank {len(dims)}; ReverseSequence needs >= 2", output

@@ -203,6 +203,17 @@ def surviving_axes(
     lens_type = (lengths.dtype or ir.DataType.INT64).numpy()
     surviving = set(axis_pairs(rank))
     first_failure = ""
+    # Lengths of a static size fit only a batch axis of that size: a probe of another
+    # size broadcasts them and may agree (one length for a batch of one).
+    size = lengths.shape[0] if lengths.shape is not None and len(lengths.shape) == 1 else None
+    if isinstance(size, int):
+        for pair in list(surviving):
+            if isinstance(dims[pair[0]], int) and dims[pair[0]] != size:
+                surviving.discard(pair)
+                first_failure = first_failure or (
+                    f"its {size} lengths do not fit the batch axis {pair[0]} of size "
+                    f"{dims[pair[0]]}"
+                )
     for shape in probe_shapes(dims):
         x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
         for batch_axis, time_axis in sorted(surviving):
@@ -273,8 +284,15 @@ def prove(
         rank = max(UNKNOWN_RANKS)
     if not surviving:
         return Verdict(None, failure or "no axes fit")
-    # Only degenerate shapes (a size-1 time axis) leave several readings; prefer the
-    # ONNX layouts, in the spec's default order.
+    if dims is not None:
+        # A reading whose time axis is 1 at every probe never saw a reversal (its valid
+        # lengths are 0 and 1): where another reversed along a longer axis, that one
+        # holds (data [1, 1, T] reversed along T is no reversal along its first axis).
+        shapes = probe_shapes(dims)
+        longer = {p for p in surviving if any(shape[p[1]] > 1 for shape in shapes)}
+        surviving = longer or surviving
+    # Only degenerate shapes (a size-1 time axis, or batch axes of size 1) leave several
+    # readings; prefer the ONNX layouts, in the spec's default order.
     ordered = [p for p in axis_pairs(rank) if p in surviving]
     return Verdict(ordered[0], "")
 
@@ -294,11 +312,14 @@ def prove_as_given(
     ``revseq.inline`` of constant lengths with symbolic dims computes part of the index
     from their values, so other lengths fed to the same value prove nothing. The slice
     is evaluated with these lengths at each probe shape and must equal the reversal by
-    them, clamped to [0, T] as revseq's forms clamp (ONNX defines no others).
+    them, clamped to [0, T] as revseq's forms clamp (ONNX defines no others). A slice
+    that those lengths reverse by at most one step at every probe is an identity there,
+    whatever constant it is read with: not fused.
     """
     if dims is None or len(dims) < 2 or lens.ndim != 1:
         return Verdict(None, "constant lengths need data of known rank >= 2 and 1-D lengths")
     surviving = set(axis_pairs(len(dims)))
+    moved: set[tuple[int, int]] = set()  # pairs that reversed 2 or more steps somewhere
     failure = ""
     for shape in probe_shapes(dims):
         x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
@@ -319,6 +340,11 @@ def prove_as_given(
                     f"differs from ReverseSequence by its constant lengths {lens.tolist()} "
                     f"on a probe of shape {list(shape)}"
                 )
+            elif clamped.size and clamped.max() >= 2:
+                moved.add((batch_axis, time_axis))
+    if surviving and not surviving & moved:
+        return Verdict(None, "by its constant lengths it moves no element: an identity")
+    surviving &= moved
     if not surviving:
         return Verdict(None, failure or "no axes fit")
     return Verdict(next(p for p in axis_pairs(len(dims)) if p in surviving), "")

@@ -150,6 +150,8 @@ def constant_lengths(nodes: Sequence[ir.Node]) -> list[ir.Value]:
 
     ``revseq.inline`` of constant lengths with symbolic dims computes the index from the
     lengths' values (some folded in): the slice reads them as a constant, not a leaf.
+    Initializers come first: a Constant the decomposition made may hold the same values
+    (an axis), and the model's own lengths are the ones to keep.
     """
     found: list[ir.Value] = []
     seen: set[int] = set()
@@ -161,4 +163,4 @@ def constant_lengths(nodes: Sequence[ir.Node]) -> list[ir.Value]:
             tensor = ir.convenience.get_const_tensor(value)
             if tensor is not None and tensor.dtype in LENGTH_TYPES and len(tensor.shape) == 1:
                 found.append(value)
-    return found
+    return sorted(found, key=lambda v: v.producer() is not None)

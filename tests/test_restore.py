@@ -11,6 +11,8 @@ import onnx_ir as ir
 import onnxruntime as ort
 import onnxscript.optimizer
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnxscript import rewriter
 from onnxscript.rewriter import RewriteRuleSet
 
@@ -189,6 +191,108 @@ def test_restore_fuses_constant_lengths(dims, batch_axis, time_axis, domain, str
             assert [i.name for i in restored.graph.initializer] == ["lens"]
         if not domain and (static or (lens <= shape[time_axis]).all()):
             assert _run(restored, {"x": x})[0].tobytes() == truth
+
+
+@pytest.mark.parametrize("strategy", FORMS)
+@pytest.mark.parametrize("dims", [(1, 1, "T"), (1, 1, 5), (1, "B", "T")])
+def test_restore_takes_the_axis_that_reverses_where_size_1_dims_leave_several(dims, strategy):
+    """Data [1, 1, T] reversed along T: a reading along its first axis (size 1) agrees
+    on every probe, since lengths there are only 0 and 1, but reverses nothing, and its
+    node would refuse the lengths the model takes; restore reads the axis of length T."""
+    model = reverse_sequence_model(
+        list(dims), FLOAT, batch_axis=0, time_axis=2, domain="revseq"
+    )
+    restored = revseq.restore(revseq.inline(model, strategy=strategy))
+    (node,) = restored.graph.node
+    assert node.op_type == "ReverseSequence"
+    assert _attr(node, "time_axis") == 2 and _attr(node, "batch_axis") in (0, 1)
+
+
+@st.composite
+def constant_length_cases(draw: st.DrawFn) -> dict[str, object]:
+    rank = draw(st.integers(2, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
+    if draw(st.booleans()):
+        batch_axis, time_axis = draw(st.permutations(range(rank)))[:2]
+    else:
+        batch_axis, time_axis = draw(st.sampled_from([(1, 0), (0, 1)]))
+    time_len = shape[time_axis]
+    lens = draw(
+        st.lists(
+            st.integers(-2, time_len + 2),
+            min_size=shape[batch_axis],
+            max_size=shape[batch_axis],
+        )
+    )
+    return {
+        "shape": shape,
+        "batch_axis": batch_axis,
+        "time_axis": time_axis,
+        "lens": np.array(lens, np.int64),
+        "symbolic_time": draw(st.booleans()),
+        "strategy": draw(st.sampled_from(revseq.STRATEGIES)),
+    }
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(constant_length_cases())
+def test_restore_fuses_random_constant_lengths(case):
+    """Whatever the shape, axes, lengths (invalid ones too) and form: an inlined constant
+    length reversal restores to one ReverseSequence that computes what the inlined model
+    does, and reads the model's own lengths where a symbolic dim kept them."""
+    shape, lens = case["shape"], case["lens"]
+    batch_axis, time_axis = case["batch_axis"], case["time_axis"]
+    dims = list(shape)
+    if case["symbolic_time"]:
+        dims[time_axis] = "T"
+    domain = "" if {batch_axis, time_axis} == {0, 1} else "revseq"
+    model = reverse_sequence_model(
+        dims, FLOAT, batch_axis=batch_axis, time_axis=time_axis, domain=domain, lens=lens
+    )
+    inlined = revseq.inline(model, strategy=case["strategy"])
+    if not any(n.op_type.startswith("Gather") for n in inlined.graph.node):
+        return  # simplified: an identity or a flip, nothing to restore
+    restored = revseq.restore(inlined)
+    fused = [n for n in restored.graph.node if n.op_type == "ReverseSequence"]
+    clamped = np.clip(lens, 0, shape[time_axis])
+    if case["symbolic_time"]:
+        reverses = lens.max() >= 2  # at the probes' sizes of T
+    else:  # an identity or a flip by the lengths read back is left as it is
+        reverses = clamped.max() >= 2 and not (clamped == shape[time_axis]).all()
+    if not reverses:
+        assert not fused
+        return
+    assert len(fused) == 1 and len(restored.graph.node) <= 2, restored.graph.node
+    node = fused[0]
+    # Where every sequence has the same length, any axis of the lengths' size reads as
+    # the batch (the lengths read back then have its size); the time axis is one.
+    fused_batch, fused_time = _attr(node, "batch_axis"), _attr(node, "time_axis")
+    assert fused_time == time_axis
+    assert fused_batch == batch_axis or (clamped == clamped[0]).all()
+    if case["symbolic_time"]:
+        assert node.input[1] == "lens"
+        read = lens
+    else:
+        constant = next(n for n in restored.graph.node if n.output[0] == node.input[1])
+        read = onnx.numpy_helper.to_array(constant.attribute[0].t)
+    run_shape = list(shape)
+    if case["symbolic_time"]:
+        run_shape[time_axis] = max(shape[time_axis], int(lens.max()))
+    x = np.random.default_rng(0).standard_normal(run_shape).astype(np.float32)
+    clamped = np.clip(lens, 0, run_shape[time_axis])
+    truth = reverse_sequence(x, clamped, batch_axis=batch_axis, time_axis=time_axis)
+    assert (
+        reverse_sequence(
+            x,
+            np.clip(read, 0, run_shape[time_axis]),
+            batch_axis=fused_batch,
+            time_axis=time_axis,
+        ).tobytes()
+        == truth.tobytes()
+    )
+    assert _run(inlined, {"x": x})[0].tobytes() == truth.tobytes()
+    if not domain and (lens >= 0).all():
+        assert _run(restored, {"x": x})[0].tobytes() == truth.tobytes()
 
 
 def _constant_gather(index):
