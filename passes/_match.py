@@ -27,6 +27,7 @@ __all__ = ["Match", "NoMatch", "Matcher", "GATHER_OPS", "fused_domain", "made_le
 
 import dataclasses
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -119,6 +120,13 @@ def _through_carrier(match: Match) -> Match:
         return match
     nodes = (into, *match.nodes, back)
     return dataclasses.replace(match, output=back.outputs[0], data=source, nodes=nodes)
+
+
+def _can_be(declared: Sequence[int | str | None], dims: Sequence[int]) -> bool:
+    """Whether declared dims (each a size, a symbol or None) can be ``dims``."""
+    return len(declared) == len(dims) and all(
+        not isinstance(d, int) or d == want for d, want in zip(declared, dims, strict=True)
+    )
 
 
 def made_lengths(match: Match) -> ir.Node | None:
@@ -248,45 +256,47 @@ class Matcher:
         """A slice that reads no lengths: constant lengths, as ``revseq.inline`` emits them.
 
         With static dims the index is a constant (the lengths folded in): the lengths
-        are read back from it (``read_back_lengths``), a proof for that shape, and fused
-        as a Constant, made here and placed by the restore pass. With a symbolic dim the
-        index is computed from the lengths' values: each 1-D integer constant the slice
-        reads is tried as them (``constant_lengths``).
+        are read back from it. With a symbolic dim the index is computed from the
+        lengths' values: each 1-D integer constant the slice reads is tried as them
+        (``constant_lengths``).
         """
         problem = check_data_use(nodes, data, gather)
         if problem is not None:
             return NoMatch(problem, output)
         shaped = _shaped_as(data)
         dims = dims_of(shaped, self._shapes_for(shaped))
-        if dims is not None and not all(isinstance(d, int) for d in dims):
-            result: Match | NoMatch = NoMatch("no lengths value", output)
-            for lengths in constant_lengths(nodes):
-                result = self._match_with_lengths(output, data, gather, lengths)
-                if isinstance(result, Match):
-                    return result
-            return result
         if dims is None:
             return NoMatch("no lengths value, and the data's rank is unknown", output)
+        if all(isinstance(d, int) for d in dims):
+            return self._read_lengths_back(output, data, nodes, [int(d) for d in dims])
+        result: Match | NoMatch = NoMatch("no lengths value", output)
+        for lengths in constant_lengths(nodes):
+            result = self._match_with_lengths(output, data, gather, lengths)
+            if isinstance(result, Match):
+                return result
+        return result
+
+    def _read_lengths_back(
+        self, output: ir.Value, data: ir.Value, nodes: list[ir.Node], dims: list[int]
+    ) -> Match | NoMatch:
+        """Lengths read back from a constant index (``read_back_lengths``).
+
+        A proof for that shape; fused as a Constant, made here and placed by the restore
+        pass.
+        """
         if len(dims) < 2:
             return NoMatch(
                 f"the data has rank {len(dims)}; ReverseSequence needs >= 2", output
             )
         declared = DECLARED.dims(output)  # before evaluating anything
-        if declared is not None and (
-            len(declared) != len(dims)
-            or any(
-                isinstance(d, int) and d != want
-                for d, want in zip(declared, dims, strict=True)
-            )
-        ):
+        if declared is not None and not _can_be(declared, dims):
             return NoMatch(
                 "no lengths value, and the result is not shaped as the data", output
             )
         key = fingerprint(nodes, data, None, output, self._tensor_keys, dims=dims)
         found = self._read_back.get(key)
         if found is None:
-            shape = tuple(int(d) for d in dims)
-            found = self._read_back[key] = read_back_lengths(nodes, data, output, shape)
+            found = self._read_back[key] = read_back_lengths(nodes, data, output, tuple(dims))
         if isinstance(found, str):
             return NoMatch(f"no lengths value, and {found}", output)
         (batch_axis, time_axis), lens = found
