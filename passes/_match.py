@@ -19,6 +19,11 @@ starting at 1, a gather on the wrong axis or lengths broadcast on the wrong axis
 their outputs differ from the reversal, and the reason names the first probe that shows
 it. The verdict for a slice is cached by its structure, so a model with thousands of
 identical decompositions is probed once.
+
+Where the slice reads no run-time lengths, they are computed from shapes (tf2onnx's
+``tf.reverse``) or constant (``revseq.inline`` of constant lengths): with static dims the
+lengths are read back from the constant index by one evaluation on distinct ids, with a
+symbolic dim a 1-D integer constant the slice reads stands for ``L`` (``_match_constant``).
 """
 
 from __future__ import annotations
