@@ -47,7 +47,6 @@ from revseq.passes._proof import (
     dims_of,
     fingerprint,
     prove,
-    prove_as_given,
     read_back_lengths,
     tensor_key,
 )
@@ -245,12 +244,8 @@ class Matcher:
         if all(read_by_shapes_only(v, nodes) for v in others):
             # No run-time lengths: the lengths are computed from shapes (tf.reverse), or
             # folded into a constant index.
-            result: Match | NoMatch = NoMatch("no lengths value", output)
-            for lengths in lengths_from_shapes(nodes):
-                result = self._match_with_lengths(output, data, gather, lengths)
-                if isinstance(result, Match):
-                    return result
-            if others:
+            result = self._match_any(output, data, gather, lengths_from_shapes(nodes))
+            if isinstance(result, Match) or others:
                 return result
             return self._match_constant(output, data, gather, nodes)
         return self._judge(output, data, gather, nodes, others)
@@ -274,8 +269,14 @@ class Matcher:
             return NoMatch("no lengths value, and the data's rank is unknown", output)
         if all(isinstance(d, int) for d in dims):
             return self._read_lengths_back(output, data, nodes, [int(d) for d in dims])
+        return self._match_any(output, data, gather, constant_lengths(nodes))
+
+    def _match_any(
+        self, output: ir.Value, data: ir.Value, gather: ir.Node, candidates: list[ir.Value]
+    ) -> Match | NoMatch:
+        """The match with the first candidate lengths it is proven for, or the last why not."""
         result: Match | NoMatch = NoMatch("no lengths value", output)
-        for lengths in constant_lengths(nodes):
+        for lengths in candidates:
             result = self._match_with_lengths(output, data, gather, lengths)
             if isinstance(result, Match):
                 return result
@@ -397,8 +398,14 @@ class Matcher:
         if verdict is None:
             verdict = prove(nodes, data, lengths, output, dims, dim_reads=dim_reads)
             if verdict.axes is None and given is not None:
-                as_given = prove_as_given(
-                    nodes, data, lengths, output, dims, lens=given.numpy(), dim_reads=dim_reads
+                as_given = prove(
+                    nodes,
+                    data,
+                    lengths,
+                    output,
+                    dims,
+                    dim_reads=dim_reads,
+                    given=given.numpy(),
                 )
                 verdict = as_given if as_given.axes is not None else verdict
             self._verdicts[key] = verdict

@@ -196,12 +196,22 @@ def surviving_axes(
     dims: list[int | str],
     *,
     dim_reads: DimReads,
-) -> tuple[set[tuple[int, int]], str]:
-    """The axis pairs under which the slice equals ReverseSequence on every probe."""
+    given: np.ndarray | None = None,
+) -> tuple[set[tuple[int, int]], set[tuple[int, int]], str]:
+    """The axis pairs under which the slice equals ReverseSequence on every probe.
+
+    Also those of them that reversed two or more steps on some probe. ``given``:
+    lengths that are a constant the index may have folded in (``revseq.inline`` of
+    constant lengths with a symbolic dim computes part of the index from their values),
+    so other lengths fed in their place prove nothing. The slice is evaluated with them
+    as they are, and must equal the reversal by them clamped to [0, T], as revseq's
+    forms clamp (ONNX defines no others).
+    """
     rng = np.random.default_rng(0)
     rank = len(dims)
     lens_type = (lengths.dtype or ir.DataType.INT64).numpy()
     surviving = set(axis_pairs(rank))
+    exercised: set[tuple[int, int]] = set()
     first_failure = ""
     # Lengths of a static size fit only a batch axis of that size: a probe of another
     # size broadcasts them and may agree (one length for a batch of one).
@@ -214,21 +224,34 @@ def surviving_axes(
                     f"its {size} lengths do not fit the batch axis {pair[0]} of size "
                     f"{dims[pair[0]]}"
                 )
+
+    def evaluated(x: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        return evaluate_slice(
+            nodes, data=data, x=x, lengths=lengths, lens=lens.astype(lens_type),
+            output=output, dim_reads=dim_reads,
+        )  # fmt: skip
+
     for shape in probe_shapes(dims):
         x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+        with_given = None  # the slice with the given lengths: one run per shape
         for batch_axis, time_axis in sorted(surviving):
             batch, time = shape[batch_axis], shape[time_axis]
-            for lens in probe_lengths(rng, batch, time):
+            if given is None:
+                trials = probe_lengths(rng, batch, time)
+                reach = time  # the trials run up to T
+            elif len(given) != batch:
+                surviving.discard((batch_axis, time_axis))
+                continue
+            else:
+                trials = [np.clip(given, 0, time).astype(np.int64)]
+                reach = int(trials[0].max(initial=0))
+            for lens in trials:
                 try:
-                    got = evaluate_slice(
-                        nodes,
-                        data=data,
-                        x=x,
-                        lengths=lengths,
-                        lens=lens.astype(lens_type),
-                        output=output,
-                        dim_reads=dim_reads,
-                    )
+                    if given is None:
+                        got = evaluated(x, lens)
+                    else:
+                        with_given = evaluated(x, given) if with_given is None else with_given
+                        got = with_given
                 except UnsupportedOp as e:
                     surviving.discard((batch_axis, time_axis))
                     first_failure = first_failure or (
@@ -246,7 +269,10 @@ def surviving_axes(
                         f"with lengths {lens.tolist()}"
                     )
                     break
-    return surviving, first_failure
+            else:
+                if reach >= 2:
+                    exercised.add((batch_axis, time_axis))
+    return surviving, exercised & surviving, first_failure
 
 
 # With the data's rank unknown, a decomposition must hold at every one of these ranks.
@@ -261,12 +287,21 @@ def prove(
     dims: list[int | str] | None,
     *,
     dim_reads: DimReads,
+    given: np.ndarray | None = None,
 ) -> Verdict:
+    """The axes under which the slice is ReverseSequence(data, lengths), or why none.
+
+    ``given``: the lengths' own constant values, proven as they are
+    (``surviving_axes``); a slice they reverse by at most one step at every probe is an
+    identity there, whatever constant it is read with: not fused.
+    """
+    if given is not None and (dims is None or given.ndim != 1):
+        return Verdict(None, "constant lengths need data of known rank and 1-D lengths")
     if dims is not None:
         if len(dims) < 2:
             return Verdict(None, f"the data has rank {len(dims)}; ReverseSequence needs >= 2")
-        surviving, failure = surviving_axes(
-            nodes, data, lengths, output, dims, dim_reads=dim_reads
+        surviving, exercised, failure = surviving_axes(
+            nodes, data, lengths, output, dims, dim_reads=dim_reads, given=given
         )
         rank = len(dims)
     else:
@@ -276,78 +311,25 @@ def prove(
         failure = ""
         for rank in UNKNOWN_RANKS:
             symbols = [f"d{i}" for i in range(rank)]
-            here, reason = surviving_axes(
+            here, _, reason = surviving_axes(
                 nodes, data, lengths, output, symbols, dim_reads=dim_reads
             )
             failure = failure or reason
             surviving = {p for p in surviving if max(p) >= rank or p in here}
+        exercised = surviving  # every symbol is probed at sizes of 2 and more
         rank = max(UNKNOWN_RANKS)
     if not surviving:
         return Verdict(None, failure or "no axes fit")
-    if dims is not None:
-        # A reading whose time axis is 1 at every probe never saw a reversal (its valid
-        # lengths are 0 and 1): where another reversed along a longer axis, that one
-        # holds (data [1, 1, T] reversed along T is no reversal along its first axis).
-        shapes = probe_shapes(dims)
-        longer = {p for p in surviving if any(shape[p[1]] > 1 for shape in shapes)}
-        surviving = longer or surviving
+    if given is not None and not exercised:
+        return Verdict(None, "by its constant lengths it moves no element: an identity")
+    # A reading that reversed nothing at any probe (its time axis 1 everywhere: its valid
+    # lengths are 0 and 1) is no reversal where another reversed along a longer axis
+    # (data [1, 1, T] reversed along T is none along its first axis).
+    surviving = exercised or surviving
     # Only degenerate shapes (a size-1 time axis, or batch axes of size 1) leave several
     # readings; prefer the ONNX layouts, in the spec's default order.
     ordered = [p for p in axis_pairs(rank) if p in surviving]
     return Verdict(ordered[0], "")
-
-
-def prove_as_given(
-    nodes: Sequence[ir.Node],
-    data: ir.Value,
-    lengths: ir.Value,
-    output: ir.Value,
-    dims: list[int | str] | None,
-    *,
-    lens: np.ndarray,
-    dim_reads: DimReads,
-) -> Verdict:
-    """The proof for constant lengths ``lens`` that the index may also have folded in.
-
-    ``revseq.inline`` of constant lengths with symbolic dims computes part of the index
-    from their values, so other lengths fed to the same value prove nothing. The slice
-    is evaluated with these lengths at each probe shape and must equal the reversal by
-    them, clamped to [0, T] as revseq's forms clamp (ONNX defines no others). A slice
-    that those lengths reverse by at most one step at every probe is an identity there,
-    whatever constant it is read with: not fused.
-    """
-    if dims is None or len(dims) < 2 or lens.ndim != 1:
-        return Verdict(None, "constant lengths need data of known rank >= 2 and 1-D lengths")
-    surviving = set(axis_pairs(len(dims)))
-    moved: set[tuple[int, int]] = set()  # pairs that reversed 2 or more steps somewhere
-    failure = ""
-    for shape in probe_shapes(dims):
-        x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
-        try:
-            got = evaluate_slice(
-                nodes, data=data, x=x, lengths=lengths, lens=lens, output=output,
-                dim_reads=dim_reads,
-            )  # fmt: skip
-        except UnsupportedOp as e:
-            return Verdict(None, f"cannot evaluate it on a probe of shape {list(shape)}: {e}")
-        for batch_axis, time_axis in sorted(surviving):
-            clamped = np.clip(lens, 0, shape[time_axis]).astype(np.int64)
-            if shape[batch_axis] != len(lens) or not np.array_equal(
-                got, reverse_sequence(x, clamped, batch_axis=batch_axis, time_axis=time_axis)
-            ):
-                surviving.discard((batch_axis, time_axis))
-                failure = failure or (
-                    f"differs from ReverseSequence by its constant lengths {lens.tolist()} "
-                    f"on a probe of shape {list(shape)}"
-                )
-            elif clamped.size and clamped.max() >= 2:
-                moved.add((batch_axis, time_axis))
-    if surviving and not surviving & moved:
-        return Verdict(None, "by its constant lengths it moves no element: an identity")
-    surviving &= moved
-    if not surviving:
-        return Verdict(None, failure or "no axes fit")
-    return Verdict(next(p for p in axis_pairs(len(dims)) if p in surviving), "")
 
 
 # A constant index over at most this many data elements is read back (the data held as

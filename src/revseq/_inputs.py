@@ -166,25 +166,35 @@ def lengths_inputs(model: ir.Model) -> dict[str, LengthsInput]:
     return found
 
 
-def _time_floors(model: ir.Model) -> dict[str, int]:
-    """The least size of each symbolic time dim that constant lengths reverse along.
+def _constant_reversals(model: ir.Model) -> list[tuple[ir.Node, int]]:
+    """Each ReverseSequence whose lengths are a constant, with the longest of them.
 
-    A ReverseSequence whose lengths are a constant, reading a graph input's data (as
-    is, or through Cast/Identity): its time dim must hold the longest of them (ONNX
-    defines no others, and onnxruntime refuses them). Keyed as ``_concrete_dims`` keys
-    a symbol: its name, else "input:axis".
+    Its lengths are no input the trials generate (restore fuses a constant index so).
     """
-    inputs = {v.name: v for v in model.graph.inputs if v.name}
-    floors: dict[str, int] = {}
+    found = []
     for scoped in walk(model):
         node = scoped.node
         if not is_reverse_sequence(node) or len(node.inputs) != 2 or node.inputs[1] is None:
             continue
         lens = ir.convenience.get_const_tensor(node.inputs[1])
+        if lens is not None and lens.size:
+            found.append((node, int(lens.numpy().max())))
+    return found
+
+
+def _time_floors(model: ir.Model, reversals: list[tuple[ir.Node, int]]) -> dict[str, int]:
+    """The least size of each symbolic time dim that constant lengths reverse along.
+
+    A ReverseSequence of ``reversals`` reading a graph input's data (as is, or through
+    Cast/Identity): its time dim must hold the longest of its lengths (ONNX defines no
+    others, and onnxruntime refuses them). Keyed as ``_concrete_dims`` keys a symbol:
+    its name, else "input:axis".
+    """
+    inputs = {v.name: v for v in model.graph.inputs if v.name}
+    floors: dict[str, int] = {}
+    for node, longest in reversals:
         source = _trace_to_input(node.inputs[0], set(inputs))
-        if lens is None or lens.size == 0 or source is None:
-            continue
-        shape = inputs[source].shape
+        shape = inputs[source].shape if source is not None else None
         if shape is None or not len(shape):
             continue
         axis = node.attributes.get_int("time_axis", 0) % len(shape)
@@ -192,8 +202,18 @@ def _time_floors(model: ir.Model) -> dict[str, int]:
         if isinstance(dim, int):
             continue
         key = dim.value or f"{source}:{axis}"
-        floors[key] = max(floors.get(key, 0), int(lens.numpy().max()))
+        floors[key] = max(floors.get(key, 0), longest)
     return floors
+
+
+def _steps_reversed(node: ir.Node, longest: int) -> int:
+    """The most steps constant lengths reverse: the longest, at most a static T."""
+    data = node.inputs[0]
+    if data is not None and data.shape is not None:
+        time_dim = data.shape[node.attributes.get_int("time_axis", 0)]
+        if isinstance(time_dim, int):
+            return min(longest, time_dim)
+    return longest
 
 
 def _concrete_dims(
@@ -241,14 +261,19 @@ class InputGenerator:
         self._owners: dict[str, onnx.ModelProto] = {}
         self.lengths: dict[str, LengthsInput] = {}
         self._floors: dict[str, int] = {}
+        # The most steps a node with constant lengths reverses, in any of the models.
+        self.constant_steps = 0
         for model in reversed(models):  # the first model's view wins
             graph = ir.from_proto(model)
             for name, spec in lengths_inputs(graph).items():
                 self.lengths[name] = spec
                 if spec.observed:
                     self._owners[name] = model
-            for key, floor in _time_floors(graph).items():
+            reversals = _constant_reversals(graph)
+            for key, floor in _time_floors(graph, reversals).items():
                 self._floors[key] = max(self._floors.get(key, 0), floor)
+            for node, longest in reversals:
+                self.constant_steps = max(self.constant_steps, _steps_reversed(node, longest))
 
     def trial(self, trial: int) -> Inputs:
         """The inputs of trial ``trial`` (the same for the same seed and trial)."""

@@ -70,30 +70,6 @@ def _has_reverse_sequence(proto: onnx.ModelProto) -> bool:
     return any(is_reverse_sequence(s.node) for s in walk(ir.from_proto(proto)))
 
 
-def _longest_constant_reversal(proto: onnx.ModelProto) -> int:
-    """The most steps a ReverseSequence with constant lengths reverses (0: none has them).
-
-    Its lengths are no input the trials generate (restore fuses a constant index so),
-    and the data's static time dim, where declared, caps them.
-    """
-    longest = 0
-    for scoped in walk(ir.from_proto(proto)):
-        node = scoped.node
-        if not is_reverse_sequence(node) or len(node.inputs) < 2 or node.inputs[1] is None:
-            continue
-        lengths = ir.convenience.get_const_tensor(node.inputs[1])
-        if lengths is None or lengths.size == 0:
-            continue
-        steps = int(np.max(lengths.numpy()))
-        data = node.inputs[0]
-        if data is not None and data.shape is not None:
-            time_dim = data.shape[node.attributes.get_int("time_axis", 0)]
-            if isinstance(time_dim, int):
-                steps = min(steps, time_dim)
-        longest = max(longest, steps)
-    return longest
-
-
 def _compare_whole(
     ref_runners: dict[str, Runner],
     cand_runners: dict[str, Runner],
@@ -143,10 +119,7 @@ def _compare_whole(
 
 
 def _exercised(
-    nodes: Sequence[NodeReport],
-    generator: InputGenerator,
-    input_sets: Sequence[Inputs],
-    models: Sequence[onnx.ModelProto],
+    nodes: Sequence[NodeReport], generator: InputGenerator, input_sets: Sequence[Inputs]
 ) -> bool:
     """Whether some reversal of 2 or more steps happened.
 
@@ -156,12 +129,15 @@ def _exercised(
     """
     if nodes:
         return any(n.longest >= 2 for n in nodes)
-    return any(
-        feeds[name].size and int(np.max(feeds[name])) >= 2
-        for feeds in input_sets
-        for name in generator.lengths
-        if name in feeds
-    ) or any(_longest_constant_reversal(m) >= 2 for m in models)
+    return (
+        any(
+            feeds[name].size and int(np.max(feeds[name])) >= 2
+            for feeds in input_sets
+            for name in generator.lengths
+            if name in feeds
+        )
+        or generator.constant_steps >= 2
+    )
 
 
 def check(
@@ -265,7 +241,7 @@ def check(
     ok = example is None and not different
     exercised = True
     if nodes or _has_reverse_sequence(ref) or _has_reverse_sequence(cand):
-        exercised = _exercised(checked, generator, input_sets, (ref, cand))
+        exercised = _exercised(checked, generator, input_sets)
     if different:
         first = different[0]
         message = f"node {first.name or '(unnamed)'} in {first.scope}: {first.difference}"
