@@ -113,7 +113,7 @@ def test_goal_lines_judge_rows_of_a_mib_and_up_against_the_floor_or_the_gather()
         row((64, 32, 256), 1.4, 1.4, 1.0),  # default met, own target missed
         row((256, 64, 256), 2.3, 2.35, 2.0),  # the gather costs 2.0: bound 2.4
     ]
-    default, own = bb._goal_lines(rows)
+    default, own = bb.goal_lines(rows, bb._over_floor)
     assert "met in 2 of 2" in default and "misses" not in default
     assert "met in 1 of 2" in own
     assert "[64, 32, 256] time-major float32 all 1.40x > 1.30x" in own
@@ -136,7 +136,7 @@ def test_the_gather_alone_bound_is_the_median_of_the_shapes_rows():
 
     # The third row's gather alone (1.0) alone would bound its default at 1.5x.
     rows = [row("static", 2.3, 2.0), row("time+batch", 2.3, 2.2), row("all", 2.3, 1.0)]
-    default, _ = bb._goal_lines(rows)
+    default, _ = bb.goal_lines(rows, bb._over_floor)
     assert "met in 3 of 3" in default
 
 
@@ -323,6 +323,25 @@ def test_device_rows_time_onnx2torch_against_a_device_copy_and_hand_written_torc
             assert cells[name].split("x")[0].replace(".", "").isdigit(), (name, cells[name])
         assert "wrong values" not in row
     assert "default, all dims: geomean" in text and "the torch gather" in text
+
+
+def test_device_page_judges_the_goal_against_the_device_copy():
+    from revseq import _bench_torch
+
+    def row(shape, default, own, gather):
+        result = {"device copy": (1e-4, 1.0), "memcpy": (1e-3, 9.0)}
+        result |= {"default": (3e-4, default), "own target": (0, own)}
+        result |= {"gather alone": (0, gather)}
+        case = bench.Case(shape, 1, 0, "float32")
+        return {"case": case, "dims": "all", "result": result, "notes": {}, "nodes": {}}
+
+    rows = [row((64, 32, 256), 1.4, 1.4, 1.0), row((256, 64, 256), 4.0, 2.35, 2.0)]
+    text = _bench_torch.format_device("onnx2torch on cuda", rows)
+    default = next(line for line in text.splitlines() if line.startswith("default, goal"))
+    assert "met in 1 of 2" in default  # the device copy is the floor, not numpy's copy
+    assert "[256, 64, 256] time-major float32 all 4.00x > 2.40x" in default
+    own = next(line for line in text.splitlines() if line.startswith("own target, goal"))
+    assert "met in 1 of 2" in own and "1.40x > 1.30x" in own
 
 
 @pytest.mark.parametrize(

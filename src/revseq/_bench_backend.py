@@ -16,6 +16,7 @@ __all__ = [
     "floor_ratio",
     "floor_runners",
     "format_backend",
+    "goal_lines",
     "ratio_cells",
     "rows_of_passes",
     "run_backend",
@@ -280,6 +281,9 @@ GOAL = {"default": 1.5, "own target": 1.3}
 GOAL_OVER_GATHER = 1.2
 GOAL_MIN_BYTES = 1 << 20
 
+Over = Callable[[dict[str, object], str], float | None]
+"""A variant of a row x the row's floor, by the variant's name (None: it did not run)."""
+
 
 def goal_bound(name: str, gather_alone: float | None) -> float:
     """The most ``name`` ("default" or "own target") may cost, x the copy floor."""
@@ -288,8 +292,8 @@ def goal_bound(name: str, gather_alone: float | None) -> float:
     return max(GOAL[name], GOAL_OVER_GATHER * gather_alone)
 
 
-def _gather_alone(rows: list[dict[str, object]]) -> dict[Case, float]:
-    """Each case's gather alone x the floor: the median over the case's rows.
+def _gather_alone(rows: list[dict[str, object]], over: Over) -> dict[Case, float]:
+    """Each case's gather alone x the floor (``over``): the median over the case's rows.
 
     The gather alone is one model (static dims, the lengths a constant) whatever dims a
     row declares, so a case's rows measure one ratio again and again; single rows
@@ -298,21 +302,25 @@ def _gather_alone(rows: list[dict[str, object]]) -> dict[Case, float]:
     """
     measured: dict[Case, list[float]] = {}
     for row in rows:
-        ratio = _over_floor(row, "gather alone")
+        ratio = over(row, "gather alone")
         if ratio is not None:
             measured.setdefault(row["case"], []).append(ratio)  # type: ignore[arg-type]
     return {case: statistics.median(ratios) for case, ratios in measured.items()}
 
 
-def _goal_lines(rows: list[dict[str, object]]) -> list[str]:
-    """Which rows of a MiB or more meet the speed goal (``GOAL``), and which miss it."""
+def goal_lines(rows: list[dict[str, object]], over: Over) -> list[str]:
+    """Which rows of a MiB or more meet the speed goal (``GOAL``), and which miss it.
+
+    ``over(row, name)`` is variant ``name`` of ``row`` x the floor (None where it did
+    not run): the copy floor on a CPU backend's page, the device copy on a GPU's.
+    """
     lines = []
-    gathers = _gather_alone(rows)
+    gathers = _gather_alone(rows, over)
     for name, limit in GOAL.items():
         met, misses = 0, []
         for row in rows:
             case: Case = row["case"]  # type: ignore[assignment]
-            ratio = _over_floor(row, name)
+            ratio = over(row, name)
             if case.nbytes < GOAL_MIN_BYTES or ratio is None:
                 continue
             bound = goal_bound(name, gathers.get(case))
@@ -368,7 +376,7 @@ def format_backend(label: str, rows: list[dict[str, object]]) -> str:
             f"{seconds * 1e3:.3f} ({which}) | " + " | ".join(cells) + " |"
         )
     lines.append("")
-    lines.extend(_goal_lines(rows))
+    lines.extend(goal_lines(rows, _over_floor))
     for dims in dict.fromkeys(r["dims"] for r in rows):
         for name in ("default", "own target"):
             over = (_over_floor(r, name) for r in rows if r["dims"] == dims)

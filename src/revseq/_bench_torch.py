@@ -245,6 +245,7 @@ def format_device(label: str, rows: list[dict[str, object]]) -> str:
             f"{default_ms} | " + " | ".join(cells) + " |"
         )
     lines.append("")
+    lines.extend(_bench_backend.goal_lines(rows, _over))
     for dims in dict.fromkeys(r["dims"] for r in rows):
         selected = [r for r in rows if r["dims"] == dims]
         for name in ("default", "own target"):
