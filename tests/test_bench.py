@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 
 import numpy as np
@@ -323,6 +324,39 @@ def test_device_rows_time_onnx2torch_against_a_device_copy_and_hand_written_torc
             assert cells[name].split("x")[0].replace(".", "").isdigit(), (name, cells[name])
         assert "wrong values" not in row
     assert "default, all dims: geomean" in text and "the torch gather" in text
+
+
+@onnx2torch_here
+def test_node_costs_time_every_module_of_the_default_and_the_own_target():
+    from revseq import _bench_backend, _bench_torch
+
+    case = bench.Case((2000, 16), 1, 0, "float32")
+    rows = _bench_torch.node_costs("cpu", [case], ["static", "all"], calls=2)
+    assert [(r["dims"], r["variant"]) for r in rows] == [
+        ("static", "default"),
+        ("static", "own target"),
+        ("all", "default"),
+        ("all", "own target"),
+    ]
+    lens = np.array([0, 1, 2000] + [5] * 13, np.int64)
+    for row in rows:
+        model = _bench_backend.backend_models("onnx2torch", case, row["dims"], lens)
+        modules = row["modules"]
+        nodes = model[row["variant"]].graph.node
+        assert {op: len(times) for op, times in modules.items()} == dict(
+            collections.Counter(n.op_type for n in nodes)
+        )
+        assert all(t > 0 for times in modules.values() for t in times) and row["call"] > 0
+    table = _bench_torch.format_node_costs(rows)
+    assert table.count("| [2000, 16] time-major float32 |") == 4 and "Range (1)" in table
+
+
+@pytest.mark.parametrize("argv", [["--node-costs"], ["--backend", "tract", "--node-costs"]])
+def test_node_costs_need_a_device(capsys, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(argv)
+    assert exit_info.value.code == 2
+    assert "give it with --device" in capsys.readouterr().err.splitlines()[-1]
 
 
 def test_device_page_judges_the_goal_against_the_device_copy():

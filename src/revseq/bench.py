@@ -453,6 +453,12 @@ def _parser() -> argparse.ArgumentParser:
         "the op written by hand in torch",
     )
     parser.add_argument(
+        "--node-costs",
+        action="store_true",
+        help="with --device: also time each module of the default's and the own "
+        "target's graph alone, the device synchronised around it",
+    )
+    parser.add_argument(
         "--speed-only", action="store_true", help="the speed and memory tables only"
     )
     parser.add_argument(
@@ -467,6 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Print the speed, memory and pass-speed tables (or one backend's table)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.node_costs and args.device is None:
+        parser.error("--node-costs times modules on a device: give it with --device")
     if args.device is not None:
         if args.backend != "onnx2torch":
             parser.error(
@@ -504,6 +512,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         machine = f"{machine}, {_bench_torch.device_context(args.device)}"
         out.write(_bench_torch.format_device(f"onnx2torch on {args.device}", rows) + "\n")
+        if args.node_costs:
+            costs = _bench_torch.node_costs(args.device, cases, args.dims)
+            out.write(f"\n{_bench_torch.NODE_COSTS_INTRO}\n")
+            out.write(_bench_torch.format_node_costs(costs) + "\n")
         intro = _bench_torch.PAGE_INTRO
     elif args.backend is not None:
         rows = _bench_backend.run_backend(
