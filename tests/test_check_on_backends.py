@@ -241,3 +241,67 @@ def test_a_symbolic_time_dim_holds_the_longest_constant_length():
     report = api.check(model, api.inline(model), trials=5)
     assert report.ok and report.exercised and report.verdict == "OK"
     assert report.nodes[0].longest == 6
+
+
+@pytest.mark.parametrize(
+    ("step", "longest"),
+    [(1, 6), (2, 6), (4, 5)],
+    ids=["slice-1", "every-2nd", "every-4th"],
+)
+def test_a_computed_time_dim_grows_to_hold_the_longest_constant_length(step, longest):
+    """The data of a node with constant lengths is a Slice of the input (T - 1 steps,
+    or every 2nd or 4th of them): only a run tells its time length, so trials grow the
+    symbolic dims until it holds the lengths (it stopped the check with the native op's
+    "Invalid sequence length" before)."""
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    inits = [
+        nh.from_array(np.array([longest, 1, 0], np.int64), "lens"),
+        nh.from_array(np.array([1], np.int64), "start"),
+        nh.from_array(np.array([2**62], np.int64), "end"),
+        nh.from_array(np.array([0], np.int64), "axis"),
+        nh.from_array(np.array([step], np.int64), "step"),
+    ]
+    nodes = [
+        h.make_node("Slice", ["x", "start", "end", "axis", "step"], ["sliced"]),
+        h.make_node("ReverseSequence", ["sliced", "lens"], ["y"], batch_axis=1, time_axis=0),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "computed_time",
+        [h.make_tensor_value_info("x", TP.FLOAT, ["T", 3, "F"])],
+        [h.make_tensor_value_info("y", TP.FLOAT, ["U", 3, "F"])],
+        initializer=inits,
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    report = api.check(model, api.inline(model), trials=3)
+    assert report.ok and report.exercised and report.verdict == "OK"
+    assert report.nodes[0].longest == longest
+
+
+def test_a_time_dim_no_input_sizes_still_fails_with_the_backends_word():
+    """A constant time dim of 2 under lengths of 6 is an invalid model, not a short
+    draw: growing the symbolic dims changes nothing, and the check says why it failed."""
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    inits = [
+        nh.from_array(np.array([6, 1, 0], np.int64), "lens"),
+        nh.from_array(np.array([2, 3, 1], np.int64), "shape"),
+    ]
+    nodes = [
+        h.make_node("ReduceMean", ["x"], ["mean"], keepdims=0),
+        h.make_node("Expand", ["mean", "shape"], ["data"]),
+        h.make_node("ReverseSequence", ["data", "lens"], ["y"], batch_axis=1, time_axis=0),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "constant_time",
+        [h.make_tensor_value_info("x", TP.FLOAT, ["N"])],
+        [h.make_tensor_value_info("y", TP.FLOAT, [2, 3, 1])],
+        initializer=inits,
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    with pytest.raises(api.RevseqError, match="Invalid sequence length"):
+        api.check(model, api.inline(model), trials=1)

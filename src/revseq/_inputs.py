@@ -166,8 +166,8 @@ def lengths_inputs(model: ir.Model) -> dict[str, LengthsInput]:
     return found
 
 
-def _constant_reversals(model: ir.Model) -> list[tuple[ir.Node, int]]:
-    """Each ReverseSequence whose lengths are a constant, with the longest of them.
+def _constant_reversals(model: ir.Model) -> list[tuple[ir.Node, int, bool]]:
+    """Each ReverseSequence with constant lengths: the longest, and whether in main.
 
     Its lengths are no input the trials generate (restore fuses a constant index so).
     """
@@ -178,11 +178,33 @@ def _constant_reversals(model: ir.Model) -> list[tuple[ir.Node, int]]:
             continue
         lens = ir.convenience.get_const_tensor(node.inputs[1])
         if lens is not None and lens.size:
-            found.append((node, int(lens.numpy().max())))
+            found.append((node, int(lens.numpy().max()), scoped.scope == "main"))
     return found
 
 
-def _time_floors(model: ir.Model, reversals: list[tuple[ir.Node, int]]) -> dict[str, int]:
+def _computed_time(
+    model: ir.Model, reversals: list[tuple[ir.Node, int, bool]]
+) -> list[tuple[str, int, int]]:
+    """The main-graph reversals of ``reversals`` whose data is computed, not an input.
+
+    As (data name, time axis, longest length): the size of that data's time dim is
+    known only once the model runs (a Slice of an input, a MatMul's result), so a trial
+    reads it (``InputGenerator._grown``).
+    """
+    inputs = {v.name for v in model.graph.inputs if v.name}
+    found = []
+    for node, longest, main in reversals:
+        data = node.inputs[0]
+        if not main or data is None or not data.name or longest < 1:
+            continue
+        if _trace_to_input(data, inputs) is None:
+            found.append((data.name, node.attributes.get_int("time_axis", 0), longest))
+    return found
+
+
+def _time_floors(
+    model: ir.Model, reversals: list[tuple[ir.Node, int, bool]]
+) -> dict[str, int]:
     """The least size of each symbolic time dim that constant lengths reverse along.
 
     A ReverseSequence of ``reversals`` reading a graph input's data (as is, or through
@@ -192,7 +214,7 @@ def _time_floors(model: ir.Model, reversals: list[tuple[ir.Node, int]]) -> dict[
     """
     inputs = {v.name: v for v in model.graph.inputs if v.name}
     floors: dict[str, int] = {}
-    for node, longest in reversals:
+    for node, longest, _ in reversals:
         source = _trace_to_input(node.inputs[0], set(inputs))
         shape = inputs[source].shape if source is not None else None
         if shape is None or not len(shape):
@@ -261,6 +283,8 @@ class InputGenerator:
         self._owners: dict[str, onnx.ModelProto] = {}
         self.lengths: dict[str, LengthsInput] = {}
         self._floors: dict[str, int] = {}
+        # Models whose constant lengths reverse along a computed time dim (_grown).
+        self._computed: list[tuple[onnx.ModelProto, list[tuple[str, int, int]]]] = []
         # The most steps a node with constant lengths reverses, in any of the models.
         self.constant_steps = 0
         for model in reversed(models):  # the first model's view wins
@@ -272,7 +296,10 @@ class InputGenerator:
             reversals = _constant_reversals(graph)
             for key, floor in _time_floors(graph, reversals).items():
                 self._floors[key] = max(self._floors.get(key, 0), floor)
-            for node, longest in reversals:
+            computed = _computed_time(graph, reversals)
+            if computed:
+                self._computed.append((model, computed))
+            for node, longest, _ in reversals:
                 self.constant_steps = max(self.constant_steps, _steps_reversed(node, longest))
 
     def trial(self, trial: int) -> Inputs:
@@ -282,6 +309,8 @@ class InputGenerator:
         infos = [i for i in self.model.graph.input if i.name not in initializers]
         symbols: dict[str, int] = {}
         shapes = {i.name: _concrete_dims(i, trial, symbols, self._floors) for i in infos}
+        if self._computed and self._capture is not None and symbols:
+            shapes = self._grown(infos, trial, symbols, shapes)
         feeds: Inputs = {}
         for info in infos:
             if info.name not in self.lengths:
@@ -298,6 +327,40 @@ class InputGenerator:
                 elem = info.type.tensor_type.elem_type
                 feeds[info.name] = values.astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
         return {i.name: feeds[i.name] for i in infos}
+
+    def _grown(
+        self,
+        infos: Sequence[onnx.ValueInfoProto],
+        trial: int,
+        symbols: dict[str, int],
+        shapes: dict[str, tuple[int, ...]],
+    ) -> dict[str, tuple[int, ...]]:
+        """The trial's shapes, grown until computed time dims hold their constant lengths.
+
+        Each owner model runs on zeros of these shapes with its ReverseSequence nodes
+        made Identities (lengths longer than the time dim are no valid input, and the
+        node's output is shaped as its data); where a time dim is shorter than its
+        longest length, every symbolic dim grows by the shortfall (doubled each round),
+        up to ``_GROWTH_ROUNDS`` times (a dim that no input dim sizes stays as drawn, and the
+        trial then fails with the backend's word).
+        """
+        for growth in range(_GROWTH_ROUNDS):
+            short = 0
+            for model, computed in self._computed:
+                probe = _reversals_as_identities(model)
+                zeros = {
+                    i.name: _zeros(i.type.tensor_type.elem_type, shapes[i.name]) for i in infos
+                }
+                values = self._capture(probe, zeros, sorted({name for name, _, _ in computed}))
+                for name, axis, longest in computed:
+                    dims = values[name].shape
+                    short = max(short, longest - dims[axis % len(dims)] if dims else 0)
+            if short <= 0:
+                break
+            for key in symbols:  # twice the step each round: a dim may be T / k
+                symbols[key] += short << growth
+            shapes = {i.name: _concrete_dims(i, trial, symbols, self._floors) for i in infos}
+        return shapes
 
     def _time_lengths(
         self, feeds: Inputs, shapes: dict[str, tuple[int, ...]]
@@ -326,6 +389,31 @@ class InputGenerator:
                     for data, axis in self.lengths[name].observed
                 )
         return lengths
+
+
+# How often a trial's symbolic dims grow for constant lengths along a computed time dim.
+_GROWTH_ROUNDS = 6
+
+
+def _zeros(elem: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Zeros (empty strings) of ONNX element type ``elem``."""
+    if elem == onnx.TensorProto.STRING:
+        return np.full(shape, "", dtype=object)
+    if elem == onnx.TensorProto.BFLOAT16:
+        return np.zeros(shape, ml_dtypes.bfloat16)
+    return np.zeros(shape, onnx.helper.tensor_dtype_to_np_dtype(elem))
+
+
+def _reversals_as_identities(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with each main-graph ReverseSequence an Identity of its data."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for node in probe.graph.node:
+        if node.op_type == "ReverseSequence" and node.domain in ("", "ai.onnx"):
+            node.op_type = "Identity"
+            del node.input[1:]
+            del node.attribute[:]
+    return probe
 
 
 def _elem(model: onnx.ModelProto, name: str) -> int:
