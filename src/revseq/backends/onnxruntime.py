@@ -16,7 +16,9 @@ def prepare(model: onnx.ModelProto, *, optimize: bool = True):
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    options.log_severity_level = 3
+    # Fatal only: a failing kernel is logged at error level, then raised with the same
+    # words (the user's one-line error), so error level printed it twice.
+    options.log_severity_level = 4
     options.graph_optimization_level = (
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if optimize
