@@ -161,6 +161,8 @@ class Profile:
         members: For ``portable``, the probed profiles it was computed from.
         lean: Whether forms emitted for it take the lean index (``leaned``; the probed
             variants say only that they run).
+        device: The accelerator the backend's data lives on (``cuda``), None for the
+            host. The default is computed from host backends only (``load_profiles``).
     """
 
     name: str
@@ -177,6 +179,7 @@ class Profile:
     falls_back: bool = False
     members: tuple[Profile, ...] = ()
     lean: bool = False
+    device: str | None = None
 
     @property
     def verified(self) -> bool:
@@ -332,6 +335,15 @@ class Profile:
 
         return tuple(form + NARROW if cheaper(form) else form for form in order)
 
+    def gathers_lacking(self, model: onnx.ModelProto, dtype: str | None) -> list[str]:
+        """The gathers of ``model``'s main graph that move no ``dtype`` here, sorted.
+
+        Where a device's profile says so of the default's output (the default is for
+        host backends, ``load_profiles``), the device's own target is what runs there.
+        """
+        held = {n.op_type for n in model.graph.node if n.op_type in GATHERS}
+        return sorted(g for g in held if not self.moves(g, dtype))
+
     def lacking(self, op_type: str, *, dynamic: bool) -> list[str]:
         """The members (or this profile) that lack ``op_type``, as "name version"."""
         profiles = self.members or (self,)
@@ -369,6 +381,8 @@ class Profile:
         data["failures"] = list(self.failures)
         if self.falls_back:
             data["falls_back"] = True
+        if self.device is not None:
+            data["device"] = self.device
         return data
 
     @classmethod
@@ -395,6 +409,7 @@ class Profile:
                 for kind, forms in costs.items()
             },
             falls_back=bool(data.get("falls_back", False)),
+            device=data.get("device"),
         )
 
     @classmethod
@@ -425,14 +440,22 @@ def profile_path(name: str) -> pathlib.Path:
 
 @functools.cache
 def load_profiles() -> dict[str, Profile]:
-    """Every profile file shipped with revseq, by name, and the computed portable one."""
+    """Every profile file shipped with revseq, by name, and the computed portable one.
+
+    The portable one is computed from the probed profiles of host backends: a device's
+    kernels can lack what the same runtime's CPU kernels have and have what they lack
+    (torch's CUDA indexing moves no uint16, uint32 or uint64, its ``gather`` does, the
+    reverse of its CPU kernels), so a default that held on both would refuse those
+    types; a device has its own target.
+    """
     folder = importlib.resources.files("revseq.ops") / "profiles"
     profiles = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".json"):
             profile = Profile.read(entry)
             profiles[profile.name] = profile
-    profiles[PORTABLE] = portable(p for p in profiles.values() if p.verified)
+    hosted = (p for p in profiles.values() if p.verified and p.device is None)
+    profiles[PORTABLE] = portable(hosted)
     return profiles
 
 

@@ -19,7 +19,7 @@ import revseq
 from revseq import backends
 from revseq._inputs import random_array
 from revseq.backends.sweep import types_of
-from revseq.ops.profiles import ELEMENT_TYPES
+from revseq.ops.profiles import ELEMENT_TYPES, GATHERS
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
 
@@ -118,6 +118,25 @@ def run_and_compare(
                 assert_identical(runner({"x": x, "lens": lens})[0], expected)
 
 
+def default_not_for(name: str, inlined: onnx.ModelProto, dtype: str) -> str | None:
+    """Why the default need not run on ``name`` for ``dtype``, or None: it must.
+
+    The default is computed from host backends (``load_profiles``); on a device, the
+    gather it takes for a type may move none of it there (torch's CUDA indexing has no
+    uint16, uint32 or uint64), which the device's own target avoids.
+    """
+    profile = TARGETS.get(name)
+    if profile is None or profile.device is None:
+        return None
+    lacking = profile.gathers_lacking(inlined, dtype)
+    if not lacking:
+        return None
+    return (
+        f"the default is for host backends: {name}'s {', '.join(lacking)} moves no "
+        f"{dtype} (its profile); target={name!r} does"
+    )
+
+
 def check_default(
     name: str, rank: int, dtype: str, layout: str, dynamic: bool, **inline_options
 ) -> None:
@@ -128,6 +147,9 @@ def check_default(
     dims = dims_for(rank, batch_axis, time_axis, dynamic, SIZES[0])
     model = model_of(dims, dtype, batch_axis, time_axis)
     inlined = revseq.inline(model, **inline_options)
+    reason = None if "target" in inline_options else default_not_for(name, inlined, dtype)
+    if reason is not None:
+        pytest.skip(reason)
     run_and_compare(
         backend,
         inlined,
@@ -244,9 +266,12 @@ def test_default_output_before_opset_14(name, layout, opset):
         dims = dims_for(3, batch_axis, time_axis, False, SIZES[0])
         model = model_of(dims, dtype, batch_axis, time_axis)
         model.opset_import[0].version = opset
+        inlined = revseq.inline(model)
+        if default_not_for(name, inlined, dtype) is not None:
+            continue
         run_and_compare(
             backend,
-            revseq.inline(model),
+            inlined,
             rank=3,
             dtype=dtype,
             batch_axis=batch_axis,
@@ -517,3 +542,84 @@ def test_a_profile_keeps_its_failure_lines_from_one_probe_to_the_next():
     for name in ("iree", "webgpu"):
         profile = revseq.TARGETS[name]
         assert all(line == _stable(line) for line in profile.failures), name
+
+
+onnx2torch_here = pytest.mark.skipif(
+    not backends.installed("onnx2torch"), reason="onnx2torch is not installed"
+)
+
+
+@onnx2torch_here
+def test_a_resident_runner_keeps_its_inputs_on_the_device_between_calls(monkeypatch):
+    """onnx2torch-cuda's timed runner (here on the CPU: the plumbing, not the device)
+    copies inputs once per set of arrays, reruns the module on those copies, and starts
+    again for other arrays; its untimed runner computes every call from its inputs."""
+    monkeypatch.setenv("REVSEQ_CUDA_DEVICE", "cpu")
+    backend = backends.get("onnx2torch-cuda")
+    assert backend.resident and not backends.get("onnx2torch").resident
+    model = revseq.inline(model_of(("T", "B", 3), "float32", 1, 0))
+    module = backend.module
+    converted = []
+    real_convert = module.onnx2torch.convert
+
+    def counting_convert(proto):
+        graph_module = real_convert(proto)
+        calls = []
+        graph_module.register_forward_hook(lambda *_: calls.append(1))
+        converted.append(calls)
+        return graph_module
+
+    monkeypatch.setattr(module.onnx2torch, "convert", counting_convert)
+    runner = backend.prepare(model, repeated=True)
+    rng = np.random.default_rng(0)
+    for shape in ((5, 4, 3), (2, 6, 3)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        lens = rng.integers(0, shape[0] + 1, shape[1])
+        feeds = {"x": x, "lens": lens}
+        expected = reverse_sequence(x, lens, batch_axis=1, time_axis=0)
+        for _ in range(3):
+            assert_identical(runner(feeds)[0], expected)
+    assert len(converted) == 1 and len(converted[0]) == 6  # the module ran every call
+    assert_identical(backend.prepare(model)(feeds)[0], expected)
+
+
+@onnx2torch_here
+def test_a_resident_backends_floor_is_its_own_copy(monkeypatch):
+    """numpy's copy on the host is no floor for data on a device: it is not timed, and
+    the floor is the backend's Identity."""
+    from revseq import _bench_backend, bench
+
+    monkeypatch.setenv("REVSEQ_CUDA_DEVICE", "cpu")
+    case = bench.Case((20, 4, 3), 1, 0, "float32")
+    feeds = bench.input_arrays(case, np.random.default_rng(0))
+    models = {"default": revseq.inline(bench.native_model(case))}
+    for name, timed in (("onnx2torch-cuda", False), ("onnx2torch", True)):
+        result, _, _ = _bench_backend.time_pass(
+            backends.get(name), case, feeds, models, rounds=2, budget_s=0.01
+        )
+        assert ("memcpy" in result) == timed
+        if not timed:
+            assert _bench_backend.floor_ratio(result) == 1.0
+
+
+def test_device_profiles_stay_out_of_the_default():
+    """The default is computed from host backends: a device's profile (onnx2torch-cuda,
+    where torch's CUDA indexing moves no uint16/32/64) would make it refuse them."""
+    from revseq.ops.profiles import PORTABLE, Profile, load_profiles, portable
+
+    profiles = load_profiles()
+    members = {m.name for m in profiles[PORTABLE].members}
+    devices = [p for p in profiles.values() if p.device is not None]
+    assert all(p.name not in members for p in devices)
+    assert all(p.name in members for p in profiles.values() if p.verified and not p.device)
+    host = TARGETS["onnx2torch"]
+    device = Profile.from_json(
+        {**host.to_json(), "name": "onnx2torch-cuda", "device": "cuda"}
+        | {"dtypes": {"GatherElements": ["uint32"], "Gather": [], "GatherND": []}}
+    )
+    assert Profile.from_json(device.to_json()) == device and device.device == "cuda"
+    both = portable([host, device])
+    assert not any(both.moves(g, "uint32") for g in GATHERS)  # what it would refuse
+    model = model_of((5, 4, 3), "uint32", 1, 0)
+    inlined = revseq.inline(model)  # the default, from the host profiles, takes it
+    assert "ReverseSequence" not in {n.op_type for n in inlined.graph.node}

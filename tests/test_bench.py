@@ -251,6 +251,8 @@ def test_identical_models_are_timed_once_and_share_their_figures():
     real = revseq.backends.get("onnxruntime")
 
     class Counting:
+        resident = False
+
         def prepare(self, model, **kw):
             prepared.append(model)
             return real.prepare(model, **kw)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnx
 
+import revseq
 from revseq import _bench_backend, backends
 from revseq.backends import onnx2torch
 from revseq.backends._adapter import input_names
@@ -42,12 +43,14 @@ from revseq.bench import (
     Case,
     distinct_models,
     input_arrays,
+    native_model,
     node_count,
     placed_medians,
 )
 from revseq.ops.errors import one_line
 from revseq.ops.forms import FORMS
 from revseq.ops.reference import reverse_sequence
+from revseq.ops.targets import TARGETS
 
 DEVICE_SUITE: tuple[Case, ...] = (
     *_bench_backend.BACKEND_SUITE,
@@ -62,9 +65,11 @@ over a **copy of the data on the device** (`clone`) in the same rounds; node cou
 brackets. `torch gather` and `torch rows` are the op written by hand in torch (an index
 `where(t < L, L-1-t, t)`, then `torch.gather` with it expanded over the features, or
 `index_select` of the data's rows): what a user gets without ONNX. `default` is the
-output with no target, `own target` the output for `target="onnx2torch"` (its forms
-chosen by onnx2torch's probe on the CPU), the form columns each form as emitted for that
-target, `gather alone` the own target's output for the same lengths given as a constant,
+output with no target, `own target` the output for the device's own target
+(`target="onnx2torch-cuda"` on a CUDA device: its forms chosen by its probe there;
+elsewhere `target="onnx2torch"`), `onnx2torch target` the output for
+`target="onnx2torch"` (probed on the CPU), the form columns each form as emitted for the
+own target, `gather alone` the own target's output for the same lengths given as a constant,
 static dims. Float32 time-major data, lengths at run time, dims declared (`static`),
 time and batch symbolic (`time+batch`) or all symbolic (`all`). Every output was equal
 to the numpy reference, bit for bit, before it was timed; a variant that was not says so
@@ -72,7 +77,33 @@ in its cell. Each row is the median of its passes, each with every module made a
 """
 
 HAND_WRITTEN = ("torch gather", "torch rows")
-_COLUMNS = (*HAND_WRITTEN, "default", "own target", *FORMS, "gather alone")
+CPU_TARGET = "onnx2torch target"
+_COLUMNS = (*HAND_WRITTEN, "default", "own target", CPU_TARGET, *FORMS, "gather alone")
+
+
+def own_target(device: str) -> str:
+    """The target of onnx2torch on ``device``: its own profile where one was probed."""
+    import torch
+
+    if torch.device(device).type == "cuda" and "onnx2torch-cuda" in TARGETS:
+        return "onnx2torch-cuda"
+    return "onnx2torch"
+
+
+def device_models(
+    device: str, case: Case, dims: str, lens: np.ndarray
+) -> dict[str, onnx.ModelProto | str]:
+    """The variants a row times: the default, the own target, its forms, its gather alone.
+
+    Where the own target is a device's (``own_target``), ``target="onnx2torch"`` too.
+    """
+    own = own_target(device)
+    models = _bench_backend.backend_models(own, case, dims, lens)
+    del models["native"]  # onnx2torch has no converter for ReverseSequence
+    if own != "onnx2torch":
+        native = native_model(case, dims=dims)
+        models[CPU_TARGET] = revseq.inline(native, target="onnx2torch")
+    return models
 
 
 def unusable_device(device: str) -> str | None:
@@ -210,9 +241,7 @@ def run_device(
     """Time each case and dims through onnx2torch on ``device``; one row per (case, dims)."""
 
     def models_of(case: Case, dims: str, lens: np.ndarray) -> dict[str, onnx.ModelProto | str]:
-        models = _bench_backend.backend_models("onnx2torch", case, dims, lens)
-        del models["native"]  # onnx2torch has no converter for ReverseSequence
-        return models
+        return device_models(device, case, dims, lens)
 
     def one_pass(case: Case, feeds: dict[str, np.ndarray], models) -> _bench_backend.Timed:
         return _time_row(case, feeds, models, device, rounds=rounds, budget_s=budget_s)
@@ -252,7 +281,7 @@ def format_device(label: str, rows: list[dict[str, object]]) -> str:
     lines.extend(_bench_backend.goal_lines(rows, _over))
     for dims in dict.fromkeys(r["dims"] for r in rows):
         selected = [r for r in rows if r["dims"] == dims]
-        for name in ("default", "own target"):
+        for name in ("default", "own target", CPU_TARGET):
             parts = []
             for base in ("device copy", "torch gather", "torch rows"):
                 over = [_over(r, name, base) for r in selected]
@@ -322,7 +351,7 @@ def node_costs(
         feeds = input_arrays(case, rng)
         on_device = {n: onnx2torch.to_torch(a).to(where) for n, a in feeds.items()}
         for dims in dims_kinds:
-            models = _bench_backend.backend_models("onnx2torch", case, dims, feeds["lens"])
+            models = device_models(device, case, dims, feeds["lens"])
             for variant in NODE_VARIANTS:
                 model = models[variant]
                 if isinstance(model, str):

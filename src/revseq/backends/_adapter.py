@@ -9,6 +9,7 @@ __all__ = [
     "BackendUnavailableError",
     "Runner",
     "PLACED",
+    "adapter_module",
     "UNTIMED",
     "get",
     "input_names",
@@ -39,6 +40,8 @@ ADAPTERS: dict[str, str] = {
     "onnxruntime": "Microsoft's runtime, CPU execution provider (control: has the op)",
     "openvino": "Intel OpenVINO, CPU plugin (control: has the op)",
     "onnx2torch": "onnx2torch converted to a torch.fx module, run by torch on the CPU",
+    "onnx2torch-cuda": "onnx2torch's torch.fx module run by torch on a CUDA device, the data "
+    "resident there",
     "tvm": "Apache TVM, Relax ONNX frontend, compiled for llvm, Relax VM",
     "iree": "IREE: iree-import-onnx, compiled for llvm-cpu, local-task runtime",
     "tinygrad": "tinygrad's OnnxRunner on its CPU device",
@@ -97,6 +100,14 @@ class Backend:
         return (
             own() if own is not None else importlib.metadata.version(self.module.DISTRIBUTION)
         )
+
+    @property
+    def resident(self) -> bool:
+        """Whether its data lives on a device: its copy floor is its own Identity there.
+
+        numpy's copy, on the host, is then no floor (see ``RESIDENT`` in the adapter).
+        """
+        return getattr(self.module, "RESIDENT", False)
 
     @property
     def label(self) -> str:
@@ -184,7 +195,7 @@ def unavailable(name: str) -> str | None:
     dotted name imports only its parent package), and whatever else the adapter needs
     (tinygrad's CPU device needs a C compiler) must be there.
     """
-    module = _module(name)
+    module = adapter_module(name)
     for module_name in module.IMPORTS:
         try:
             found = importlib.util.find_spec(module_name) is not None
@@ -201,12 +212,13 @@ def installed(name: str) -> bool:
     return unavailable(name) is None
 
 
-def _module(name: str) -> types.ModuleType:
+def adapter_module(name: str) -> types.ModuleType:
+    """The module of adapter ``name`` (``onnx2torch-cuda``: ``onnx2torch_cuda``)."""
     if name not in ADAPTERS:
         raise BackendUnavailableError(
             f"unknown backend {name!r}; choose one of {', '.join(ADAPTERS)}"
         )
-    return importlib.import_module(f"revseq.backends.{name}")
+    return importlib.import_module(f"revseq.backends.{name.replace('-', '_')}")
 
 
 def get(name: str) -> Backend:
@@ -218,7 +230,7 @@ def get(name: str) -> Backend:
     reason = unavailable(name)
     if reason is not None:
         raise BackendUnavailableError(reason)
-    return Backend(name, _module(name))
+    return Backend(name, adapter_module(name))
 
 
 def input_names(model: onnx.ModelProto) -> list[str]:

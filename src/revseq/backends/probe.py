@@ -386,7 +386,7 @@ def _profile(
     forms: dict[str, frozenset[str]] | None,
     results: list[ProbeResult],
 ) -> Profile:
-    from revseq.backends._adapter import ADAPTERS
+    from revseq.backends._adapter import ADAPTERS, adapter_module
 
     def certified(kind: str) -> frozenset[str]:
         # A feature passes when, for some index type, all its probes of that type did.
@@ -419,4 +419,5 @@ def _profile(
         forms=forms,
         failures=failures,
         falls_back=name in PLACED,
+        device=getattr(adapter_module(name), "DEVICE", None),
     )

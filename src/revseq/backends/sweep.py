@@ -128,11 +128,20 @@ def draw_cases(
 
 
 def run_case(backend: backends.Backend, case: Case) -> tuple[str, str]:
-    """("ok" | "refused" | "FAIL" | "WRONG", why) for one case on ``backend``."""
+    """("ok" | "refused" | "host-only" | "FAIL" | "WRONG", why) for one case on ``backend``.
+
+    "host-only": the default, on a device whose gathers lack the one it takes for the
+    type (the default is computed from host backends; the device's own target serves it).
+    """
     try:
         inlined = revseq.inline(case.model(), target=backend.name if case.own else None)
     except revseq.RevseqError as e:
         return "refused", str(e)
+    profile = TARGETS.get(backend.name)
+    if not case.own and profile is not None and profile.device is not None:
+        lacking = profile.gathers_lacking(inlined, case.dtype)
+        if lacking:
+            return "host-only", f"{backend.name}'s {', '.join(lacking)} moves no {case.dtype}"
     b, t = case.batch_axis % case.rank, case.time_axis % case.rank
     lens_type = np.int32 if case.general else np.int64
     rng = np.random.default_rng(0)

@@ -1,0 +1,113 @@
+"""onnx2torch on a CUDA device: the converted module, its constants and its inputs there.
+
+A backend of its own (``onnx2torch-cuda``), not onnx2torch with a device variable:
+torch's CUDA kernels move other element types than its CPU ones (advanced indexing,
+which onnx2torch's Gather and GatherND are, has no uint16, uint32 or uint64 on CUDA;
+``torch.gather``, its GatherElements, has them there and not on the CPU), and each
+module costs a launch and, for some converters, host round trips (a Reshape reads its
+shape element by element), so what runs exactly and what is cheapest differ. Its probe
+records both, for ``target="onnx2torch-cuda"``.
+
+Its data is **resident**: a timed runner (``prepare_repeated``) copies its inputs to
+the device once and, called again with the same arrays, runs the module on those and
+synchronises the device, as a pipeline whose tensors live there does; its floor is the
+device's own copy (an Identity), not numpy's copy on the host.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+
+import numpy as np
+import onnx
+
+from revseq.backends import onnx2torch
+from revseq.backends._adapter import input_names
+
+DISTRIBUTION = "onnx2torch"
+EXTRA = "onnx2torch"
+IMPORTS = ("onnx2torch", "torch")
+RESIDENT = True
+DEVICE = "cuda"
+DEVICE_VARIABLE = "REVSEQ_CUDA_DEVICE"
+
+
+def device_name() -> str:
+    """The torch device: ``REVSEQ_CUDA_DEVICE`` (``cuda:1``, say), else ``cuda``."""
+    return os.environ.get(DEVICE_VARIABLE, "").strip() or DEVICE
+
+
+def version() -> str:
+    """onnx2torch's version, with torch's and the device's."""
+    import torch
+
+    where = torch.device(device_name())
+    name = torch.cuda.get_device_name(where) if where.type == "cuda" else where.type
+    return f"{importlib.metadata.version(DISTRIBUTION)} (torch {torch.__version__}, {name})"
+
+
+def missing_requirement() -> str | None:
+    """Why CUDA cannot run here (a CPU build of torch, no GPU), or None."""
+    problem = onnx2torch.device_problem(device_name())
+    return None if problem is None else f"onnx2torch-cuda: {problem}"
+
+
+def prepare(model: onnx.ModelProto):
+    """The module on the device; each call moves its inputs there and its outputs back."""
+    import torch
+
+    where = torch.device(device_name())
+    module = onnx2torch.convert(model).to(where)
+    names = input_names(model)
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        with torch.no_grad():
+            args = [onnx2torch.to_torch(feeds[n]).to(where) for n in names]
+            return [onnx2torch.to_numpy(o.cpu()) for o in _listed(module(*args))]
+
+    return run
+
+
+def prepare_repeated(model: onnx.ModelProto):
+    """A timed runner: the inputs stay on the device between calls with the same arrays.
+
+    The first call with a set of arrays copies them there, runs the module and brings
+    its outputs back; a later call with the very same arrays (held, so that no other
+    array takes their identity) runs the module on the device's copies, synchronises the
+    device, and returns those first outputs. A call with other arrays starts again.
+    """
+    import torch
+
+    where = torch.device(device_name())
+    module = onnx2torch.convert(model).to(where)
+    names = input_names(model)
+    held: dict[str, object] = {}
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        arrays = [feeds[n] for n in names]
+        with torch.no_grad():
+            if held.get("arrays") is not None and all(
+                a is b
+                for a, b in zip(arrays, held["arrays"], strict=True)  # type: ignore[arg-type]
+            ):
+                module(*held["args"])  # type: ignore[misc]
+                _synchronise(where)
+                return held["outputs"]  # type: ignore[return-value]
+            args = [onnx2torch.to_torch(a).to(where) for a in arrays]
+            outputs = [onnx2torch.to_numpy(o.cpu()) for o in _listed(module(*args))]
+        held.update(arrays=arrays, args=args, outputs=outputs)
+        return outputs
+
+    return run
+
+
+def _listed(outputs) -> list:
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+
+def _synchronise(where) -> None:
+    import torch
+
+    if where.type == "cuda":
+        torch.cuda.synchronize(where)
