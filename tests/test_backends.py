@@ -447,7 +447,7 @@ def test_a_missing_package_is_not_installed_and_get_says_how_to_install(monkeypa
     from revseq.backends import _adapter
 
     fake = types.SimpleNamespace(IMPORTS=("no_such_revseq_pkg.compiler",), EXTRA="fake")
-    monkeypatch.setattr(_adapter, "_module", lambda name: fake)
+    monkeypatch.setattr(_adapter, "adapter_module", lambda name: fake)
     assert not backends.installed("iree")
     with pytest.raises(backends.BackendUnavailableError, match=r"revseq\[fake\]"):
         backends.get("iree")

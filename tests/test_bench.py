@@ -398,16 +398,16 @@ def test_bad_device_arguments_are_refused_in_one_line(capsys, argv, message):
 
 
 @onnx2torch_here
-def test_onnx2torch_runs_on_the_device_its_variable_names(monkeypatch):
-    from revseq.backends import onnx2torch
+def test_onnx2torch_cuda_runs_on_the_device_its_variable_names(monkeypatch):
+    from revseq.backends import onnx2torch_cuda
 
-    monkeypatch.setenv(onnx2torch.DEVICE_VARIABLE, "nosuch")
-    reason = revseq.backends.unavailable("onnx2torch")
-    assert reason is not None and reason.startswith("REVSEQ_TORCH_DEVICE=nosuch: torch cannot")
-    monkeypatch.setenv(onnx2torch.DEVICE_VARIABLE, "cpu")
+    monkeypatch.setenv(onnx2torch_cuda.DEVICE_VARIABLE, "nosuch")
+    reason = revseq.backends.unavailable("onnx2torch-cuda")
+    assert reason is not None and reason.startswith("onnx2torch-cuda: torch cannot use")
+    monkeypatch.setenv(onnx2torch_cuda.DEVICE_VARIABLE, "cpu")
     case = bench.Case((6, 4, 3), 1, 0, "float32")
     feeds = bench.input_arrays(case, np.random.default_rng(1))
     model = revseq.inline(bench.native_model(case, dims="all"))
-    got = revseq.backends.get("onnx2torch").run(model, feeds)[0]
+    got = revseq.backends.get("onnx2torch-cuda").run(model, feeds)[0]
     expected = revseq.ops.reference.reverse_sequence(feeds["x"], feeds["lens"])
     assert got.tobytes() == expected.tobytes()

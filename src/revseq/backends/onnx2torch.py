@@ -1,9 +1,7 @@
-"""onnx2torch: the model converted to a ``torch.fx`` module, run by torch.
+"""onnx2torch: the model converted to a ``torch.fx`` module, run by torch on the CPU.
 
-The module runs on the CPU unless ``REVSEQ_TORCH_DEVICE`` names another torch device
-(``cuda``, ``cuda:1``): then the module, its inputs and its constants live there, and
-only the outputs come back to the host to be compared. The test suite's onnx2torch cases
-run on a GPU so; ``python -m revseq.bench --backend onnx2torch --device cuda`` times it.
+On a CUDA device it is another backend, ``onnx2torch-cuda`` (its kernels move other
+types, :mod:`revseq.backends.onnx2torch_cuda`), which builds on the helpers here.
 
 onnx2torch imports torchvision at import time, for its NonMaxSuppression and RoiAlign
 converters only; PyPI has no CPU build of torchvision that loads beside torch's CPU build
@@ -13,7 +11,6 @@ functions raise if one of those two converters is ever used: no other converter 
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 
@@ -26,12 +23,6 @@ from revseq.ops.errors import one_line
 DISTRIBUTION = "onnx2torch"
 EXTRA = "onnx2torch"
 IMPORTS = ("onnx2torch", "torch")
-DEVICE_VARIABLE = "REVSEQ_TORCH_DEVICE"
-
-
-def device_name() -> str:
-    """The torch device the modules run on (``REVSEQ_TORCH_DEVICE``, else ``cpu``)."""
-    return os.environ.get(DEVICE_VARIABLE, "").strip() or "cpu"
 
 
 def device_problem(name: str) -> str | None:
@@ -46,13 +37,6 @@ def device_problem(name: str) -> str | None:
     except Exception as e:  # torch raises RuntimeError or ValueError, by the cause
         return f"torch cannot use device {name!r} ({one_line(e)})"
     return None
-
-
-def missing_requirement() -> str | None:
-    """Why the device ``REVSEQ_TORCH_DEVICE`` names cannot run here, or None."""
-    name = device_name()
-    problem = None if name == "cpu" else device_problem(name)
-    return None if problem is None else f"{DEVICE_VARIABLE}={name}: {problem}"
 
 
 def _torchvision_stand_in() -> None:
@@ -102,19 +86,22 @@ def convert(model: onnx.ModelProto):
     return onnx2torch_convert(model)
 
 
-def prepare(model: onnx.ModelProto):
-    """Convert or compile ``model``; return a function of the inputs by name."""
+def prepare(model: onnx.ModelProto, *, device: str = "cpu"):
+    """The module on torch ``device``; each call moves its inputs there, outputs back."""
     import torch
 
-    device = torch.device(device_name())
-    module = convert(model).to(device)
+    where = torch.device(device)
+    module = convert(model).to(where)
     names = input_names(model)
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         with torch.no_grad():
-            outputs = module(*[to_torch(feeds[n]).to(device) for n in names])
-        if not isinstance(outputs, (tuple, list)):
-            outputs = [outputs]
-        return [to_numpy(o.cpu()) for o in outputs]
+            args = [to_torch(feeds[n]).to(where) for n in names]
+            return [to_numpy(o.cpu()) for o in listed(module(*args))]
 
     return run
+
+
+def listed(outputs) -> list:
+    """A module's outputs as a list (one output comes as a tensor)."""
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]

@@ -55,18 +55,7 @@ def missing_requirement() -> str | None:
 
 def prepare(model: onnx.ModelProto):
     """The module on the device; each call moves its inputs there and its outputs back."""
-    import torch
-
-    where = torch.device(device_name())
-    module = onnx2torch.convert(model).to(where)
-    names = input_names(model)
-
-    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        with torch.no_grad():
-            args = [onnx2torch.to_torch(feeds[n]).to(where) for n in names]
-            return [onnx2torch.to_numpy(o.cpu()) for o in _listed(module(*args))]
-
-    return run
+    return onnx2torch.prepare(model, device=device_name())
 
 
 def prepare_repeated(model: onnx.ModelProto):
@@ -74,36 +63,44 @@ def prepare_repeated(model: onnx.ModelProto):
 
     The first call with a set of arrays copies them there, runs the module and brings
     its outputs back; a later call with the very same arrays (held, so that no other
-    array takes their identity) runs the module on the device's copies, synchronises the
-    device, and returns those first outputs. A call with other arrays starts again.
+    array takes their identity; a timing loop's, which it does not change) runs the
+    module on the device's copies, synchronises the device, and returns those first
+    outputs. A call with other arrays starts again.
     """
     import torch
 
     where = torch.device(device_name())
     module = onnx2torch.convert(model).to(where)
     names = input_names(model)
-    held: dict[str, object] = {}
+    last = _Resident()
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         arrays = [feeds[n] for n in names]
         with torch.no_grad():
-            if held.get("arrays") is not None and all(
-                a is b
-                for a, b in zip(arrays, held["arrays"], strict=True)  # type: ignore[arg-type]
-            ):
-                module(*held["args"])  # type: ignore[misc]
+            if last.holds(arrays):
+                module(*last.args)
                 _synchronise(where)
-                return held["outputs"]  # type: ignore[return-value]
+                return last.outputs
             args = [onnx2torch.to_torch(a).to(where) for a in arrays]
-            outputs = [onnx2torch.to_numpy(o.cpu()) for o in _listed(module(*args))]
-        held.update(arrays=arrays, args=args, outputs=outputs)
+            outputs = [onnx2torch.to_numpy(o.cpu()) for o in onnx2torch.listed(module(*args))]
+        last.arrays, last.args, last.outputs = arrays, args, outputs
         return outputs
 
     return run
 
 
-def _listed(outputs) -> list:
-    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+class _Resident:
+    """A timed runner's last new arrays, their copies on the device, its outputs then."""
+
+    def __init__(self) -> None:
+        self.arrays: list[np.ndarray] = []
+        self.args: list = []
+        self.outputs: list[np.ndarray] = []
+
+    def holds(self, arrays: list[np.ndarray]) -> bool:
+        return bool(self.arrays) and all(
+            a is b for a, b in zip(arrays, self.arrays, strict=True)
+        )
 
 
 def _synchronise(where) -> None:
