@@ -64,3 +64,30 @@ def model_of(
         dims, ELEMENT_TYPES[dtype], batch_axis=batch_axis, time_axis=time_axis, domain=domain,
         lens_elem=lens_type, opset=18, ir_version=9, name="rs",
     )  # fmt: skip
+
+
+def time_shorter_than_lengths_model() -> onnx.ModelProto:
+    """A ReverseSequence whose constant lengths (up to 6) exceed its constant time dim (2).
+
+    Its data is computed from the input (an Expand of its mean): no drawn input size
+    makes it valid, so the native op refuses the lengths on every run.
+    """
+    helper, numpy_helper = onnx.helper, onnx.numpy_helper
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["mean"], keepdims=0),
+        helper.make_node("Expand", ["mean", "shape"], ["data"]),
+        helper.make_node(
+            "ReverseSequence", ["data", "lens"], ["y"], batch_axis=1, time_axis=0
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "constant_time",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3, 1])],
+        initializer=[
+            numpy_helper.from_array(np.array([6, 1, 0], np.int64), "lens"),
+            numpy_helper.from_array(np.array([2, 3, 1], np.int64), "shape"),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

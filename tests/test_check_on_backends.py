@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import pytest
+from helpers import time_shorter_than_lengths_model
 from test_cli import assert_one_line_error, revseq
 
 import revseq as api
@@ -283,25 +284,6 @@ def test_a_computed_time_dim_grows_to_hold_the_longest_constant_length(step, lon
 def test_a_time_dim_no_input_sizes_still_fails_with_the_backends_word():
     """A constant time dim of 2 under lengths of 6 is an invalid model, not a short
     draw: growing the symbolic dims changes nothing, and the check says why it failed."""
-    from onnx import helper as h
-    from onnx import numpy_helper as nh
-
-    inits = [
-        nh.from_array(np.array([6, 1, 0], np.int64), "lens"),
-        nh.from_array(np.array([2, 3, 1], np.int64), "shape"),
-    ]
-    nodes = [
-        h.make_node("ReduceMean", ["x"], ["mean"], keepdims=0),
-        h.make_node("Expand", ["mean", "shape"], ["data"]),
-        h.make_node("ReverseSequence", ["data", "lens"], ["y"], batch_axis=1, time_axis=0),
-    ]
-    graph = h.make_graph(
-        nodes,
-        "constant_time",
-        [h.make_tensor_value_info("x", TP.FLOAT, ["N"])],
-        [h.make_tensor_value_info("y", TP.FLOAT, [2, 3, 1])],
-        initializer=inits,
-    )
-    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model = time_shorter_than_lengths_model()
     with pytest.raises(api.RevseqError, match="Invalid sequence length"):
         api.check(model, api.inline(model), trials=1)

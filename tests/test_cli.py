@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import pytest
+from helpers import time_shorter_than_lengths_model
 
 FLOAT = onnx.TensorProto.FLOAT
 INT64 = onnx.TensorProto.INT64
@@ -260,23 +261,8 @@ def test_every_positional_argument_has_help(command):
 def test_a_run_the_native_op_refuses_is_one_line_without_onnxruntimes_log(tmp_path):
     """onnxruntime logged the kernel's failure on its own (a coloured line of its
     logger) before the exception that carries the same words: the user saw it twice."""
-    nodes = [
-        oh.make_node("ReduceMean", ["x"], ["mean"], keepdims=0),
-        oh.make_node("Expand", ["mean", "shape"], ["data"]),
-        oh.make_node("ReverseSequence", ["data", "lens"], ["y"], batch_axis=1, time_axis=0),
-    ]
-    graph = oh.make_graph(
-        nodes,
-        "constant_time",
-        [oh.make_tensor_value_info("x", FLOAT, ["N"])],
-        [oh.make_tensor_value_info("y", FLOAT, [2, 3, 1])],
-        initializer=[
-            onnx.numpy_helper.from_array(np.array([6, 1, 0], np.int64), "lens"),
-            onnx.numpy_helper.from_array(np.array([2, 3, 1], np.int64), "shape"),
-        ],
-    )
     model = tmp_path / "model.onnx"
-    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]), model)
+    onnx.save(time_shorter_than_lengths_model(), model)
     inlined = tmp_path / "inlined.onnx"
     assert revseq("inline", model, "-o", inlined).returncode == 0
     result = revseq("check", model, inlined)
