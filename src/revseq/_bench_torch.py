@@ -116,7 +116,7 @@ def device_context(device: str) -> str:
     import torch
 
     where = torch.device(device)
-    name = torch.cuda.get_device_name(where) if where.type == "cuda" else where.type
+    name = onnx2torch.device_label(where)
     return (
         f"torch {torch.__version__}, "
         f"onnx2torch {importlib.metadata.version(onnx2torch.DISTRIBUTION)}, "
@@ -164,11 +164,8 @@ def hand_written(case: Case) -> dict[str, Callable]:
 
 
 def _synchronised(device) -> Callable[[object], object]:
-    import torch
-
-    if device.type == "cuda":
-        return lambda result: (torch.cuda.synchronize(device), result)[1]
-    return lambda result: result
+    """A function of a result that returns it once ``device`` has finished its work."""
+    return lambda result: (onnx2torch.synchronise(device), result)[1]
 
 
 def _time_row(
@@ -305,9 +302,6 @@ trip its converter makes. The synchronisations add to every module, so their sum
 exceeds the whole call beside it (synchronised once). Medians of 50 calls.
 """
 
-NODE_VARIANTS = ("default", "own target")
-"""The outputs whose modules ``node_costs`` times one by one."""
-
 _WARM_CALLS = 10
 
 
@@ -351,11 +345,12 @@ def node_costs(
         feeds = input_arrays(case, rng)
         on_device = {n: onnx2torch.to_torch(a).to(where) for n, a in feeds.items()}
         for dims in dims_kinds:
-            models = device_models(device, case, dims, feeds["lens"])
-            for variant in NODE_VARIANTS:
-                model = models[variant]
-                if isinstance(model, str):
-                    continue
+            native = native_model(case, dims=dims)
+            timed_outputs = {
+                "default": revseq.inline(native),
+                "own target": revseq.inline(native, target=own_target(device)),
+            }
+            for variant, model in timed_outputs.items():
                 module = onnx2torch.convert(model).to(where)
                 args = [on_device[n] for n in input_names(model)]
                 timed = Timed(module, {n.name: n.op_type for n in model.graph.node})

@@ -39,6 +39,21 @@ def device_problem(name: str) -> str | None:
     return None
 
 
+def device_label(where) -> str:
+    """What a torch device is, for a report: a GPU's name, else the device's type."""
+    import torch
+
+    return torch.cuda.get_device_name(where) if where.type == "cuda" else where.type
+
+
+def synchronise(where) -> None:
+    """Wait until the torch device ``where`` has finished its work (a no-op off CUDA)."""
+    import torch
+
+    if where.type == "cuda":
+        torch.cuda.synchronize(where)
+
+
 def _torchvision_stand_in() -> None:
     try:
         import torchvision  # noqa: F401

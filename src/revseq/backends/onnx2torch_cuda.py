@@ -42,8 +42,7 @@ def version() -> str:
     """onnx2torch's version, with torch's and the device's."""
     import torch
 
-    where = torch.device(device_name())
-    name = torch.cuda.get_device_name(where) if where.type == "cuda" else where.type
+    name = onnx2torch.device_label(torch.device(device_name()))
     return f"{importlib.metadata.version(DISTRIBUTION)} (torch {torch.__version__}, {name})"
 
 
@@ -79,7 +78,7 @@ def prepare_repeated(model: onnx.ModelProto):
         with torch.no_grad():
             if last.holds(arrays):
                 module(*last.args)
-                _synchronise(where)
+                onnx2torch.synchronise(where)
                 return last.outputs
             args = [onnx2torch.to_torch(a).to(where) for a in arrays]
             outputs = [onnx2torch.to_numpy(o.cpu()) for o in onnx2torch.listed(module(*args))]
@@ -101,10 +100,3 @@ class _Resident:
         return bool(self.arrays) and all(
             a is b for a, b in zip(arrays, self.arrays, strict=True)
         )
-
-
-def _synchronise(where) -> None:
-    import torch
-
-    if where.type == "cuda":
-        torch.cuda.synchronize(where)
