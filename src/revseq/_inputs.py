@@ -182,50 +182,40 @@ def _constant_reversals(model: ir.Model) -> list[tuple[ir.Node, int, bool]]:
     return found
 
 
-def _computed_time(
+def _time_needs(
     model: ir.Model, reversals: list[tuple[ir.Node, int, bool]]
-) -> list[tuple[str, int, int]]:
-    """The main-graph reversals of ``reversals`` whose data is computed, not an input.
+) -> tuple[dict[str, int], list[tuple[str, int, int]]]:
+    """What the time dims of ``reversals`` need to hold their constant lengths.
 
-    As (data name, time axis, longest length): the size of that data's time dim is
-    known only once the model runs (a Slice of an input, a MatMul's result), so a trial
-    reads it (``InputGenerator._grown``).
-    """
-    inputs = {v.name for v in model.graph.inputs if v.name}
-    found = []
-    for node, longest, main in reversals:
-        data = node.inputs[0]
-        if not main or data is None or not data.name or longest < 1:
-            continue
-        if _trace_to_input(data, inputs) is None:
-            found.append((data.name, node.attributes.get_int("time_axis", 0), longest))
-    return found
-
-
-def _time_floors(
-    model: ir.Model, reversals: list[tuple[ir.Node, int, bool]]
-) -> dict[str, int]:
-    """The least size of each symbolic time dim that constant lengths reverse along.
-
-    A ReverseSequence of ``reversals`` reading a graph input's data (as is, or through
-    Cast/Identity): its time dim must hold the longest of its lengths (ONNX defines no
-    others, and onnxruntime refuses them). Keyed as ``_concrete_dims`` keys a symbol:
-    its name, else "input:axis".
+    Floors: the least size of each symbolic time dim of a graph input the node reads
+    (as is, or through Cast/Identity): it must hold the longest of its lengths (ONNX
+    defines no others, and onnxruntime refuses them). Keyed as ``_concrete_dims`` keys a
+    symbol: its name, else "input:axis". Computed: each main-graph node whose data is
+    computed (a Slice of an input, a MatMul's result), as (data name, time axis, longest
+    length): its time dim is known only once the model runs, so a trial reads it
+    (``InputGenerator._grown``).
     """
     inputs = {v.name: v for v in model.graph.inputs if v.name}
+    names = set(inputs)
     floors: dict[str, int] = {}
-    for node, longest, _ in reversals:
-        source = _trace_to_input(node.inputs[0], set(inputs))
-        shape = inputs[source].shape if source is not None else None
+    computed: list[tuple[str, int, int]] = []
+    for node, longest, main in reversals:
+        data = node.inputs[0]
+        time_axis = node.attributes.get_int("time_axis", 0)
+        source = _trace_to_input(data, names)
+        if source is None:
+            if main and data is not None and data.name and longest >= 1:
+                computed.append((data.name, time_axis, longest))
+            continue
+        shape = inputs[source].shape
         if shape is None or not len(shape):
             continue
-        axis = node.attributes.get_int("time_axis", 0) % len(shape)
+        axis = time_axis % len(shape)
         dim = shape[axis]
-        if isinstance(dim, int):
-            continue
-        key = dim.value or f"{source}:{axis}"
-        floors[key] = max(floors.get(key, 0), longest)
-    return floors
+        if not isinstance(dim, int):
+            key = dim.value or f"{source}:{axis}"
+            floors[key] = max(floors.get(key, 0), longest)
+    return floors, computed
 
 
 def _steps_reversed(node: ir.Node, longest: int) -> int:
@@ -283,7 +273,8 @@ class InputGenerator:
         self._owners: dict[str, onnx.ModelProto] = {}
         self.lengths: dict[str, LengthsInput] = {}
         self._floors: dict[str, int] = {}
-        # Models whose constant lengths reverse along a computed time dim (_grown).
+        # Models whose constant lengths reverse along a computed time dim, their
+        # ReverseSequence nodes made Identities (_grown).
         self._computed: list[tuple[onnx.ModelProto, list[tuple[str, int, int]]]] = []
         # The most steps a node with constant lengths reverses, in any of the models.
         self.constant_steps = 0
@@ -294,11 +285,11 @@ class InputGenerator:
                 if spec.observed:
                     self._owners[name] = model
             reversals = _constant_reversals(graph)
-            for key, floor in _time_floors(graph, reversals).items():
+            floors, computed = _time_needs(graph, reversals)
+            for key, floor in floors.items():
                 self._floors[key] = max(self._floors.get(key, 0), floor)
-            computed = _computed_time(graph, reversals)
             if computed:
-                self._computed.append((model, computed))
+                self._computed.append((_reversals_as_identities(model), computed))
             for node, longest, _ in reversals:
                 self.constant_steps = max(self.constant_steps, _steps_reversed(node, longest))
 
@@ -337,8 +328,8 @@ class InputGenerator:
     ) -> dict[str, tuple[int, ...]]:
         """The trial's shapes, grown until computed time dims hold their constant lengths.
 
-        Each owner model runs on zeros of these shapes with its ReverseSequence nodes
-        made Identities (lengths longer than the time dim are no valid input, and the
+        Each owner model runs on zeros of these shapes, its ReverseSequence nodes made
+        Identities (lengths longer than the time dim are no valid input, and the
         node's output is shaped as its data); where a time dim is shorter than its
         longest length, every symbolic dim grows by the shortfall (doubled each round),
         up to ``_GROWTH_ROUNDS`` times (a dim that no input dim sizes stays as drawn, and the
@@ -346,11 +337,10 @@ class InputGenerator:
         """
         for growth in range(_GROWTH_ROUNDS):
             short = 0
-            for model, computed in self._computed:
-                probe = _reversals_as_identities(model)
-                zeros = {
-                    i.name: _zeros(i.type.tensor_type.elem_type, shapes[i.name]) for i in infos
-                }
+            zeros = {
+                i.name: _zeros(i.type.tensor_type.elem_type, shapes[i.name]) for i in infos
+            }
+            for probe, computed in self._computed:
                 values = self._capture(probe, zeros, sorted({name for name, _, _ in computed}))
                 for name, axis, longest in computed:
                     dims = values[name].shape
