@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 
+from revseq import backends
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.ops.profiles import ELEMENT_TYPES
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
@@ -91,3 +93,9 @@ def time_shorter_than_lengths_model() -> onnx.ModelProto:
         ],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+onnx2torch_here = pytest.mark.skipif(
+    not backends.installed("onnx2torch"), reason="onnx2torch is not installed"
+)
+"""A test that converts with onnx2torch (torch on the CPU)."""

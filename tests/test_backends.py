@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import onnx
 import pytest
-from helpers import assert_identical, model_of
+from helpers import assert_identical, model_of, onnx2torch_here
 from onnx import helper
 
 import revseq
@@ -542,11 +542,6 @@ def test_a_profile_keeps_its_failure_lines_from_one_probe_to_the_next():
     for name in ("iree", "webgpu"):
         profile = revseq.TARGETS[name]
         assert all(line == _stable(line) for line in profile.failures), name
-
-
-onnx2torch_here = pytest.mark.skipif(
-    not backends.installed("onnx2torch"), reason="onnx2torch is not installed"
-)
 
 
 @onnx2torch_here

@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 import onnx
 import pytest
+from helpers import onnx2torch_here
 
 import revseq
 from revseq import bench
@@ -283,11 +284,6 @@ def test_backend_pages_say_what_their_columns_hold(tmp_path):
     argv = ["--quick", "--shape", "2000,16", "--dims", "static", "--speed-only"]
     assert bench.main([*argv, "--rounds", "3", "--budget", "0.05", "--write", str(suite)]) == 0
     assert "ratio to the native kernel" in suite.read_text()
-
-
-onnx2torch_here = pytest.mark.skipif(
-    not revseq.backends.installed("onnx2torch"), reason="onnx2torch is not installed"
-)
 
 
 @onnx2torch_here
