@@ -88,6 +88,38 @@ def test_nan_payload_and_negative_zero_count():
     assert same.ok
 
 
+@pytest.mark.parametrize("elem", [TP.FLOAT16, TP.FLOAT, TP.DOUBLE])
+def test_a_candidate_that_computes_on_the_data_is_caught(elem):
+    # x * 1 keeps every value and a quiet NaN's payload, but sets a signalling NaN's
+    # quiet bit: only the generated inputs' signalling NaN tells the two apart.
+    one = onnx.helper.make_tensor("one", elem, [], [1.0])
+    times_one = _model(
+        oh.make_node("ReverseSequence", ["x", "lens"], ["r"], name="rs"),
+        oh.make_node("Constant", [], ["one"], value=one),
+        oh.make_node("Mul", ["r", "one"], ["y"]),
+        elem=elem,
+    )
+    report = check(_model(*_reverse().graph.node, elem=elem), times_one)
+    assert not report.ok
+    c = report.counterexample
+    assert c is not None and repr(c.reference_value).startswith("nan (bits 0x")
+    assert repr(c.candidate_value) != repr(c.reference_value)
+
+
+@pytest.mark.parametrize("elem", [TP.FLOAT16, TP.FLOAT, TP.DOUBLE, TP.BFLOAT16])
+def test_generated_floats_hold_quiet_and_signalling_nans(elem):
+    x = generate_inputs(_model(*_reverse().graph.node, elem=elem), 0, 0)["x"].reshape(-1)
+    bits = x.view(np.dtype(f"u{x.itemsize}"))
+    width = 8 * x.itemsize
+    mantissa = {16: 10 if elem == TP.FLOAT16 else 7, 32: 23, 64: 52}[width]
+    quiet_bit = 1 << (mantissa - 1)
+    exponent = ((1 << (width - 1)) - 1) & ~((1 << mantissa) - 1)
+    fraction = (1 << mantissa) - 1
+    nans = [b for b in map(int, bits) if b & exponent == exponent and b & fraction]
+    assert any(b & quiet_bit and b & (quiet_bit - 1) for b in nans)  # quiet, with a payload
+    assert any(not b & quiet_bit and b >> (width - 1) for b in nans)  # signalling, negative
+
+
 def test_strings_compare_by_value():
     model = _reverse()
     model.graph.input[0].type.tensor_type.elem_type = TP.STRING

@@ -37,11 +37,33 @@ def _layout_difference(expected: np.ndarray, got: np.ndarray) -> Difference | No
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class Bits:
+    """An element whose value prints like the other side's, shown with its bits.
+
+    Two NaNs with other payloads, or a quieted signalling NaN, print alike as ``nan``.
+    """
+
+    value: object
+    bits: str
+
+    def __repr__(self) -> str:
+        return f"{self.value!r} (bits {self.bits})"
+
+
 def _first(differs: np.ndarray, expected: np.ndarray, got: np.ndarray) -> Difference | None:
     if not differs.any():
         return None
     index = tuple(int(i) for i in np.argwhere(differs)[0])
-    return Difference(index, expected.item(index), got.item(index))
+    a, b = expected.item(index), got.item(index)
+    if repr(a) == repr(b) and expected.dtype != object:
+        return Difference(index, _with_bits(expected, index), _with_bits(got, index))
+    return Difference(index, a, b)
+
+
+def _with_bits(array: np.ndarray, index: tuple[int, ...]) -> Bits:
+    raw = np.ascontiguousarray(array[index]).tobytes()
+    return Bits(array.item(index), "0x" + (raw[::-1] if np.little_endian else raw).hex())
 
 
 def first_difference(expected: np.ndarray, got: np.ndarray) -> Difference | None:

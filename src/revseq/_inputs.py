@@ -60,14 +60,25 @@ def random_array(
     for i, special in enumerate([np.nan, -0.0, np.inf, -np.inf, 1e-40, -1e-310][: size // 4]):
         values[rng.integers(0, size)] = special if i else values[0]
     array = values.astype(np_type).reshape(shape)
-    if size and np_type in (np.float32, np.float64, np.float16):
-        # A NaN with a non-default payload: a copy must keep it.
+    payloads = _NAN_PAYLOADS.get(np.dtype(np_type))
+    if size and payloads:
         flat = array.reshape(-1)
         bits = flat.view(np.dtype(f"u{flat.itemsize}"))
-        bits[rng.integers(0, size)] = {2: 0x7E01, 4: 0x7FC00123, 8: 0x7FF8000000000123}[
-            flat.itemsize
-        ]
+        places = rng.choice(size, min(size, len(payloads)), replace=False)
+        bits[places] = payloads[: len(places)]
     return array
+
+
+_NAN_PAYLOADS: dict[np.dtype, tuple[int, ...]] = {
+    np.dtype(np.float16): (0x7E01, 0xFC01),
+    np.dtype(np.float32): (0x7FC00123, 0xFF800123),
+    np.dtype(np.float64): (0x7FF8000000000123, 0xFFF0000000000123),
+    np.dtype(ml_dtypes.bfloat16): (0x7FC1, 0xFF81),
+}
+"""NaNs that a copy must keep bit for bit, per float type: a quiet NaN with a payload,
+and a signalling one with its sign set. Arithmetic quiets a signalling NaN (``x * 1``
+sets its quiet bit), and some kernels canonicalise a NaN's sign or payload: a
+decomposition that computes on the data instead of moving it shows here."""
 
 
 def lengths_pattern(
