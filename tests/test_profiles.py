@@ -99,6 +99,24 @@ def test_onnx2torch_unsigned_types_avoid_gather_elements():
     assert "GatherElements" not in used and "GatherND" in used
 
 
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT16, TensorProto.BFLOAT16])
+def test_half_floats_keep_a_signalling_nan_where_gather_elements_quiets_it(elem):
+    """Probed: torch's gather sets a signalling float16 or bfloat16 NaN's quiet bit on
+    data of two dims or more, so the default gathers single-element rows of them with
+    GatherND; OpenVINO quiets one in every gather and tinygrad in every gather by a
+    computed index, so neither has float16 at all and each refuses it by name."""
+    model = one_node([5, 4], elem=elem)
+    for target in (None, "onnx2torch"):
+        inlined = (
+            revseq.inline(model) if target is None else revseq.inline(model, target=target)
+        )
+        moving = {n.op_type for n in gathers(inlined) if n.op_type != "Gather"}
+        assert moving == {"GatherND"}
+    assert not TARGETS["openvino"].has("float16") and not TARGETS["tinygrad"].has("float16")
+    with pytest.raises(revseq.StrategyError, match="moves no float16"):
+        revseq.inline(one_node([5, 4, 3], elem=TensorProto.FLOAT16), target="tinygrad")
+
+
 def test_tinygrad_bool_avoids_gather_nd():
     """Probed: tinygrad 0.14's GatherND returns int32 for bool data."""
     model = one_node([5, 4, 3], elem=TensorProto.BOOL)
@@ -662,6 +680,23 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(ca
     assert again.costs == probed.costs
     assert main(["probe", "onnxruntime", "--no-costs", "--json"]) == 0
     assert "costs" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_gather_moves_a_type_where_it_ran_with_its_index_constant_and_at_run_time():
+    """Each gather's type probe runs twice, its index a constant and an input: a backend
+    may take another kernel for each (tinygrad 0.14's float16 Gather quiets a signalling
+    NaN with a run-time index only), and the forms feed both."""
+    from revseq.backends import get
+    from revseq.backends.probe import ProbeResult, moved, run_dtype_probes
+
+    results = run_dtype_probes(get("onnxruntime"))
+    passed = {r.certifies for r in results if r.failure is None}
+    assert len(results) == len(passed) + len({r.certifies for r in results})
+    assert {r.name for r in results} >= {"Gather[float16]", "Gather[float16] (run-time index)"}
+    ok = ProbeResult("Gather[float16]", "static", ("Gather", "float16"), None)
+    quieted = dataclasses.replace(ok, name="Gather[float16] (run-time index)", failure="x")
+    other = ProbeResult("GatherND[float16]", "static", ("GatherND", "float16"), None)
+    assert moved([ok, quieted, other]) == {("GatherND", "float16")}
 
 
 def test_probe_keeps_the_saved_costs_of_the_same_version_only(capsys):

@@ -9,7 +9,14 @@ an RNN, a Transpose.
 
 from __future__ import annotations
 
-__all__ = ["InputGenerator", "Inputs", "LengthsInput", "lengths_pattern", "random_array"]
+__all__ = [
+    "NAN_PAYLOADS",
+    "InputGenerator",
+    "Inputs",
+    "LengthsInput",
+    "lengths_pattern",
+    "random_array",
+]
 
 import dataclasses
 import logging
@@ -60,16 +67,16 @@ def random_array(
     for i, special in enumerate([np.nan, -0.0, np.inf, -np.inf, 1e-40, -1e-310][: size // 4]):
         values[rng.integers(0, size)] = special if i else values[0]
     array = values.astype(np_type).reshape(shape)
-    payloads = _NAN_PAYLOADS.get(np.dtype(np_type))
-    if size and payloads:
-        flat = array.reshape(-1)
-        bits = flat.view(np.dtype(f"u{flat.itemsize}"))
-        places = rng.choice(size, min(size, len(payloads)), replace=False)
-        bits[places] = payloads[: len(places)]
+    payloads = NAN_PAYLOADS.get(np.dtype(np_type), ())
+    # Each at several places: a vectorised kernel may quiet a NaN in some lanes only.
+    places = rng.permutation(size)[: len(payloads) * max(1, size // 16)]
+    bits = array.reshape(-1).view(np.dtype(f"u{array.itemsize}"))
+    for i, payload in enumerate(payloads):
+        bits[places[i :: len(payloads)]] = payload
     return array
 
 
-_NAN_PAYLOADS: dict[np.dtype, tuple[int, ...]] = {
+NAN_PAYLOADS: dict[np.dtype, tuple[int, ...]] = {
     np.dtype(np.float16): (0x7E01, 0xFC01),
     np.dtype(np.float32): (0x7FC00123, 0xFF800123),
     np.dtype(np.float64): (0x7FF8000000000123, 0xFFF0000000000123),

@@ -14,6 +14,7 @@ __all__ = [
     "Probe",
     "SIZES",
     "form_inputs",
+    "gather_index",
     "gather_model",
     "op_probes",
     "probe_inputs",
@@ -541,42 +542,76 @@ def probe_inputs(probe: Probe, dynamic: bool, seed: int = 0) -> list[dict[str, n
     return feeds
 
 
-def gather_model(gather: str, elem: int) -> onnx.ModelProto:
+def gather_model(gather: str, elem: int, *, run_time_index: bool = False) -> onnx.ModelProto:
     """``gather`` reversing the time axis of a static [4, 3, 2] tensor of type ``elem``.
 
     Gather reads the rows of a Flatten view and is reshaped back, as the row form
-    feeds it (WebGPU runs a uint8 Gather but not its Flatten on the GPU).
+    feeds it (WebGPU runs a uint8 Gather but not its Flatten on the GPU). The index is a
+    constant, or with ``run_time_index`` computed from the int32 input ``steps``
+    (``gather_index``) as the forms compute theirs from lengths given at run time: an
+    Add, for GatherElements an Expand over the rows, and a Cast to int64. A backend may
+    take another kernel for each: tinygrad 0.14 quiets a signalling float16 NaN in every
+    gather by such an index, and in none by a constant one or an index given as an input.
     """
     from onnx import helper
 
-    rev = np.arange(3, -1, -1, dtype=np.int64)
-    initializers = []
+    shape = onnx.numpy_helper.from_array(np.array([4, 3, 2]), "shape")
+    expands = run_time_index and gather == "GatherElements"
+    initializers = [shape] if gather == "Gather" or expands else []
+    nodes = []
+    inputs = [helper.make_tensor_value_info("x", elem, [4, 3, 2])]
+    if run_time_index:
+        steps = gather_index(gather, run_time=True)
+        inputs.append(
+            helper.make_tensor_value_info("steps", onnx.TensorProto.INT32, steps.shape)
+        )
+        initializers.append(onnx.numpy_helper.from_array(np.array(0, np.int32), "zero"))
+        nodes.append(helper.make_node("Add", ["steps", "zero"], ["sum"], name="sum"))
+        if expands:  # in int32: WebGPU expands no int64 on its GPU
+            nodes.append(helper.make_node("Expand", ["sum", "shape"], ["sums"], name="sums"))
+        last = nodes[-1].output[0]
+        int64 = onnx.TensorProto.INT64
+        nodes.append(helper.make_node("Cast", [last], ["index"], name="index", to=int64))
+    else:
+        initializers.append(onnx.numpy_helper.from_array(gather_index(gather), "index"))
     if gather == "Gather":
-        nodes = [
+        nodes += [
             helper.make_node("Flatten", ["x"], ["rows"], name="rows", axis=1),
             helper.make_node("Gather", ["rows", "index"], ["g"], name="g", axis=0),
             helper.make_node("Reshape", ["g", "shape"], ["y"], name="y"),
         ]
-        index = rev
-        initializers.append(onnx.numpy_helper.from_array(np.array([4, 3, 2]), "shape"))
     else:
-        if gather == "GatherElements":
-            index, attrs = np.broadcast_to(rev[:, None, None], (4, 3, 2)).copy(), {"axis": 0}
-        else:
-            t, b = np.meshgrid(rev, np.arange(3), indexing="ij")
-            index, attrs = np.stack([t, b], axis=-1), {}
-        nodes = [helper.make_node(gather, ["x", "index"], ["y"], name="y", **attrs)]
-    initializers.append(onnx.numpy_helper.from_array(index, "index"))
+        attrs = {"axis": 0} if gather == "GatherElements" else {}
+        nodes.append(helper.make_node(gather, ["x", "index"], ["y"], name="y", **attrs))
     graph = helper.make_graph(
         nodes,
         "probe",
-        [helper.make_tensor_value_info("x", elem, [4, 3, 2])],
+        inputs,
         [helper.make_tensor_value_info("y", elem, [4, 3, 2])],
         initializer=initializers,
     )
     return helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=9
     )
+
+
+def gather_index(gather: str, *, run_time: bool = False) -> np.ndarray:
+    """The index with which ``gather_model``'s ``gather`` reverses the time axis.
+
+    With ``run_time``, what its input ``steps`` takes (int32; for GatherElements before
+    its Expand over the rows).
+    """
+    rev = np.arange(3, -1, -1, dtype=np.int64)
+    if gather == "Gather":
+        index = rev
+    elif gather == "GatherElements":
+        index = (
+            rev[:, None, None] if run_time else np.broadcast_to(rev[:, None, None], (4, 3, 2))
+        )
+    else:
+        t, b = np.meshgrid(rev, np.arange(3), indexing="ij")
+        index = np.stack([t, b], axis=-1)
+    return np.ascontiguousarray(index, dtype=np.int32 if run_time else np.int64)
 
 
 def carrier_model(gather: str, elem: int, carrier: int) -> onnx.ModelProto:

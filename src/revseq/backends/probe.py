@@ -38,6 +38,7 @@ from revseq.backends._probe_models import (
     carrier_input,
     carrier_model,
     form_inputs,
+    gather_index,
     gather_model,
     op_probes,
     probe_inputs,
@@ -147,19 +148,41 @@ def run_op_probes(
 
 
 def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
-    """Every gather on every element type, static shapes."""
-    from revseq._inputs import random_array
+    """Every gather on every element type, static shapes, its index a constant and an input.
+
+    A gather moves a type where both ran exactly (``moved``); the second runs only where
+    the first did. Float data holds the NaNs a copy must keep in two of every three
+    places: a kernel may quiet a signalling NaN in some places only.
+    """
+    from revseq._inputs import NAN_PAYLOADS, random_array
 
     results = []
     for gather in GATHERS:
         for name in ELEMENT_TYPES:
             elem = ELEMENT_TYPES[name]
-            model = gather_model(gather, elem)
             x = random_array(np.random.default_rng(1), elem, (4, 3, 2))
+            payloads = NAN_PAYLOADS.get(x.dtype, ())
+            for i, payload in enumerate(payloads):
+                bits = x.reshape(-1).view(np.dtype(f"u{x.itemsize}"))
+                bits[i :: len(payloads) + 1] = payload
             expected = np.flip(x, axis=0).copy()
-            failure = _run_exact(backend, model, [{"x": x}], lambda _, e=expected: [e])
-            results.append(ProbeResult(f"{gather}[{name}]", "static", (gather, name), failure))
+            for run_time in (False, True):
+                model = gather_model(gather, elem, run_time_index=run_time)
+                feeds = {"x": x}
+                if run_time:
+                    feeds["steps"] = gather_index(gather, run_time=True)
+                failure = _run_exact(backend, model, [feeds], lambda _, e=expected: [e])
+                label = f"{gather}[{name}]" + (" (run-time index)" if run_time else "")
+                results.append(ProbeResult(label, "static", (gather, name), failure))
+                if failure is not None:
+                    break
     return results
+
+
+def moved(types: list[ProbeResult]) -> set[tuple[str, str]]:
+    """The (gather, element type) pairs whose every dtype probe ran exactly."""
+    failed = {r.certifies for r in types if r.failure is not None}
+    return {r.certifies for r in types} - failed
 
 
 def run_carrier_probes(
@@ -172,7 +195,7 @@ def run_carrier_probes(
     ``Cast:<type>><carrier>`` passes where some such gather gave every byte back. A Cast
     has no symbolic-dim arithmetic: the verdict stands for static and dynamic shapes.
     """
-    moving = {r.certifies for r in types if r.failure is None}
+    moving = moved(types)
     results = []
     for dtype, carrier in CARRIERS.items():
         variant = carrier_variant(dtype)
@@ -398,11 +421,9 @@ def _profile(
                     passed[key] = passed.get(key, True) and r.failure is None
         return frozenset(f for (f, _), ok in passed.items() if ok)
 
+    moving = moved(types)
     dtypes = {
-        gather: frozenset(
-            r.certifies[1] for r in types if r.certifies[0] == gather and not r.failure
-        )
-        for gather in GATHERS
+        gather: frozenset(name for g, name in moving if g == gather) for gather in GATHERS
     }
     failures = tuple(
         _stable(f"{r.name} ({r.kind}): {r.failure}") for r in results if r.failure
