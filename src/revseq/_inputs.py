@@ -43,7 +43,8 @@ def random_array(
 ) -> np.ndarray:
     """Random values of the ONNX element type ``elem``.
 
-    With ``specials``, floats include NaN (one with a non-default payload), infinities,
+    With ``specials``, floats include the NaNs of ``NAN_PAYLOADS`` (a quiet one with a
+    payload, a signalling one with its sign set, each in several places), infinities,
     -0.0 and subnormals: a copy must keep every byte. Without, they are finite normals,
     for comparisons across runtimes whose arithmetic may round differently.
     """

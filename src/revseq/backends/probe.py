@@ -148,7 +148,7 @@ def run_op_probes(
 
 
 def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
-    """Every gather on every element type, static shapes, its index a constant and an input.
+    """Every gather on every element type, static, by a constant index and by a computed one.
 
     A gather moves a type where both ran exactly (``moved``); the second runs only where
     the first did. Float data holds the NaNs a copy must keep in two of every three
