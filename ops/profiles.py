@@ -335,12 +335,15 @@ class Profile:
 
         return tuple(form + NARROW if cheaper(form) else form for form in order)
 
-    def gathers_lacking(self, model: onnx.ModelProto, dtype: str | None) -> list[str]:
-        """The gathers of ``model``'s main graph that move no ``dtype`` here, sorted.
+    def device_lacks(self, model: onnx.ModelProto, dtype: str | None) -> list[str]:
+        """The gathers of ``model``'s main graph that move no ``dtype`` on this device.
 
-        Where a device's profile says so of the default's output (the default is for
-        host backends, ``load_profiles``), the device's own target is what runs there.
+        None on a host backend: the default is computed from those (``load_profiles``),
+        while on a device the default's gather for a type may move none of it, and the
+        device's own target is what runs there.
         """
+        if self.device is None:
+            return []
         held = {n.op_type for n in model.graph.node if n.op_type in GATHERS}
         return sorted(g for g in held if not self.moves(g, dtype))
 

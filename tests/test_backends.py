@@ -126,9 +126,7 @@ def default_not_for(name: str, inlined: onnx.ModelProto, dtype: str) -> str | No
     uint16, uint32 or uint64), which the device's own target avoids.
     """
     profile = TARGETS.get(name)
-    if profile is None or profile.device is None:
-        return None
-    lacking = profile.gathers_lacking(inlined, dtype)
+    lacking = [] if profile is None else profile.device_lacks(inlined, dtype)
     if not lacking:
         return None
     return (
@@ -618,3 +616,4 @@ def test_device_profiles_stay_out_of_the_default():
     model = model_of((5, 4, 3), "uint32", 1, 0)
     inlined = revseq.inline(model)  # the default, from the host profiles, takes it
     assert "ReverseSequence" not in {n.op_type for n in inlined.graph.node}
+    assert device.device_lacks(inlined, "uint32") and not host.device_lacks(inlined, "uint32")

@@ -384,11 +384,7 @@ class InputGenerator:
             lengths[name] = _declared_time_length(spec, shapes)
         for names in observed_by_model.values():
             model = self._owners[names[0]]
-            zero = {
-                n: np.zeros(shapes[n], onnx.helper.tensor_dtype_to_np_dtype(_elem(model, n)))
-                for n in self.lengths
-                if n in shapes
-            }
+            zero = {n: _zeros(_elem(model, n), shapes[n]) for n in self.lengths if n in shapes}
             wanted = sorted({d for n in names for d, _ in self.lengths[n].observed})
             assert self._capture is not None
             values = self._capture(model, {**feeds, **zero}, wanted)

@@ -112,11 +112,12 @@ def prepare(model: onnx.ModelProto, *, device: str = "cpu"):
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         with torch.no_grad():
             args = [to_torch(feeds[n]).to(where) for n in names]
-            return [to_numpy(o.cpu()) for o in listed(module(*args))]
+            return on_host(module(*args))
 
     return run
 
 
-def listed(outputs) -> list:
-    """A module's outputs as a list (one output comes as a tensor)."""
-    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+def on_host(outputs) -> list[np.ndarray]:
+    """A module's outputs (one output comes as a tensor) as numpy arrays on the host."""
+    listed = outputs if isinstance(outputs, (tuple, list)) else [outputs]
+    return [to_numpy(o.cpu()) for o in listed]

@@ -81,7 +81,7 @@ def prepare_repeated(model: onnx.ModelProto):
                 onnx2torch.synchronise(where)
                 return last.outputs
             args = [onnx2torch.to_torch(a).to(where) for a in arrays]
-            outputs = [onnx2torch.to_numpy(o.cpu()) for o in onnx2torch.listed(module(*args))]
+            outputs = onnx2torch.on_host(module(*args))
         last.arrays, last.args, last.outputs = arrays, args, outputs
         return outputs
 

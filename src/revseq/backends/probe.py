@@ -162,9 +162,10 @@ def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
             elem = ELEMENT_TYPES[name]
             x = random_array(np.random.default_rng(1), elem, (4, 3, 2))
             payloads = NAN_PAYLOADS.get(x.dtype, ())
-            for i, payload in enumerate(payloads):
+            if payloads:
                 bits = x.reshape(-1).view(np.dtype(f"u{x.itemsize}"))
-                bits[i :: len(payloads) + 1] = payload
+                for i, payload in enumerate(payloads):
+                    bits[i :: len(payloads) + 1] = payload
             expected = np.flip(x, axis=0).copy()
             for run_time in (False, True):
                 model = gather_model(gather, elem, run_time_index=run_time)

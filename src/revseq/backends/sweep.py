@@ -138,10 +138,9 @@ def run_case(backend: backends.Backend, case: Case) -> tuple[str, str]:
     except revseq.RevseqError as e:
         return "refused", str(e)
     profile = TARGETS.get(backend.name)
-    if not case.own and profile is not None and profile.device is not None:
-        lacking = profile.gathers_lacking(inlined, case.dtype)
-        if lacking:
-            return "host-only", f"{backend.name}'s {', '.join(lacking)} moves no {case.dtype}"
+    lacking = [] if case.own or profile is None else profile.device_lacks(inlined, case.dtype)
+    if lacking:
+        return "host-only", f"{backend.name}'s {', '.join(lacking)} moves no {case.dtype}"
     b, t = case.batch_axis % case.rank, case.time_axis % case.rank
     lens_type = np.int32 if case.general else np.int64
     rng = np.random.default_rng(0)
