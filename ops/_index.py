@@ -94,11 +94,30 @@ def transposes_data(sig: Signature) -> bool:
 
 
 def gathers_matrix(sig: Signature) -> bool:
-    """Whether the node's rows are single elements that GatherElements moves as a matrix."""
+    """Whether the node's rows are single elements that GatherElements moves as a matrix.
+
+    As the matrix itself, or with static dims as its 1-D view, where GatherElements
+    moves the data's type on 1-D data only (``gathers_flat``).
+    """
     return (
         sig.index_covers_data()
-        and sig.moves("GatherElements")
+        and (sig.moves("GatherElements") or gathers_flat(sig))
         and (sig.rank == 2 or sig.allows("Squeeze", "Unsqueeze"))
+    )
+
+
+def gathers_flat(sig: Signature) -> bool:
+    """Whether static single-element rows are gathered by GatherElements on a 1-D view.
+
+    The view and its index are Reshapes to a constant length, and so is the result back:
+    with symbolic dims that Reshape would need ``allowzero`` (a run-time 0), which
+    onnx2torch, the backend that needs the view (``GatherElements:flat``), lacks.
+    """
+    return (
+        sig.static_dims() is not None
+        and sig.row_size() == 1
+        and sig.moves("GatherElements:flat")
+        and sig.allows("Reshape")
     )
 
 

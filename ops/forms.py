@@ -44,6 +44,7 @@ from revseq.ops._emit import (
 )
 from revseq.ops._index import (
     axis_grid,
+    gathers_flat,
     gathers_matrix,
     int64_arithmetic,
     lead_shape_of,
@@ -75,12 +76,57 @@ def _gather_matrix(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature
         batch_major = dataclasses.replace(
             matrix_sig, batch_axis=0, time_axis=1, dims=(dims[1], dims[0])
         )
-        src = source_index(op, transposed, lens, batch_major, gather="GatherElements")
-        gathered = op.Transpose(op.GatherElements(transposed, src, axis=1), perm=[1, 0])
+        gathered = op.Transpose(_gather_time(op, transposed, lens, batch_major), perm=[1, 0])
     else:
-        src = source_index(op, matrix, lens, matrix_sig, gather="GatherElements")
-        gathered = op.GatherElements(matrix, src, axis=sig.time_axis)
+        gathered = _gather_time(op, matrix, lens, matrix_sig)
     return unsqueeze(op, gathered, trailing, sig)
+
+
+def _gather_time(op: OpBuilder, matrix: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
+    """GatherElements along the time axis of a rank-2 ``matrix``.
+
+    Where GatherElements moves the data's type on 1-D data only (``gathers_flat``), the
+    matrix is gathered as its 1-D view with a flat index (``stride_t * src + stride_b *
+    b``), static dims.
+    """
+    if sig.moves("GatherElements"):
+        src = source_index(op, matrix, lens, sig, gather="GatherElements")
+        return op.GatherElements(matrix, src, axis=sig.time_axis)
+    dims = sig.static_dims()
+    assert dims is not None, "a flat view needs static dims"
+    strides = (dims[1], 1)  # of axis 0, axis 1
+
+    def stride(axis: int) -> ir.Value | None:
+        return None if strides[axis] == 1 else const(op, strides[axis])
+
+    flat = source_index(
+        op,
+        matrix,
+        lens,
+        sig,
+        scale=stride(sig.time_axis),
+        offsets=[(sig.batch_axis, stride(sig.batch_axis))],
+        gather="GatherElements",
+    )
+    return _flat_gather(op, matrix, flat, dims)
+
+
+def _flat_gather(
+    op: OpBuilder, data: ir.Value, flat: ir.Value, shape: tuple[int, ...]
+) -> ir.Value:
+    """GatherElements of single-element rows on the 1-D view of static ``data``.
+
+    ``flat`` is the index of each element as the leading axes hold it; the result is
+    reshaped to ``shape``, the data's. Empty data has nothing to move (and a Reshape to
+    a shape holding 0 would need ``allowzero``, which some converters lack: onnx2torch).
+    """
+    size = int(np.prod(shape, dtype=np.int64))
+    if size == 0:
+        return op.Identity(data)
+    flat_view = op.Reshape(data, const(op, [size]))
+    flat_index = op.Reshape(flat, const(op, [size]))
+    gathered = op.GatherElements(flat_view, flat_index, axis=0)
+    return op.Reshape(gathered, const(op, list(shape)))
 
 
 def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
@@ -192,12 +238,9 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         # allowzero only where a static dim is 0: without zeros Reshape's default reading
         # is the same, and some converters (onnx2torch) lack the attribute.
         zeros = {"allowzero": 1} if 0 in shape else {}
-        rows = int(np.prod(static, dtype=np.int64))
         if single:
-            flat_view = op.Reshape(data, const(op, [rows]), **zeros)
-            flat_index = op.Reshape(flat, const(op, [rows]), **zeros)
-            gathered = op.GatherElements(flat_view, flat_index, axis=0)
-            return op.Reshape(gathered, const(op, [*static, *trailing]), **zeros)
+            return _flat_gather(op, data, flat, shape)
+        rows = int(np.prod(static, dtype=np.int64))
         view = op.Reshape(data, const(op, [rows, *trailing]), **zeros)
     elif view_kind == "inferred":
         # [-1, *trailing]: tract cannot Flatten symbolic leading dims ("square of
@@ -224,9 +267,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
 
 def _single_rows(sig: Signature) -> bool:
     """Whether static rows of one element are gathered with GatherElements on a 1-D view."""
-    return (
-        sig.static_dims() is not None and sig.row_size() == 1 and sig.moves("GatherElements")
-    )
+    return gathers_flat(sig)
 
 
 def _static_trailing(sig: Signature) -> bool:
@@ -298,7 +339,7 @@ def _needs_allowzero(sig: Signature) -> bool:
         return False
     view_kind = _row_view(sig)
     if view_kind == "static":
-        return 0 in (sig.static_dims() or ())
+        return 0 in (sig.static_dims() or ()) and not _single_rows(sig)
     return view_kind == "read" or _reshapes_back(sig, view_kind)
 
 

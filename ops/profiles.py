@@ -28,6 +28,7 @@ __all__ = [
     "MATRIX_STATIC",
     "SHAPE_CLASSES",
     "Cost",
+    "gather_kind",
     "variant_names",
     "Profile",
     "load_profiles",
@@ -45,12 +46,47 @@ from importlib.resources.abc import Traversable
 from typing import NamedTuple
 
 import onnx
+import onnx_ir as ir
 
 from revseq.ops._emit import SCALAR_BY_SUM, SHAPE_ARITHMETIC
 from revseq.ops._index import BATCH_FROM_DATA, INT32_INDEX, INT64_INDEX
 
 GATHERS = ("Gather", "GatherElements", "GatherND")
-"""The ops that move data: the ones whose element types a profile records."""
+"""The ops that move data."""
+
+FLAT_GATHER_ELEMENTS = "GatherElements:flat"
+"""GatherElements on a 1-D view of the data (single-element rows, static dims): a kernel
+of its own on some backends. torch's ``gather`` keeps a signalling float16/bfloat16 NaN
+on 1-D data and sets its quiet bit on data of two dims or more (``[N, 1]`` counts as
+1-D), so onnx2torch moves those types with this variant only."""
+
+GATHER_KINDS = (*GATHERS, FLAT_GATHER_ELEMENTS)
+"""What a profile records element types for: each gather, and the flat GatherElements."""
+
+
+def gather_kind(gather: ir.Node) -> str:
+    """The gather's kind in a profile's types: its op type, or ``GatherElements:flat``.
+
+    A GatherElements of a Reshape to a one-element shape gathers a 1-D view.
+    """
+    source = gather.inputs[0] if gather.inputs else None
+    view = None if source is None else source.producer()
+    if gather.op_type == "GatherElements" and view is not None and view.op_type == "Reshape":
+        shape = _constant(view.inputs[1] if len(view.inputs) > 1 else None)
+        if shape is not None and shape.size == 1:
+            return FLAT_GATHER_ELEMENTS
+    return gather.op_type
+
+
+def _constant(value: ir.Value | None) -> ir.TensorProtocol | None:
+    """The tensor ``value`` holds where it is a constant (or a Constant node's output)."""
+    if value is None or value.const_value is not None:
+        return None if value is None else value.const_value
+    made_by = value.producer()
+    if made_by is not None and made_by.op_type == "Constant" and "value" in made_by.attributes:
+        return made_by.attributes["value"].as_tensor()
+    return None
+
 
 ELEMENT_TYPES: dict[str, int] = {
     "float32": onnx.TensorProto.FLOAT,
@@ -145,8 +181,10 @@ class Profile:
             any standard op).
         dynamic_ops: The same with symbolic dims; empty when the backend cannot run
             the forms' shape arithmetic at all (then only static shapes inline).
-        dtypes: For each gather op type, the element types it moves exactly; None when
-            unknown (documented profiles), which allows every type.
+        dtypes: For each gather op type (and ``GatherElements:flat``,
+            ``GATHER_KINDS``), the element types it moves exactly; None when unknown
+            (documented profiles), which allows every type. A profile probed before the
+            flat variant existed records none for it.
         forms: For "static" and "dynamic", the forms that ran exactly end to end (None
             when not probed); ``form@int32`` (dynamic) ran with its index in int32,
             ``form@lean`` with the lean index (``LEAN``).
@@ -203,7 +241,7 @@ class Profile:
 
     def has(self, dtype: str | None) -> bool:
         """Whether some gather moves ``dtype`` exactly: the backend has the type at all."""
-        return any(self.moves(g, dtype) for g in GATHERS)
+        return any(self.moves(g, dtype) for g in GATHER_KINDS)
 
     def having(self, dtype: str | None) -> list[Profile]:
         """The members (or this profile) that have ``dtype`` (``has``)."""
@@ -344,7 +382,8 @@ class Profile:
         """
         if self.device is None:
             return []
-        held = {n.op_type for n in model.graph.node if n.op_type in GATHERS}
+        graph = ir.from_proto(model).graph
+        held = {gather_kind(n) for n in graph if n.op_type in GATHERS}
         return sorted(g for g in held if not self.moves(g, dtype))
 
     def lacking(self, op_type: str, *, dynamic: bool) -> list[str]:
@@ -483,7 +522,7 @@ def portable(probed: Iterable[Profile], name: str = PORTABLE) -> Profile:
         else frozenset()
     )
     dtypes: dict[str, frozenset[str]] = {}
-    for gather in GATHERS:
+    for gather in GATHER_KINDS:
         keep = set()
         for dtype in ELEMENT_TYPES:
             if all(p.moves(gather, dtype) for p in probed if p.has(dtype)):

@@ -88,8 +88,11 @@ class Signature:
         return self.allowed is not None and variant in self.allowed
 
     def moves(self, gather: str) -> bool:
-        """Whether the target has ``gather`` and it moves this node's data exactly."""
-        return self.allows(gather, f"{gather}:data")
+        """Whether the target has ``gather`` and it moves this node's data exactly.
+
+        ``gather`` may be a variant (``GatherElements:flat``): its op type must be allowed.
+        """
+        return self.allows(gather.partition(":")[0], f"{gather}:data")
 
 
 def _all_static(dims: Sequence[int | None]) -> tuple[int, ...] | None:

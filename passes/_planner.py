@@ -30,7 +30,15 @@ from revseq.ops._emit import CLIP_CAST
 from revseq.ops._index import INT64_INDEX
 from revseq.ops.carriers import CARRIERS, carrier_variant
 from revseq.ops.errors import StrategyError
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, MATRIX, MATRIX_STATIC, Profile
+from revseq.ops.profiles import (
+    ELEMENT_TYPES,
+    GATHER_KINDS,
+    GATHERS,
+    MATRIX,
+    MATRIX_STATIC,
+    Profile,
+    gather_kind,
+)
 from revseq.ops.targets import dtype_name
 from revseq.passes._builder import Template
 from revseq.passes._node import node_label
@@ -57,7 +65,9 @@ onnx2torch 7.4 vs 38.8, tract 5.9 vs 258, tinygrad 9.7 vs 7.9.
 
 Single-element rows over two leading axes (``Signature.index_covers_data``):
 GatherElements needs no data-sized index there (it gathers the data as a matrix,
-trailing size-1 axes squeezed off, and so does the row form). The profile's ``matrix``
+trailing size-1 axes squeezed off, and so does the row form; with static dims, where
+GatherElements moves the type on 1-D data only, ``GatherElements:flat``, the matrix's
+1-D view, whose costs the matrix's stand for). The profile's ``matrix``
 and ``matrix:static`` costs (timed on such rows, symbolic and static) order
 GatherElements against GatherND's tuple per element, and the index type with symbolic
 dims; where a profile has none, GatherElements goes first, its index type by the form's
@@ -175,7 +185,7 @@ def _emitted(sig: forms.Signature, strategy: str) -> tuple[frozenset[str], froze
             used.add(_allowzero_variant(node))
         source = node.inputs[0] if node.inputs else None
         if node.op_type in GATHERS and source is not None and source.const_value is None:
-            moving.add(node.op_type)  # not a lookup in a constant table of indices
+            moving.add(gather_kind(node))  # not a lookup in a constant table of indices
             index = node.inputs[1] if len(node.inputs) > 1 else None
             if node.op_type == "Gather" and _constant_of_rank(index, at_least=2):
                 used.add("Gather:constant_index")
@@ -272,7 +282,7 @@ def _capabilities(sig: forms.Signature, profile: Profile) -> frozenset[str] | No
         return None
     dtype = dtype_name(sig.dtype)
     implied = {CLIP_CAST} if "Clip" in allowed else set()  # exact Clip: exact once cast
-    return allowed | implied | {f"{g}:data" for g in GATHERS if profile.moves(g, dtype)}
+    return allowed | implied | {f"{g}:data" for g in GATHER_KINDS if profile.moves(g, dtype)}
 
 
 def _fit(

@@ -178,6 +178,18 @@ def test_default_output_every_rank(name, rank, layout, dynamic):
 
 
 @pytest.mark.backend
+@pytest.mark.parametrize("own", [False, True], ids=["default", "own_target"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("name", BACKENDS)
+def test_half_float_single_element_rows(name, layout, dtype, own):
+    """Rank 2, static dims, the data holding signalling NaNs: where a backend's
+    GatherElements quiets one on a matrix and keeps it on 1-D data (onnx2torch), the
+    rows are gathered as the 1-D view (``GatherElements:flat``), exactly everywhere."""
+    check_default(name, 2, dtype, layout, False, **({"target": name} if own else {}))
+
+
+@pytest.mark.backend
 @pytest.mark.parametrize("dtype", ["float32", "int64"])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("name", BACKENDS)

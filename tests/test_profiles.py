@@ -99,22 +99,83 @@ def test_onnx2torch_unsigned_types_avoid_gather_elements():
     assert "GatherElements" not in used and "GatherND" in used
 
 
+def _flat_gathers(model):
+    """The GatherElements of ``model`` that read a 1-D view (a Reshape to one dim)."""
+    made_by = {out: n for n in model.graph.node for out in n.output}
+    consts = {
+        n.output[0]: helper.get_attribute_value(n.attribute[0])
+        for n in model.graph.node
+        if n.op_type == "Constant"
+    }
+    views = {
+        out
+        for out, node in made_by.items()
+        if node.op_type == "Reshape"
+        and list(getattr(consts.get(node.input[1]), "dims", ())) == [1]
+    }
+    return [n for n in gathers(model) if n.op_type == "GatherElements" and n.input[0] in views]
+
+
 @pytest.mark.parametrize("elem", [TensorProto.FLOAT16, TensorProto.BFLOAT16])
 def test_half_floats_keep_a_signalling_nan_where_gather_elements_quiets_it(elem):
     """Probed: torch's gather sets a signalling float16 or bfloat16 NaN's quiet bit on
-    data of two dims or more, so the default gathers single-element rows of them with
-    GatherND; OpenVINO quiets one in every gather and tinygrad in every gather by a
-    computed index, so neither has float16 at all and each refuses it by name."""
-    model = one_node([5, 4], elem=elem)
+    data of two dims or more and keeps it on 1-D data, so the default gathers static
+    single-element rows of them with GatherElements on a 1-D view
+    (``GatherElements:flat``), and with symbolic dims (a view that would need
+    ``allowzero``, which onnx2torch lacks) with GatherND; OpenVINO quiets one in every
+    gather and tinygrad in every gather by a computed index, so neither has float16 at
+    all and each refuses it by name."""
     for target in (None, "onnx2torch"):
-        inlined = (
-            revseq.inline(model) if target is None else revseq.inline(model, target=target)
-        )
-        moving = {n.op_type for n in gathers(inlined) if n.op_type != "Gather"}
+        for dims in ([5, 4], [5, 4, 1]):
+            static = revseq.inline(one_node(dims, elem=elem), target=target)
+            assert _gather_of(static) == "GatherElements"
+            assert len(_flat_gathers(static)) == 1
+        symbolic = revseq.inline(one_node(["T", "B"], elem=elem), target=target)
+        moving = {n.op_type for n in gathers(symbolic) if n.op_type != "Gather"}
         assert moving == {"GatherND"}
     assert not TARGETS["openvino"].has("float16") and not TARGETS["tinygrad"].has("float16")
     with pytest.raises(revseq.StrategyError, match="moves no float16"):
         revseq.inline(one_node([5, 4, 3], elem=TensorProto.FLOAT16), target="tinygrad")
+
+
+def test_a_1d_gather_elements_moves_only_what_its_own_probe_moved():
+    """A profile whose GatherElements moves float16 on 1-D data only gathers static
+    single-element rows as the 1-D view, exactly (signalling NaNs included), and never
+    the matrix; without the flat variant's float16 it takes another gather."""
+    from revseq._inputs import random_array
+    from revseq.ops.reference import reverse_sequence_model
+
+    flat_only = dataclasses.replace(
+        _probed("alpha", dynamic_ops=_EVERY_OP, gather_elements=frozenset({"float32"})),
+        dtypes={
+            "Gather": frozenset({"float16"}),
+            "GatherElements": frozenset({"float32"}),
+            "GatherElements:flat": frozenset({"float32", "float16"}),
+            "GatherND": frozenset({"float16"}),
+        },
+    )
+    cases = [([5, 4], 1, 0), ([4, 5], 0, 1), ([5, 4, 1, 1], 1, 0), ([5, 3, 4], 2, 0)]
+    for dims, batch_axis, time_axis in cases:
+        model = reverse_sequence_model(
+            dims, TensorProto.FLOAT16, batch_axis=batch_axis, time_axis=time_axis,
+            domain="revseq",
+        )  # fmt: skip
+        inlined = revseq.inline(model, target=flat_only)
+        assert _gather_of(inlined) == "GatherElements", dims
+        assert len(_flat_gathers(inlined)) == 1, dims
+        x = random_array(np.random.default_rng(0), TensorProto.FLOAT16, tuple(dims))
+        lens = np.array([0, 1, dims[time_axis], 2][: dims[batch_axis]], dtype=np.int64)
+        expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+        for optimize in (False, True):
+            (got,) = run_ort(inlined, {"x": x, "lens": lens}, optimize=optimize)
+            assert got.tobytes() == expected.tobytes(), (dims, optimize)
+    symbolic = revseq.inline(one_node(["T", "B"], TensorProto.FLOAT16), target=flat_only)
+    assert not _flat_gathers(symbolic)
+    without = dataclasses.replace(
+        flat_only, dtypes={**flat_only.dtypes, "GatherElements:flat": frozenset({"float32"})}
+    )
+    inlined = revseq.inline(one_node([5, 4], TensorProto.FLOAT16), target=without)
+    assert _gather_of(inlined) != "GatherElements"
 
 
 def test_tinygrad_bool_avoids_gather_nd():

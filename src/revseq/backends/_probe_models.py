@@ -29,6 +29,8 @@ import onnx
 import onnx.parser
 import onnx.shape_inference
 
+from revseq.ops.profiles import FLAT_GATHER_ELEMENTS
+
 OPSET = 18
 # (T, B) sizes each probe runs at: static shapes at the first, symbolic dims at all.
 SIZES = ((5, 4), (7, 2), (1, 3))
@@ -546,8 +548,10 @@ def gather_model(gather: str, elem: int, *, run_time_index: bool = False) -> onn
     """``gather`` reversing the time axis of a static [4, 3, 2] tensor of type ``elem``.
 
     Gather reads the rows of a Flatten view and is reshaped back, as the row form
-    feeds it (WebGPU runs a uint8 Gather but not its Flatten on the GPU). The index is a
-    constant, or with ``run_time_index`` computed from the int32 input ``steps``
+    feeds it (WebGPU runs a uint8 Gather but not its Flatten on the GPU);
+    ``GatherElements:flat`` reads the 1-D view of the data by a flat index and is
+    reshaped back, as the forms gather single-element rows with static dims. The index
+    is a constant, or with ``run_time_index`` computed from the int32 input ``steps``
     (``gather_index``) as the forms compute theirs from lengths given at run time: an
     Add, for GatherElements an Expand over the rows, and a Cast to int64. A backend may
     take another kernel for each: tinygrad 0.14 quiets a signalling float16 NaN in every
@@ -556,8 +560,9 @@ def gather_model(gather: str, elem: int, *, run_time_index: bool = False) -> onn
     from onnx import helper
 
     shape = onnx.numpy_helper.from_array(np.array([4, 3, 2]), "shape")
+    flat = gather == FLAT_GATHER_ELEMENTS
     expands = run_time_index and gather == "GatherElements"
-    initializers = [shape] if gather == "Gather" or expands else []
+    initializers = [shape] if gather == "Gather" or expands or flat else []
     nodes = []
     inputs = [helper.make_tensor_value_info("x", elem, [4, 3, 2])]
     if run_time_index:
@@ -578,6 +583,14 @@ def gather_model(gather: str, elem: int, *, run_time_index: bool = False) -> onn
         nodes += [
             helper.make_node("Flatten", ["x"], ["rows"], name="rows", axis=1),
             helper.make_node("Gather", ["rows", "index"], ["g"], name="g", axis=0),
+            helper.make_node("Reshape", ["g", "shape"], ["y"], name="y"),
+        ]
+    elif flat:
+        size = onnx.numpy_helper.from_array(np.array([24]), "size")
+        initializers.append(size)
+        nodes += [
+            helper.make_node("Reshape", ["x", "size"], ["view"], name="view"),
+            helper.make_node("GatherElements", ["view", "index"], ["g"], name="g", axis=0),
             helper.make_node("Reshape", ["g", "shape"], ["y"], name="y"),
         ]
     else:
@@ -604,6 +617,8 @@ def gather_index(gather: str, *, run_time: bool = False) -> np.ndarray:
     rev = np.arange(3, -1, -1, dtype=np.int64)
     if gather == "Gather":
         index = rev
+    elif gather == FLAT_GATHER_ELEMENTS:
+        index = np.flip(np.arange(24).reshape(4, 3, 2), axis=0).reshape(-1)
     elif gather == "GatherElements":
         index = (
             rev[:, None, None] if run_time else np.broadcast_to(rev[:, None, None], (4, 3, 2))

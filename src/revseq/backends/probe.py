@@ -46,7 +46,14 @@ from revseq.backends._probe_models import (
 )
 from revseq.ops.carriers import CARRIERS, carrier_variant
 from revseq.ops.errors import RevseqError
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, Cost, Profile, variant_names
+from revseq.ops.profiles import (
+    ELEMENT_TYPES,
+    GATHER_KINDS,
+    GATHERS,
+    Cost,
+    Profile,
+    variant_names,
+)
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 
 logger = logging.getLogger(__name__)
@@ -150,14 +157,15 @@ def run_op_probes(
 def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     """Every gather on every element type, static, by a constant index and by a computed one.
 
-    A gather moves a type where both ran exactly (``moved``); the second runs only where
-    the first did. Float data holds the NaNs a copy must keep in two of every three
-    places: a kernel may quiet a signalling NaN in some places only.
+    The gathers are ``GATHER_KINDS`` (GatherElements on a 1-D view too). A gather moves
+    a type where both ran exactly (``moved``); the second runs only where the first did.
+    Float data holds the NaNs a copy must keep in two of every three places: a kernel
+    may quiet a signalling NaN in some places only.
     """
     from revseq._inputs import NAN_PAYLOADS, random_array
 
     results = []
-    for gather in GATHERS:
+    for gather in GATHER_KINDS:
         for name in ELEMENT_TYPES:
             elem = ELEMENT_TYPES[name]
             x = random_array(np.random.default_rng(1), elem, (4, 3, 2))
@@ -424,7 +432,7 @@ def _profile(
 
     moving = moved(types)
     dtypes = {
-        gather: frozenset(name for g, name in moving if g == gather) for gather in GATHERS
+        gather: frozenset(name for g, name in moving if g == gather) for gather in GATHER_KINDS
     }
     failures = tuple(
         _stable(f"{r.name} ({r.kind}): {r.failure}") for r in results if r.failure
