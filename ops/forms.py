@@ -215,7 +215,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
             strides.append(product_of_dims(op, data, axis + 1, sig))
         else:
             strides.append(None)
-    single = _single_rows(sig)
+    single = gathers_flat(sig)
     if single:
         gather: str | None = "GatherElements"
     elif sig.dtype in (ir.DataType.STRING, None):
@@ -265,11 +265,6 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
 
 
-def _single_rows(sig: Signature) -> bool:
-    """Whether static rows of one element are gathered with GatherElements on a 1-D view."""
-    return gathers_flat(sig)
-
-
 def _static_trailing(sig: Signature) -> bool:
     """Whether every dim after the leading axes is static and none is 0.
 
@@ -304,7 +299,7 @@ def _row_view(sig: Signature) -> RowView:
     where none of these fits.
     """
     one_trailing = sig.dims is not None and sig.rank == sig.lead_rank + 1
-    if one_trailing and sig.allows("Flatten") and not _single_rows(sig):
+    if one_trailing and sig.allows("Flatten") and not gathers_flat(sig):
         return "flatten"
     if sig.static_dims() is not None:
         return "static"
@@ -339,7 +334,7 @@ def _needs_allowzero(sig: Signature) -> bool:
         return False
     view_kind = _row_view(sig)
     if view_kind == "static":
-        return 0 in (sig.static_dims() or ()) and not _single_rows(sig)
+        return 0 in (sig.static_dims() or ()) and not gathers_flat(sig)
     return view_kind == "read" or _reshapes_back(sig, view_kind)
 
 
