@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from revseq.ops import forms
 from revseq.ops._emit import CLIP_CAST
-from revseq.ops._index import INT64_INDEX
+from revseq.ops._index import INT64_INDEX, gathers_matrix
 from revseq.ops.carriers import CARRIERS, carrier_variant
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import (
@@ -69,9 +69,10 @@ trailing size-1 axes squeezed off, and so does the row form; with static dims, w
 GatherElements moves the type on 1-D data only, ``GatherElements:flat``, the matrix's
 1-D view, whose costs the matrix's stand for). The profile's ``matrix``
 and ``matrix:static`` costs (timed on such rows, symbolic and static) order
-GatherElements against GatherND's tuple per element, and the index type with symbolic
-dims; where a profile has none, GatherElements goes first, its index type by the form's
-costs for its shape class.
+GatherElements against GatherND's tuple per element and, where GatherElements does not
+move the type, the row form's Gather of single elements (timed as emitted where it moves
+no float32), and the index type with symbolic dims; where a profile has none,
+GatherElements goes first, its index type by the form's costs for its shape class.
 """
 
 STATIC_PREFERENCE: tuple[str, ...] = ("gather_rows", "gather_nd", "gather_elements")
@@ -93,14 +94,19 @@ def shape_class(sig: forms.Signature) -> str:
 
 def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
     if sig.index_covers_data():  # single-element rows
-        order = ("gather_elements", *(s for s in AUTO_PREFERENCE if s != "gather_elements"))
+        # Where GatherElements moves them, the row form gathers them as it does (the
+        # same model), so it comes last; elsewhere by Gather, timed so as ``gather_rows``.
+        matrix = gathers_matrix(sig)
+        ranked = ("gather_elements", "gather_nd", *(() if matrix else ("gather_rows",)))
         dynamic = is_dynamic(sig)
         timed = MATRIX if dynamic else MATRIX_STATIC
         if profile.has_costs(timed):  # timed on such rows: the form (and index type)
-            return profile.cheapest(timed, order, narrow=not sig.allows(INT64_INDEX))
-        if dynamic and sig.allows(INT64_INDEX):  # the index type by its class's costs
-            return profile.int32_where_cheaper(shape_class(sig), order)
-        return order
+            order = profile.cheapest(timed, ranked, narrow=not sig.allows(INT64_INDEX))
+        elif dynamic and sig.allows(INT64_INDEX):  # the index type by its class's costs
+            order = profile.int32_where_cheaper(shape_class(sig), ranked)
+        else:
+            order = ranked
+        return (*order, "gather_rows") if matrix else order
     if not is_dynamic(sig):
         return profile.cheapest("static", STATIC_PREFERENCE)
     # Without int64 index arithmetic the index is int32 whatever the form: members'

@@ -179,14 +179,16 @@ def test_default_output_every_rank(name, rank, layout, dynamic):
 
 @pytest.mark.backend
 @pytest.mark.parametrize("own", [False, True], ids=["default", "own_target"])
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "uint16"])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("name", BACKENDS)
-def test_half_float_single_element_rows(name, layout, dtype, own):
-    """Rank 2, static dims, the data holding signalling NaNs: where a backend's
-    GatherElements quiets one on a matrix and keeps it on 1-D data (onnx2torch), the
-    rows are gathered as the 1-D view (``GatherElements:flat``), exactly everywhere."""
-    check_default(name, 2, dtype, layout, False, **({"target": name} if own else {}))
+def test_single_element_rows_of_types_gather_elements_lacks(name, layout, dtype, dynamic, own):
+    """Rank 2, float data holding signalling NaNs: where a backend's GatherElements
+    lacks the type (onnx2torch: float16 and bfloat16 on a matrix, uint16 at all), the
+    rows go by the 1-D GatherElements view (static), the row form's Gather or GatherND,
+    as costs and probes say, and run exactly everywhere."""
+    check_default(name, 2, dtype, layout, dynamic, **({"target": name} if own else {}))
 
 
 @pytest.mark.backend

@@ -208,7 +208,7 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
     monkeypatch.setattr(
         _bench_backend, "floor_runners", lambda b, case: floors.append(case) or []
     )
-    monkeypatch.setattr(_costs, "_emitted", lambda case, kind, form, ops: f"{form} model")
+    monkeypatch.setattr(_costs, "_emitted", lambda case, kind, form, ops, **_: f"{form} model")
     passes = itertools.cycle([1.0, 6.0, 2.0])  # x Identity; numpy's copy is 0.5x: floor 1
 
     def timed(backend, identities, feeds, models, *, rounds, budget_s):
@@ -221,7 +221,9 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
     forms = {"static": frozenset({"gather_rows"}), "dynamic": frozenset()}
     costs = _costs.form_costs("fake", None, forms, passes=3)
     assert costs["static"] == {"gather_rows": Cost(2.0, 7)}
-    assert len(floors) == 3 * len(_costs.COST_CASES)
+    # The row form is timed on single-element rows too (its Gather of single elements).
+    assert costs["matrix:static"] == {"gather_rows": Cost(2.0, 7)}
+    assert len(floors) == 3 * (len(_costs.COST_CASES) + len(_costs.MATRIX_CASES))
     single = _costs.form_costs("fake", None, forms)  # one pass per case: 1, 6, 2
     assert single["static"]["gather_rows"].ratio == pytest.approx(2.29, abs=0.01)
 

@@ -92,11 +92,15 @@ def test_onnx2torch_gets_gather_nd_without_batch_dims():
 
 
 def test_onnx2torch_unsigned_types_avoid_gather_elements():
-    """Probed: torch's gather has no kernel for uint16/32/64."""
+    """Probed: torch's gather has no kernel for uint16/32/64; single-element rows of
+    them go by the row form's Gather, which onnx2torch's costs on such rows put before
+    GatherND's tuple per element."""
     model = one_node([5, 4, 1], elem=TensorProto.UINT16)
-    used = {n.op_type for n in gathers(revseq.inline(model, target="onnx2torch"))}
-    # GatherND moves the data; a Gather may look the index up in a constant table.
-    assert "GatherElements" not in used and "GatherND" in used
+    inlined = revseq.inline(model, target="onnx2torch")
+    assert "GatherElements" not in {n.op_type for n in gathers(inlined)}
+    assert _gather_of(inlined) == "Gather"
+    costs = TARGETS["onnx2torch"].costs["matrix:static"]
+    assert costs["gather_rows"].ratio < costs["gather_nd"].ratio
 
 
 def _flat_gathers(model):
@@ -122,17 +126,17 @@ def test_half_floats_keep_a_signalling_nan_where_gather_elements_quiets_it(elem)
     data of two dims or more and keeps it on 1-D data, so the default gathers static
     single-element rows of them with GatherElements on a 1-D view
     (``GatherElements:flat``), and with symbolic dims (a view that would need
-    ``allowzero``, which onnx2torch lacks) with GatherND; OpenVINO quiets one in every
-    gather and tinygrad in every gather by a computed index, so neither has float16 at
-    all and each refuses it by name."""
+    ``allowzero``, which onnx2torch lacks) with the row form's Gather, whose worst
+    cost on such rows over the probed backends is below GatherND's; OpenVINO quiets one
+    in every gather and tinygrad in every gather by a computed index, so neither has
+    float16 at all and each refuses it by name."""
     for target in (None, "onnx2torch"):
         for dims in ([5, 4], [5, 4, 1]):
             static = revseq.inline(one_node(dims, elem=elem), target=target)
             assert _gather_of(static) == "GatherElements"
             assert len(_flat_gathers(static)) == 1
         symbolic = revseq.inline(one_node(["T", "B"], elem=elem), target=target)
-        moving = {n.op_type for n in gathers(symbolic) if n.op_type != "Gather"}
-        assert moving == {"GatherND"}
+        assert [n.op_type for n in gathers(symbolic)] == ["Gather"]
     assert not TARGETS["openvino"].has("float16") and not TARGETS["tinygrad"].has("float16")
     with pytest.raises(revseq.StrategyError, match="moves no float16"):
         revseq.inline(one_node([5, 4, 3], elem=TensorProto.FLOAT16), target="tinygrad")
@@ -443,6 +447,62 @@ def test_single_element_rows_take_the_form_timed_cheapest_on_such_rows():
     narrow = {**nd_cheaper, "gather_nd": (4.0, 21), "gather_nd@int32": (2.0, 27)}
     inlined = revseq.inline(matrix, target=_both_index_types("alpha", {"matrix": narrow}))
     assert _gather_of(inlined) == "GatherND" and _int32_casts(inlined)
+
+
+def test_single_element_rows_of_a_type_gather_elements_lacks_go_by_the_row_gathers_cost():
+    """Where GatherElements does not move the type (onnx2torch's float16 with symbolic
+    dims), the row form gathers single-element rows by Gather, timed as ``gather_rows``
+    on such rows, and competes with GatherND by cost; where GatherElements moves the
+    type, the row form gathers as it does, and that timing has no say."""
+    costs = {"gather_elements": (1.0, 14), "gather_nd": (9.0, 21), "gather_rows": (3.0, 23)}
+    alpha = _both_index_types("alpha", {"matrix": costs})
+    half = frozenset({"float32", "float16"})
+    lacking = dataclasses.replace(
+        alpha, dtypes={**alpha.dtypes, "Gather": half, "GatherND": half}
+    )  # GatherElements: float32 and uint16 only
+    for dims in (["T", "B"], ["T", "B", 1]):
+        model = one_node(dims, TensorProto.FLOAT16)
+        assert _gather_of(revseq.inline(model, target=lacking)) == "Gather"
+        dearer = _both_index_types("alpha", {"matrix": {**costs, "gather_rows": (12.0, 23)}})
+        dearer = dataclasses.replace(dearer, dtypes=lacking.dtypes)
+        assert _gather_of(revseq.inline(model, target=dearer)) == "GatherND"
+        # float32: the row Gather's int32 timing, the cheapest, does not pick the
+        # matrix's index type (the row form would emit the matrix in int32).
+        cheapest = {**costs, "gather_elements@int32": (2.0, 18), "gather_rows@int32": (0.5, 9)}
+        inlined = revseq.inline(
+            one_node(dims), target=_both_index_types("alpha", {"matrix": cheapest})
+        )
+        assert _gather_of(inlined) == "GatherElements" and not _int32_casts(inlined)
+    # Untimed (a profile from before the row gather was timed): last, as before.
+    untimed = dataclasses.replace(
+        lacking, costs={"matrix": {k: v for k, v in lacking.costs["matrix"].items()
+                                   if not k.startswith("gather_rows")}}
+    )  # fmt: skip
+    half_matrix = one_node(["T", "B"], TensorProto.FLOAT16)
+    assert _gather_of(revseq.inline(half_matrix, target=untimed)) == "GatherND"
+
+
+def test_kept_costs_are_topped_up_with_what_they_lack():
+    """``--keep-costs`` keeps the saved timings and times only the forms (or classes)
+    added since; the merge keeps every saved cost."""
+    from revseq.backends._costs import timed_forms
+    from revseq.backends.probe import _merged, _untimed
+
+    forms = {"static": frozenset({"gather_rows", "gather_nd"}),
+             "dynamic": frozenset({"gather_rows", "gather_rows@int32"})}  # fmt: skip
+    timing = timed_forms(forms)
+    assert timing["matrix"] == {"gather_rows", "gather_rows@int32"}
+    kept = {"static": {"gather_rows": Cost(2.0, 6), "gather_nd": Cost(3.0, 7)},
+            "matrix": {"gather_rows": Cost(5.0, 20)}}  # fmt: skip
+    missing = _untimed(timing, kept)
+    assert missing["static"] == frozenset() and missing["matrix"] == {"gather_rows@int32"}
+    assert missing["all"] == {"gather_rows", "gather_rows@int32"}
+    merged = _merged(kept, {"matrix": {"gather_rows@int32": Cost(4.0, 26)}, "all": {}})
+    assert merged["static"] == kept["static"]
+    assert merged["matrix"] == {
+        "gather_rows": Cost(5.0, 20),
+        "gather_rows@int32": Cost(4.0, 26),
+    }
 
 
 def test_the_default_reads_each_backends_int32_timings_where_its_index_is_int32():

@@ -236,7 +236,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--keep-costs",
         action="store_true",
         help="keep the costs of the saved profile (same backend version) instead of "
-        "timing the forms again: re-certify what runs without re-measuring speed",
+        "timing the forms again: re-certify what runs without re-measuring speed (what "
+        "it has no cost for, a form or class added since, is timed)",
     )
     probe.add_argument(
         "--passes",

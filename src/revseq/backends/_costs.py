@@ -10,8 +10,16 @@ its node count. The planner orders forms by these (``Profile.cheapest``).
 
 from __future__ import annotations
 
-__all__ = ["COST_CASES", "COST_DIMS", "MATRIX_CASES", "MATRIX_FORMS", "form_costs"]
+__all__ = [
+    "COST_CASES",
+    "COST_DIMS",
+    "MATRIX_CASES",
+    "MATRIX_FORMS",
+    "form_costs",
+    "timed_forms",
+]
 
+import dataclasses
 import statistics
 from collections.abc import Callable, Mapping
 
@@ -43,21 +51,44 @@ MATRIX_CASES: tuple[Case, ...] = (
 with time and batch symbolic for the ``matrix`` class and static for ``matrix:static``."""
 
 MATRIX_FORMS = frozenset(
-    form + suffix for form in ("gather_elements", "gather_nd") for suffix in ("", NARROW)
+    form + suffix
+    for form in ("gather_elements", "gather_nd", "gather_rows")
+    for suffix in ("", NARROW)
 )
 """The forms timed on ``MATRIX_CASES``, each with either index type: GatherElements on
-the data as a matrix (what the row form emits there too) and GatherND with one index
-tuple per element. Which is cheaper differs by backend: per element, onnxruntime's
-GatherND costs several times its GatherElements, and tinygrad's less."""
+the data as a matrix, GatherND with one index tuple per element, and the row form's
+Gather of single elements (``gather_rows``, emitted as for a type GatherElements does
+not move: where it moves one, the row form gathers as GatherElements does). Which is
+cheapest differs by backend: per element, onnxruntime's GatherND costs several times
+its GatherElements, and tinygrad's less."""
 
 
-def _emitted(case: Case, kind: str, name: str, ops: Profile) -> onnx.ModelProto | str:
+def _without_gather_elements(ops: Profile) -> Profile:
+    """``ops`` with no GatherElements (1-D or not) moving float32.
+
+    The row form then gathers single-element rows by Gather.
+    """
+    if ops.dtypes is None:
+        return ops
+    kept = {
+        gather: types - {"float32"} if gather.startswith("GatherElements") else types
+        for gather, types in ops.dtypes.items()
+    }
+    return dataclasses.replace(ops, dtypes=kept)
+
+
+def _emitted(
+    case: Case, kind: str, name: str, ops: Profile, *, single: bool = False
+) -> onnx.ModelProto | str:
     """Form ``name`` as emitted for ``ops`` on the case's model with ``kind`` dims.
 
     Or why not. ``form@int32`` is emitted for ``ops`` without int64 index arithmetic,
     ``form@lean`` with the lean index, a form's own name without it
-    (``Profile.variant``).
+    (``Profile.variant``). With ``single`` (single-element rows), the row form as for a
+    type GatherElements does not move (``MATRIX_FORMS``).
     """
+    if single and name.startswith("gather_rows"):
+        ops = _without_gather_elements(ops)
     form, target = ops.variant(name)
     if target is None:
         return f"{ops.name} has one kind of index arithmetic only"
@@ -65,6 +96,15 @@ def _emitted(case: Case, kind: str, name: str, ops: Profile) -> onnx.ModelProto 
         return revseq.inline(native_model(case, dims=kind), strategy=form, target=target)
     except revseq.RevseqError as e:
         return str(e)
+
+
+def timed_forms(forms: Mapping[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+    """Per cost class, the forms ``form_costs`` times, of those that ran exactly."""
+    static, dynamic = forms.get("static", frozenset()), forms.get("dynamic", frozenset())
+    timing = {kind: static if kind == "static" else dynamic for kind in COST_DIMS}
+    timing[MATRIX_STATIC] = static & MATRIX_FORMS
+    timing[MATRIX] = dynamic & MATRIX_FORMS
+    return timing
 
 
 def form_costs(
@@ -76,24 +116,28 @@ def form_costs(
     budget_s: float = 1.0,
     passes: int = 1,
     say: Callable[[str], None] = lambda _: None,
+    only: Mapping[str, frozenset[str]] | None = None,
 ) -> dict[str, dict[str, Cost]]:
     """Each form's cost on backend ``name``, per shape class, as emitted for ``ops``.
 
     ``forms`` holds the forms that ran exactly, by "static" and "dynamic": only those
-    are timed. A form that fails here (an error timing it) gets no cost. Each case is
-    timed in ``passes`` passes of fresh runners, the floor's too, the median ratio
-    counting (``revseq.bench.median_of_passes``): forms within a few percent of each
-    other trade places between single passes.
+    are timed (``timed_forms``), and with ``only`` those it names per class. A form
+    that fails here (an error timing it) gets no cost. Each case is timed in ``passes``
+    passes of fresh runners, the floor's too, the median ratio counting
+    (``revseq.bench.median_of_passes``): forms within a few percent of each other trade
+    places between single passes.
     """
     backend = backends.get(name)
     rng = np.random.default_rng(0)
-    static, dynamic = forms.get("static", frozenset()), forms.get("dynamic", frozenset())
+    timing = timed_forms(forms)
+    if only is not None:
+        timing = {cls: ran & only.get(cls, frozenset()) for cls, ran in timing.items()}
     # Per case: (the class its cost counts for, the dims it is emitted with, the forms).
-    by_kind = [(kind, kind, static if kind == "static" else dynamic) for kind in COST_DIMS]
+    by_kind = [(kind, kind, timing[kind]) for kind in COST_DIMS]
     jobs = [(case, by_kind) for case in COST_CASES]
     by_matrix = [
-        (MATRIX_STATIC, "static", static & MATRIX_FORMS),
-        (MATRIX, "time+batch", dynamic & MATRIX_FORMS),
+        (MATRIX_STATIC, "static", timing[MATRIX_STATIC]),
+        (MATRIX, "time+batch", timing[MATRIX]),
     ]
     jobs += [(case, by_matrix) for case in MATRIX_CASES]
     counted = (COST_CASES[1], MATRIX_CASES[1])  # node counts are those of the 2 MiB cases
@@ -107,7 +151,10 @@ def form_costs(
         for cls, kind, ran in timed:
             if not ran:
                 continue
-            models = {form: _emitted(case, kind, form, ops) for form in sorted(ran)}
+            single = cls in matrix
+            models = {
+                form: _emitted(case, kind, form, ops, single=single) for form in sorted(ran)
+            }
             each = [
                 time_pass(backend, case, feeds, models, rounds=rounds, budget_s=budget_s)
                 for _ in range(passes)

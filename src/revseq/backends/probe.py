@@ -334,7 +334,8 @@ def probe_backend(
     run times say nothing of its speed (``UNTIMED``), each case in ``passes`` passes.
     With ``keep`` (the saved profile of the same backend version), its costs are kept
     instead of timed again, for the forms that still ran exactly: what runs is probed
-    anew, while the timings, the slow and noisy part, stay as measured.
+    anew, while the timings, the slow and noisy part, stay as measured; only what they
+    lack (a form or cost class added since) is timed, with ``costs``.
 
     Raises:
         ProbeError: ``keep`` was probed with another version of the backend.
@@ -367,17 +368,36 @@ def probe_backend(
     measured = None
     if keep is not None:
         measured = _kept_costs(keep, forms)
-    elif costs and name not in UNTIMED:
-        from revseq.backends._costs import form_costs
+    if (keep is None or measured is not None) and costs and name not in UNTIMED:
+        from revseq.backends._costs import form_costs, timed_forms
 
-        say(f"probe: {backend.label}: timing the forms")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            measured = form_costs(name, ops_profile, forms, passes=passes, say=say)
+        # With kept costs, only what they lack (a form or class added since) is timed.
+        only = None if measured is None else _untimed(timed_forms(forms), measured)
+        if only is None or any(only.values()):
+            say(f"probe: {backend.label}: timing the forms")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                timed = form_costs(name, ops_profile, forms, passes=passes, say=say, only=only)
+            measured = _merged(measured or {}, timed)
     profile = _profile(
         name, backend, ops, types, native=native.failure is None, forms=forms, results=results
     )
     return dataclasses.replace(profile, costs=measured), results
+
+
+def _untimed(
+    timing: dict[str, frozenset[str]], kept: dict[str, dict[str, Cost]]
+) -> dict[str, frozenset[str]]:
+    """Per class, the forms ``timing`` would time that ``kept`` has no cost for."""
+    return {cls: ran - kept.get(cls, {}).keys() for cls, ran in timing.items()}
+
+
+def _merged(
+    kept: dict[str, dict[str, Cost]], timed: dict[str, dict[str, Cost]]
+) -> dict[str, dict[str, Cost]]:
+    """``kept``'s costs with ``timed``'s added, per class."""
+    classes = [*kept, *(cls for cls in timed if cls not in kept)]
+    return {cls: {**kept.get(cls, {}), **timed.get(cls, {})} for cls in classes}
 
 
 def _kept_costs(
