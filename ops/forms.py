@@ -94,21 +94,22 @@ def _gather_time(op: OpBuilder, matrix: ir.Value, lens: ir.Value, sig: Signature
         return op.GatherElements(matrix, src, axis=sig.time_axis)
     dims = sig.static_dims()
     assert dims is not None, "a flat view needs static dims"
-    strides = (dims[1], 1)  # of axis 0, axis 1
-
-    def stride(axis: int) -> ir.Value | None:
-        return None if strides[axis] == 1 else const(op, strides[axis])
-
     flat = source_index(
         op,
         matrix,
         lens,
         sig,
-        scale=stride(sig.time_axis),
-        offsets=[(sig.batch_axis, stride(sig.batch_axis))],
+        scale=_static_stride(op, dims, sig.time_axis),
+        offsets=[(sig.batch_axis, _static_stride(op, dims, sig.batch_axis))],
         gather="GatherElements",
     )
     return _flat_gather(op, matrix, flat, dims)
+
+
+def _static_stride(op: OpBuilder, dims: tuple[int, ...], axis: int) -> ir.Value | None:
+    """The stride of ``axis`` over the static ``dims`` of the leading axes (None: 1)."""
+    size = int(np.prod(dims[axis + 1 :], dtype=np.int64))
+    return None if size == 1 else const(op, size)
 
 
 def _flat_gather(
@@ -209,8 +210,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     strides: list[ir.Value | None] = []
     for axis in range(lead):
         if static is not None:
-            size = int(np.prod(static[axis + 1 :], dtype=np.int64))
-            strides.append(None if size == 1 else const(op, size))
+            strides.append(_static_stride(op, static, axis))
         elif axis + 1 < lead:
             strides.append(product_of_dims(op, data, axis + 1, sig))
         else:

@@ -72,20 +72,11 @@ def gather_kind(gather: ir.Node) -> str:
     source = gather.inputs[0] if gather.inputs else None
     view = None if source is None else source.producer()
     if gather.op_type == "GatherElements" and view is not None and view.op_type == "Reshape":
-        shape = _constant(view.inputs[1] if len(view.inputs) > 1 else None)
+        target = view.inputs[1] if len(view.inputs) > 1 else None
+        shape = None if target is None else ir.convenience.get_const_tensor(target)
         if shape is not None and shape.size == 1:
             return FLAT_GATHER_ELEMENTS
     return gather.op_type
-
-
-def _constant(value: ir.Value | None) -> ir.TensorProtocol | None:
-    """The tensor ``value`` holds where it is a constant (or a Constant node's output)."""
-    if value is None or value.const_value is not None:
-        return None if value is None else value.const_value
-    made_by = value.producer()
-    if made_by is not None and made_by.op_type == "Constant" and "value" in made_by.attributes:
-        return made_by.attributes["value"].as_tensor()
-    return None
 
 
 ELEMENT_TYPES: dict[str, int] = {
