@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from revseq.ops import forms
 from revseq.ops._emit import CLIP_CAST
-from revseq.ops._index import INT64_INDEX, gathers_matrix
+from revseq.ops._index import INT64_INDEX
 from revseq.ops.carriers import CARRIERS, carrier_variant
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import (
@@ -69,10 +69,11 @@ trailing size-1 axes squeezed off, and so does the row form; with static dims, w
 GatherElements moves the type on 1-D data only, ``GatherElements:flat``, the matrix's
 1-D view, whose costs the matrix's stand for). The profile's ``matrix``
 and ``matrix:static`` costs (timed on such rows, symbolic and static) order
-GatherElements against GatherND's tuple per element and, where GatherElements does not
-move the type, the row form's Gather of single elements (timed as emitted where it moves
-no float32), and the index type with symbolic dims; where a profile has none,
-GatherElements goes first, its index type by the form's costs for its shape class.
+GatherElements against GatherND's tuple per element and the row form's Gather of single
+elements (timed, and emitted by ``auto``, with GatherElements withheld: the cheapest on
+tract and MNN with static dims, IREE with symbolic, OpenVINO with both), and the index
+type with symbolic dims; where a profile has none, GatherElements goes first, its index
+type by the form's costs for its shape class.
 """
 
 STATIC_PREFERENCE: tuple[str, ...] = ("gather_rows", "gather_nd", "gather_elements")
@@ -94,19 +95,16 @@ def shape_class(sig: forms.Signature) -> str:
 
 def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
     if sig.index_covers_data():  # single-element rows
-        # Where GatherElements moves them, the row form gathers them as it does (the
-        # same model), so it comes last; elsewhere by Gather, timed so as ``gather_rows``.
-        matrix = gathers_matrix(sig)
-        ranked = ("gather_elements", "gather_nd", *(() if matrix else ("gather_rows",)))
+        # GatherElements on the data as a matrix, GatherND's tuple per element, or the
+        # row form's Gather of single elements (``_row_gather``), as timed on such rows.
+        ranked = ("gather_elements", "gather_nd", "gather_rows")
         dynamic = is_dynamic(sig)
         timed = MATRIX if dynamic else MATRIX_STATIC
         if profile.has_costs(timed):  # timed on such rows: the form (and index type)
-            order = profile.cheapest(timed, ranked, narrow=not sig.allows(INT64_INDEX))
-        elif dynamic and sig.allows(INT64_INDEX):  # the index type by its class's costs
-            order = profile.int32_where_cheaper(shape_class(sig), ranked)
-        else:
-            order = ranked
-        return (*order, "gather_rows") if matrix else order
+            return profile.cheapest(timed, ranked, narrow=not sig.allows(INT64_INDEX))
+        if dynamic and sig.allows(INT64_INDEX):  # the index type by its class's costs
+            return profile.int32_where_cheaper(shape_class(sig), ranked)
+        return ranked
     if not is_dynamic(sig):
         return profile.cheapest("static", STATIC_PREFERENCE)
     # Without int64 index arithmetic the index is int32 whatever the form: members'
@@ -309,12 +307,28 @@ def _fit(
             if emitted_for is profile
             else dataclasses.replace(sig, allowed=_capabilities(sig, emitted_for))
         )
+        if form == "gather_rows" and strategy == "auto":
+            candidate = _row_gather(candidate)
         reason = _misfit(candidate, form, profile, ran_as=name)
         if reason is None:
             return Plan(candidate, form, _recorded(candidate, form)), reasons
         if form == name:  # a form@int32 that does not fit: its form says why
             reasons.append(reason)
     return None, reasons
+
+
+def _row_gather(sig: forms.Signature) -> forms.Signature:
+    """``sig`` for the row form as ``auto`` ranks it on single-element rows: by Gather.
+
+    Where GatherElements moves the type, the row form would gather such rows as it
+    does (the same model); the ``matrix`` costs timed the row form's Gather of single
+    elements instead (emitted with GatherElements withheld), which on some backends is
+    the cheaper (tract, IREE, OpenVINO), so ``auto`` emits what was timed.
+    """
+    if not sig.index_covers_data() or sig.allowed is None:
+        return sig
+    withheld = {f"{g}:data" for g in GATHER_KINDS if g.startswith("GatherElements")}
+    return dataclasses.replace(sig, allowed=sig.allowed - withheld)
 
 
 def _runs_round_trip(profile: Profile, dtype: str, *, dynamic: bool) -> bool:

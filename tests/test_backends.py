@@ -192,13 +192,16 @@ def test_single_element_rows_of_types_gather_elements_lacks(name, layout, dtype,
 
 
 @pytest.mark.backend
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("dtype", ["float32", "int64"])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("name", BACKENDS)
-def test_own_target_single_element_rows(name, layout, dtype):
-    """Rank 2, symbolic dims: the backend's own target takes the form its probe timed
-    cheapest on single-element rows (the ``matrix`` class), and runs exactly there."""
-    check_default(name, 2, dtype, layout, True, target=name)
+def test_own_target_single_element_rows(name, layout, dtype, dynamic):
+    """Rank 2: the backend's own target takes the form its probe timed cheapest on
+    single-element rows (the ``matrix`` and ``matrix:static`` classes: GatherElements
+    on the matrix, GatherND, or the row form's Gather of single elements), and runs
+    exactly there."""
+    check_default(name, 2, dtype, layout, dynamic, target=name)
 
 
 @pytest.mark.backend

@@ -449,11 +449,13 @@ def test_single_element_rows_take_the_form_timed_cheapest_on_such_rows():
     assert _gather_of(inlined) == "GatherND" and _int32_casts(inlined)
 
 
-def test_single_element_rows_of_a_type_gather_elements_lacks_go_by_the_row_gathers_cost():
-    """Where GatherElements does not move the type (onnx2torch's float16 with symbolic
-    dims), the row form gathers single-element rows by Gather, timed as ``gather_rows``
-    on such rows, and competes with GatherND by cost; where GatherElements moves the
-    type, the row form gathers as it does, and that timing has no say."""
+def test_single_element_rows_go_by_the_row_gathers_cost():
+    """The row form's Gather of single elements, timed as ``gather_rows`` on such rows,
+    competes with GatherElements' matrix and GatherND by cost, whether GatherElements
+    moves the type (float32; ``auto`` emits the row form with GatherElements withheld,
+    as it was timed: tract, OpenVINO and IREE measured it cheaper) or not (onnx2torch's
+    float16 with symbolic dims). Named, ``gather_rows`` still gathers such rows as
+    GatherElements does where it moves the type."""
     costs = {"gather_elements": (1.0, 14), "gather_nd": (9.0, 21), "gather_rows": (3.0, 23)}
     alpha = _both_index_types("alpha", {"matrix": costs})
     half = frozenset({"float32", "float16"})
@@ -466,13 +468,20 @@ def test_single_element_rows_of_a_type_gather_elements_lacks_go_by_the_row_gathe
         dearer = _both_index_types("alpha", {"matrix": {**costs, "gather_rows": (12.0, 23)}})
         dearer = dataclasses.replace(dearer, dtypes=lacking.dtypes)
         assert _gather_of(revseq.inline(model, target=dearer)) == "GatherND"
-        # float32: the row Gather's int32 timing, the cheapest, does not pick the
-        # matrix's index type (the row form would emit the matrix in int32).
+        # float32: GatherElements while it is the cheaper; the row Gather, in the index
+        # type it was timed cheapest in, once that is.
+        float32 = one_node(dims)
+        assert _gather_of(revseq.inline(float32, target=alpha)) == "GatherElements"
         cheapest = {**costs, "gather_elements@int32": (2.0, 18), "gather_rows@int32": (0.5, 9)}
-        inlined = revseq.inline(
-            one_node(dims), target=_both_index_types("alpha", {"matrix": cheapest})
-        )
-        assert _gather_of(inlined) == "GatherElements" and not _int32_casts(inlined)
+        rows_timed_cheapest = _both_index_types("alpha", {"matrix": cheapest})
+        inlined = revseq.inline(float32, target=rows_timed_cheapest)
+        assert _gather_of(inlined) == "Gather" and _int32_casts(inlined)
+        named = revseq.inline(float32, strategy="gather_rows", target=alpha)
+        assert _gather_of(named) == "GatherElements"
+    static = {"matrix:static": {"gather_elements": (3.0, 6), "gather_nd": (9.0, 11),
+                                "gather_rows": (1.5, 10)}}  # fmt: skip
+    rows_cheaper = _both_index_types("alpha", static)
+    assert _gather_of(revseq.inline(one_node([7, 4]), target=rows_cheaper)) == "Gather"
     # Untimed (a profile from before the row gather was timed): last, as before.
     untimed = dataclasses.replace(
         lacking, costs={"matrix": {k: v for k, v in lacking.costs["matrix"].items()

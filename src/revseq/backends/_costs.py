@@ -58,9 +58,10 @@ MATRIX_FORMS = frozenset(
 """The forms timed on ``MATRIX_CASES``, each with either index type: GatherElements on
 the data as a matrix, GatherND with one index tuple per element, and the row form's
 Gather of single elements (``gather_rows``, emitted as for a type GatherElements does
-not move: where it moves one, the row form gathers as GatherElements does). Which is
-cheapest differs by backend: per element, onnxruntime's GatherND costs several times
-its GatherElements, and tinygrad's less."""
+not move: where it moves one, the row form named gathers as GatherElements does, and
+``auto`` emits it so, as timed). Which is cheapest differs by backend: per element,
+onnxruntime's GatherND costs several times its GatherElements, and tinygrad's less;
+tract's row Gather costs a third of its GatherElements with static dims."""
 
 
 def _without_gather_elements(ops: Profile) -> Profile:
