@@ -65,8 +65,8 @@ def random_array(
     values = rng.standard_normal(size).astype(np.float64)
     if not specials:
         return values.astype(np_type).reshape(shape)
-    for i, special in enumerate([np.nan, -0.0, np.inf, -np.inf, 1e-40, -1e-310][: size // 4]):
-        values[rng.integers(0, size)] = special if i else values[0]
+    for special in [-0.0, np.inf, -np.inf, 1e-40, -1e-310][: size // 4]:
+        values[rng.integers(0, size)] = special  # NaNs: NAN_PAYLOADS, below
     array = values.astype(np_type).reshape(shape)
     payloads = NAN_PAYLOADS.get(np.dtype(np_type), ())
     # Each at several places: a vectorised kernel may quiet a NaN in some lanes only.
