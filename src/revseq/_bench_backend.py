@@ -65,10 +65,11 @@ form its probe measured cheapest there); the form columns are each form as emitt
 that target; `gather alone` is the own target's output for the same lengths given as a
 constant, static dims (the gather the backend's own costs pick, its index folded: what
 the index arithmetic adds to); `native` the backend's own ReverseSequence where it has
-one. Identical models (the own target is always one of the form columns) are timed
-once and show the same figure. Each row is the median of its passes, each pass with
-every runner made anew; ratios still move between runs on a shared machine, by more on
-the small tensor.
+one. Identical models (the own target is one of the form columns, but where it gathers
+single-element rows by the row form's Gather, which the named `gather_rows` gathers as
+GatherElements does) are timed once and show the same figure. Each row is the median
+of its passes, each pass with every runner made anew; ratios still move between runs
+on a shared machine, by more on the small tensor.
 """
 
 BACKEND_SUITE: tuple[Case, ...] = (

@@ -209,7 +209,9 @@ def distinct_models(
 ) -> tuple[dict[str, onnx.ModelProto | str], dict[str, str]]:
     """The models to time, each distinct model once, and each repeat's first label.
 
-    A target's chosen form is always one of the form columns too: timing the same model
+    A target's chosen form is one of the form columns too (but a row Gather of
+    single-element rows, which the named ``gather_rows`` emits as GatherElements does
+    where that moves the type): timing the same model
     twice measures only where each runner's buffers landed (one onnxruntime model, two
     columns of one page: 1.92x and 1.18x the copy floor), so a repeat is timed once and
     shares its first label's figures (``with_repeats``).
