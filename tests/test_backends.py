@@ -192,8 +192,11 @@ def test_single_element_rows_of_types_gather_elements_lacks(name, layout, dtype,
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
-@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize(
+    ("dtype", "dynamic"),
+    [("float32", False), ("float32", True), ("int64", True)],
+    ids=["float32-static", "float32-dynamic", "int64-dynamic"],
+)
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("name", BACKENDS)
 def test_own_target_single_element_rows(name, layout, dtype, dynamic):
