@@ -322,8 +322,9 @@ def _row_gather(sig: forms.Signature) -> forms.Signature:
 
     Where GatherElements moves the type, the row form would gather such rows as it
     does (the same model); the ``matrix`` costs timed the row form's Gather of single
-    elements instead (emitted with GatherElements withheld), which on some backends is
-    the cheaper (tract, IREE, OpenVINO), so ``auto`` emits what was timed.
+    elements instead (emitted with GatherElements withheld), which some backends run
+    cheaper (tract and MNN with static dims, IREE, OpenVINO), so ``auto`` emits what
+    was timed.
     """
     if not sig.index_covers_data() or sig.allowed is None:
         return sig

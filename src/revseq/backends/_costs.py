@@ -61,7 +61,7 @@ Gather of single elements (``gather_rows``, emitted as for a type GatherElements
 not move: where it moves one, the row form named gathers as GatherElements does, and
 ``auto`` emits it so, as timed). Which is cheapest differs by backend: per element,
 onnxruntime's GatherND costs several times its GatherElements, and tinygrad's less;
-tract's row Gather costs a third of its GatherElements with static dims."""
+tract's row Gather costs less than half its GatherElements with static dims."""
 
 
 def _without_gather_elements(ops: Profile) -> Profile:
