@@ -94,22 +94,31 @@ def _gather_time(op: OpBuilder, matrix: ir.Value, lens: ir.Value, sig: Signature
         return op.GatherElements(matrix, src, axis=sig.time_axis)
     dims = sig.static_dims()
     assert dims is not None, "a flat view needs static dims"
-    flat = source_index(
-        op,
-        matrix,
-        lens,
-        sig,
-        scale=_static_stride(op, dims, sig.time_axis),
-        offsets=[(sig.batch_axis, _static_stride(op, dims, sig.batch_axis))],
-        gather="GatherElements",
-    )
+    flat = _row_index(op, matrix, lens, sig, gather="GatherElements")
     return _flat_gather(op, matrix, flat, dims)
 
 
-def _static_stride(op: OpBuilder, dims: tuple[int, ...], axis: int) -> ir.Value | None:
-    """The stride of ``axis`` over the static ``dims`` of the leading axes (None: 1)."""
-    size = int(np.prod(dims[axis + 1 :], dtype=np.int64))
-    return None if size == 1 else const(op, size)
+def _row_index(
+    op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature, *, gather: str | None
+) -> ir.Value:
+    """The flat row index ``stride_t * src + sum(stride_k * coord_k)`` over the leading axes.
+
+    With static leading dims every stride is a constant; else each is a product of the
+    dims read (the last axis's is 1). ``gather`` reads it (``source_index``).
+    """
+    t, lead = sig.time_axis, sig.lead_rank
+    static = sig.lead_dims()
+    strides: list[ir.Value | None] = []
+    for axis in range(lead):
+        if static is not None:
+            size = int(np.prod(static[axis + 1 :], dtype=np.int64))
+            strides.append(None if size == 1 else const(op, size))
+        elif axis + 1 < lead:
+            strides.append(product_of_dims(op, data, axis + 1, sig))
+        else:
+            strides.append(None)
+    offsets = [(axis, strides[axis]) for axis in range(lead) if axis != t]
+    return source_index(op, data, lens, sig, scale=strides[t], offsets=offsets, gather=gather)
 
 
 def _flat_gather(
@@ -205,16 +214,8 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     if gathers_matrix(sig):
         return _gather_matrix(op, data, lens, sig)
     shape = sig.static_dims()
-    t, lead = sig.time_axis, sig.lead_rank
+    lead = sig.lead_rank
     static = sig.lead_dims()
-    strides: list[ir.Value | None] = []
-    for axis in range(lead):
-        if static is not None:
-            strides.append(_static_stride(op, static, axis))
-        elif axis + 1 < lead:
-            strides.append(product_of_dims(op, data, axis + 1, sig))
-        else:
-            strides.append(None)
     single = gathers_flat(sig)
     if single:
         gather: str | None = "GatherElements"
@@ -222,15 +223,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         gather = None  # GatherND, which takes int64 indices only
     else:
         gather = "Gather"
-    flat = source_index(
-        op,
-        data,
-        lens,
-        sig,
-        scale=strides[t],
-        offsets=[(axis, strides[axis]) for axis in range(lead) if axis != t],
-        gather=gather,
-    )
+    flat = _row_index(op, data, lens, sig, gather=gather)
     view_kind = _row_view(sig)
     if view_kind == "static":
         assert shape is not None and static is not None

@@ -63,6 +63,9 @@ on 1-D data and sets its quiet bit on data of two dims or more (``[N, 1]`` count
 GATHER_KINDS = (*GATHERS, FLAT_GATHER_ELEMENTS)
 """What a profile records element types for: each gather, and the flat GatherElements."""
 
+GATHER_ELEMENTS_KINDS = ("GatherElements", FLAT_GATHER_ELEMENTS)
+"""GatherElements' kinds, on the data and on its 1-D view: what withholding it withholds."""
+
 
 def gather_kind(gather: ir.Node) -> str:
     """The gather's kind in a profile's types: its op type, or ``GatherElements:flat``.

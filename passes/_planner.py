@@ -32,6 +32,7 @@ from revseq.ops.carriers import CARRIERS, carrier_variant
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import (
     ELEMENT_TYPES,
+    GATHER_ELEMENTS_KINDS,
     GATHER_KINDS,
     GATHERS,
     MATRIX,
@@ -328,7 +329,7 @@ def _row_gather(sig: forms.Signature) -> forms.Signature:
     """
     if not sig.index_covers_data() or sig.allowed is None:
         return sig
-    withheld = {f"{g}:data" for g in GATHER_KINDS if g.startswith("GatherElements")}
+    withheld = {f"{g}:data" for g in GATHER_ELEMENTS_KINDS}
     return dataclasses.replace(sig, allowed=sig.allowed - withheld)
 
 

@@ -30,7 +30,14 @@ import revseq
 from revseq import backends
 from revseq._bench_backend import floor_ratio, time_pass
 from revseq.bench import Case, input_arrays, median_of_passes, native_model
-from revseq.ops.profiles import MATRIX, MATRIX_STATIC, NARROW, Cost, Profile
+from revseq.ops.profiles import (
+    GATHER_ELEMENTS_KINDS,
+    MATRIX,
+    MATRIX_STATIC,
+    NARROW,
+    Cost,
+    Profile,
+)
 
 COST_CASES: tuple[Case, ...] = (
     Case((200, 16, 8), 1, 0, "float32"),
@@ -72,7 +79,7 @@ def _without_gather_elements(ops: Profile) -> Profile:
     if ops.dtypes is None:
         return ops
     kept = {
-        gather: types - {"float32"} if gather.startswith("GatherElements") else types
+        gather: types - {"float32"} if gather in GATHER_ELEMENTS_KINDS else types
         for gather, types in ops.dtypes.items()
     }
     return dataclasses.replace(ops, dtypes=kept)
