@@ -240,12 +240,17 @@ class Template:
         data: ir.Value,
         lens: ir.Value,
         sharing: IndexSharing | None = None,
+        *,
+        weights: ir.Graph | None = None,
     ) -> tuple[list[ir.Node], ir.Value]:
         """Fresh copies of the nodes reading ``data`` and ``lens``, named ``prefix/...``.
 
         With ``sharing``, a node an earlier instance in the same graph already computed
         (``IndexSharing.key``) is not copied: its value is read instead. The output node
-        is always copied.
+        is always copied. With ``weights``, the graph the nodes go into, each constant
+        the nodes read becomes an initializer of it rather than a Constant node: a
+        converter that makes each node a module call (onnx2torch) pays for a Constant
+        on every run, and TVM ran the row form faster with initializers.
         """
         mapping: dict[int, ir.Value] = {id(self._data): data, id(self._lens): lens}
         nodes = []
@@ -260,6 +265,19 @@ class Template:
                     mapping[id(node.outputs[0])] = earlier
                     continue
             name = f"{prefix}/{node.op_type}_{i}"
+            if weights is not None and node.op_type == "Constant" and i != last:
+                source = node.outputs[0]
+                weight = ir.Value(
+                    name=name,
+                    type=source.type,
+                    shape=source.shape,
+                    const_value=source.const_value,
+                )
+                weights.register_initializer(weight)
+                mapping[id(source)] = weight
+                if key is not None:
+                    sharing.remember(key, weight)  # type: ignore[union-attr]
+                continue
             copy = ir.Node(
                 "",
                 node.op_type,

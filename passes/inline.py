@@ -128,7 +128,11 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 else None
             )
             _replace_with_template(
-                scoped, plan.template, names.prefix_for(scoped.node), graph_sharing
+                scoped,
+                plan.template,
+                names.prefix_for(scoped.node),
+                graph_sharing,
+                weights=_weights_graph(model, scoped),
             )
         shared = sum(s.shared for s in sharing.values())
         if shared:
@@ -163,13 +167,34 @@ def _upgrade_to_decomposition_opset(model: ir.Model) -> None:
     logger.info("converted the model from opset %s to %d", version, DECOMPOSITION_MIN_OPSET)
 
 
+# Initializers that are not graph inputs are constants from IR version 4 on.
+_CONSTANT_INITIALIZERS_IR = 4
+
+
+def _weights_graph(model: ir.Model, scoped: ScopedNode) -> ir.Graph | None:
+    """The graph whose initializers hold a decomposition's constants, or None.
+
+    The main graph (IR version 4 and later): If/Loop/Scan bodies and functions keep
+    Constant nodes, which every backend reads there.
+    """
+    graph = scoped.node.graph
+    if graph is model.graph and model.ir_version >= _CONSTANT_INITIALIZERS_IR:
+        return graph
+    return None
+
+
 def _replace_with_template(
-    scoped: ScopedNode, template: Template, prefix: str, sharing: IndexSharing | None
+    scoped: ScopedNode,
+    template: Template,
+    prefix: str,
+    sharing: IndexSharing | None,
+    *,
+    weights: ir.Graph | None,
 ) -> None:
     node = scoped.node
     data, lens = node.inputs
     assert data is not None and lens is not None
-    nodes, output = template.instantiate(prefix, data, lens, sharing)
+    nodes, output = template.instantiate(prefix, data, lens, sharing, weights=weights)
     container = node.graph
     assert container is not None
     ir.convenience.replace_nodes_and_values(

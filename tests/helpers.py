@@ -53,6 +53,15 @@ def all_op_types(model: onnx.ModelProto) -> list[str]:
     return found
 
 
+def constants_of(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """The main graph's constants by name: its Constant nodes' values and initializers."""
+    found = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            found[node.output[0]] = onnx.helper.get_attribute_value(node.attribute[0])
+    return found
+
+
 def model_of(
     dims,
     dtype: str,

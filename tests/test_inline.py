@@ -413,7 +413,11 @@ def test_inline_keeps_everything_else():
     assert inlined.doc_string == "model doc"
     assert inlined.graph.doc_string == "graph doc"
     assert {o.domain: o.version for o in inlined.opset_import} == {"": 17, "vendor": 3}
-    assert [t.name for t in inlined.graph.initializer] == ["w"]
+    # The user's initializer kept as it was, first; the decomposition's constants after.
+    names = [t.name for t in inlined.graph.initializer]
+    assert names[0] == "w" and all(name.startswith("rs/") for name in names[1:])
+    original = next(t for t in model.graph.initializer if t.name == "w")
+    assert inlined.graph.initializer[0] == original
     kept = {n.name: n for n in inlined.graph.node if not n.name.startswith("rs/")}
     assert sorted(kept) == ["custom", "scale"]
     assert kept["scale"].doc_string == "scale it"
@@ -472,8 +476,11 @@ def test_static_shapes_and_constant_lengths_fold_to_one_gather():
         "Gather",
     ]
 
-    # The lengths initializer, folded into the index, does not stay behind unused.
-    assert not inlined.graph.initializer
+    # The lengths initializer, folded into the index, does not stay behind unused; the
+    # index is an initializer the gather reads.
+    read = {name for n in inlined.graph.node for name in n.input}
+    assert [t.name for t in inlined.graph.initializer if t.name not in read] == []
+    assert "lens_c" not in [t.name for t in inlined.graph.initializer]
 
 
 def test_constant_lengths_read_elsewhere_stay():
@@ -484,7 +491,9 @@ def test_constant_lengths_read_elsewhere_stay():
     model.graph.node.append(oh.make_node("Identity", ["lens_c"], ["lens_out"]))
     model.graph.output.append(oh.make_tensor_value_info("lens_out", TP.INT64, [4]))
     inlined = revseq.inline(model)
-    assert [i.name for i in inlined.graph.initializer] == ["lens_c"]
+    assert [i.name for i in inlined.graph.initializer if not i.name.startswith("rs/")] == [
+        "lens_c"
+    ]
 
 
 # --- Opsets ----------------------------------------------------------------------------

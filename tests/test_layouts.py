@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from helpers import model_of, run_ort
+from helpers import constants_of, model_of, run_ort
 from onnxscript import rewriter
 
 import revseq
@@ -176,12 +176,7 @@ def test_a_static_time_beyond_the_folding_limit_is_an_index_computed_at_run_time
     model = _model(dims, 1, 0)
     inlined = revseq.inline(model)
     assert "Range" in {n.op_type for n in inlined.graph.node}
-    largest = max(
-        int(np.prod(a.t.dims))
-        for n in inlined.graph.node
-        if n.op_type == "Constant"
-        for a in n.attribute
-    )
+    largest = max(int(np.prod(t.dims)) for t in constants_of(inlined).values())
     assert largest <= MAX_FOLDED_ELEMENTS
     x = np.random.default_rng(3).standard_normal(dims).astype(np.float32)
     lens = np.array([dims[0], 3], dtype=np.int64)

@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import all_op_types, run_ort
+from helpers import all_op_types, constants_of, run_ort
 from onnx import TensorProto, helper
 
 import revseq
@@ -106,11 +106,7 @@ def test_onnx2torch_unsigned_types_avoid_gather_elements():
 def _flat_gathers(model):
     """The GatherElements of ``model`` that read a 1-D view (a Reshape to one dim)."""
     made_by = {out: n for n in model.graph.node for out in n.output}
-    consts = {
-        n.output[0]: helper.get_attribute_value(n.attribute[0])
-        for n in model.graph.node
-        if n.op_type == "Constant"
-    }
+    consts = constants_of(model)
     views = {
         out
         for out, node in made_by.items()
