@@ -370,6 +370,38 @@ def test_scopes(scope, strategy, as_function):
         assert_identical(run_ort(inlined, feeds, optimize=optimize)[0], expected)
 
 
+@pytest.mark.parametrize("scope", ["main", "if", "loop", "function", "as_function"])
+def test_constants_are_initializers_of_the_main_graph_only(scope):
+    """onnx2torch calls a module for every Constant node: the main graph's constants are
+    initializers, one per value however many nodes read it. A body or a function has
+    no initializers every backend reads: its constants stay Constant nodes."""
+    if scope == "main":
+        model = one_node_model("float32", ["T", "B", 3], (1, 0), opset=17)
+    else:
+        model = _scoped_model("function" if scope == "as_function" else scope)
+    inlined = revseq.inline(model, as_function=scope == "as_function")
+    main_constants = [n for n in inlined.graph.node if n.op_type == "Constant"]
+    emitted = [t for t in inlined.graph.initializer if t.name.startswith("rs/")]
+    assert not main_constants
+    if scope == "main":
+        assert emitted
+        values = [(t.data_type, tuple(t.dims), t.raw_data) for t in emitted]
+        assert len(set(values)) == len(values)
+    else:
+        assert not emitted
+        assert "Constant" in all_nodes(inlined)
+
+
+def test_constants_stay_nodes_where_initializers_are_inputs():
+    """Before IR version 4 every initializer is also a graph input, one a caller may
+    feed: a decomposition's constants stay Constant nodes there."""
+    model = one_node_model("float32", ["T", "B", 3], (1, 0), opset=17)
+    model.ir_version = 3
+    inlined = revseq.inline(model)
+    assert not inlined.graph.initializer
+    assert "Constant" in [n.op_type for n in inlined.graph.node]
+
+
 # --- What inlining keeps ---------------------------------------------------------------
 
 
