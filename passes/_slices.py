@@ -7,6 +7,7 @@ lengths. These helpers find the data's views, cut the slice and check what it re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import onnx_ir as ir
@@ -150,8 +151,9 @@ def constant_lengths(nodes: Sequence[ir.Node]) -> list[ir.Value]:
 
     ``revseq.inline`` of constant lengths with symbolic dims computes the index from the
     lengths' values (some folded in): the slice reads them as a constant, not a leaf.
-    Initializers come first: a Constant the decomposition made may hold the same values
-    (an axis), and the model's own lengths are the ones to keep.
+    The model's own initializers come first: a constant the decomposition made (a
+    Constant node, or in the main graph an initializer named ``<prefix>/Constant_<i>``)
+    may hold the same values (an axis), and the model's own lengths are the ones to keep.
     """
     found: list[ir.Value] = []
     seen: set[int] = set()
@@ -163,4 +165,11 @@ def constant_lengths(nodes: Sequence[ir.Node]) -> list[ir.Value]:
             tensor = ir.convenience.get_const_tensor(value)
             if tensor is not None and tensor.dtype in LENGTH_TYPES and len(tensor.shape) == 1:
                 found.append(value)
-    return sorted(found, key=lambda v: v.producer() is not None)
+    return sorted(
+        found,
+        key=lambda v: (v.producer() is not None, bool(_EMITTED_CONSTANT.search(v.name or ""))),
+    )
+
+
+# The name the inline pass gives a constant it writes as an initializer.
+_EMITTED_CONSTANT = re.compile(r"/Constant_\d+$")

@@ -193,6 +193,20 @@ def test_restore_fuses_constant_lengths(dims, batch_axis, time_axis, domain, str
             assert _run(restored, {"x": x})[0].tobytes() == truth
 
 
+@pytest.mark.parametrize("target", [None, "onnxruntime", "tract"])
+@pytest.mark.parametrize("dims", [("T", 2, 1), ("T", 2, 1, 1)])
+def test_restore_keeps_the_models_lengths_beside_an_equal_constant(dims, target):
+    """Lengths [2, 2] over trailing size-1 axes: the decomposition also writes [2] (the
+    axes its Squeeze drops) as an initializer of the main graph. Both prove; the fused
+    node reads the model's own lengths and the decomposition's constant goes."""
+    lens = np.array([2, 2], np.int64)
+    model = reverse_sequence_model(dims, FLOAT, batch_axis=1, time_axis=0, lens=lens)
+    restored = revseq.restore(revseq.inline(model, target=target))
+    (node,) = restored.graph.node
+    assert node.op_type == "ReverseSequence" and node.input[1] == "lens"
+    assert [i.name for i in restored.graph.initializer] == ["lens"]
+
+
 @pytest.mark.parametrize("strategy", FORMS)
 @pytest.mark.parametrize("dims", [(1, 1, "T"), (1, 1, 5), (1, "B", "T")])
 def test_restore_takes_the_axis_that_reverses_where_size_1_dims_leave_several(dims, strategy):
