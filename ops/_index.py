@@ -29,6 +29,16 @@ from revseq.ops._emit import (
 from revseq.ops.errors import StrategyError
 from revseq.ops.signature import OpBuilder, Signature, source_index_numpy
 
+# The variant of a target that computes a time-major node's index in place, as [T, B]:
+# no Transpose of the index (``_time_inner``) and none of single-element data
+# (``transposes_data``). The swapped layouts below were measured on onnxruntime; its
+# probe times each backend's cheapest form both ways per cost class (``Layout`` in
+# :mod:`revseq.ops.profiles`), and the planner adds this variant where in place ran
+# cheaper there. Side by side, in place against swapped (three passes, x the copy
+# floor): single-element rows ``[2000, 16]`` 0.67x on tinygrad, 0.75-0.88x OpenVINO,
+# 0.82-0.93x TVM, but 1.10x onnx2torch and 3.5-4.0x tract.
+INDEX_IN_PLACE = "Index:in_place"
+
 # Time-major nodes with rows of several elements and at most this many batch entries
 # compute their index as [B, T] and transpose it (single-element rows transpose the data
 # instead: `transposes_data`). onnxruntime's broadcasting loops over the innermost
@@ -65,6 +75,8 @@ def _time_inner(sig: Signature) -> bool:
     """Whether to compute a time-major node's index with time as the inner axis."""
     if sig.lead_rank != 2 or sig.time_axis > sig.batch_axis or not sig.allows("Transpose"):
         return False
+    if sig.takes(INDEX_IN_PLACE):
+        return False
     return _short_batch(sig, _TIME_INNER_MAX_BATCH)
 
 
@@ -88,6 +100,7 @@ def transposes_data(sig: Signature) -> bool:
         or sig.time_axis != 0
         or sig.lens is not None
         or not sig.allows("Transpose")
+        or sig.takes(INDEX_IN_PLACE)
     ):
         return False
     return _short_batch(sig, _TRANSPOSE_DATA_MAX_BATCH)

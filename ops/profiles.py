@@ -28,6 +28,7 @@ __all__ = [
     "MATRIX_STATIC",
     "SHAPE_CLASSES",
     "Cost",
+    "Layout",
     "gather_kind",
     "variant_names",
     "Profile",
@@ -41,6 +42,7 @@ import functools
 import importlib.resources
 import json
 import pathlib
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from importlib.resources.abc import Traversable
 from typing import NamedTuple
@@ -161,6 +163,38 @@ class Cost(NamedTuple):
     nodes: int
 
 
+class Layout(NamedTuple):
+    """How a backend computes a time-major node's index, for one cost class.
+
+    Swapped (``in_place`` False): as ``[B, T]`` and transposed, and single-element rows
+    gathered on the data's ``[B, T]`` transpose, as onnxruntime runs short batches
+    fastest; in place (``INDEX_IN_PLACE``): as ``[T, B]``, no Transpose. ``revseq
+    probe`` times the backend's own output both ways on batches of 1 to 64 (x the copy
+    floor; the ratios are geomeans over those cases).
+    """
+
+    in_place: bool
+    swapped_ratio: float
+    in_place_ratio: float
+
+    @classmethod
+    def measured(
+        cls, swapped: Sequence[float], in_place: Sequence[float], *, exact: bool
+    ) -> Layout:
+        """The layout timed so, case by case, and the geomean of each.
+
+        In place where it ran exactly and no case took it beyond the tie of swapped (it
+        has fewer nodes, as tied forms go; a layout loses on some batch sizes by up to
+        3x: onnxruntime's batch of 1).
+        """
+        chosen = exact and all(i <= s * _TIE for s, i in zip(swapped, in_place, strict=True))
+        return cls(
+            chosen,
+            round(statistics.geometric_mean(swapped), 2),
+            round(statistics.geometric_mean(in_place), 2),
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class Profile:
     """What one backend runs exactly.
@@ -195,6 +229,8 @@ class Profile:
             variants say only that they run).
         device: The accelerator the backend's data lives on (``cuda``), None for the
             host. The default is computed from host backends only (``load_profiles``).
+        layouts: Per cost class, the index layout the probe timed cheaper there
+            (:class:`Layout`); None where not measured (the swapped layout).
     """
 
     name: str
@@ -212,6 +248,7 @@ class Profile:
     members: tuple[Profile, ...] = ()
     lean: bool = False
     device: str | None = None
+    layouts: Mapping[str, Layout] | None = None
 
     @property
     def verified(self) -> bool:
@@ -298,6 +335,17 @@ class Profile:
     def _costed(self, shape_class: str) -> list[Mapping[str, Cost]]:
         """The costs for ``shape_class`` of each member (or this profile) that has any."""
         return [p.costs[shape_class] for p in self._timed(shape_class)]
+
+    def in_place(self, shape_class: str) -> bool:
+        """Whether to compute a time-major index of ``shape_class`` in place.
+
+        Where every member (or this profile) whose probe timed the layouts for the class
+        chose in place, and one did: a layout measured on one backend is not applied to
+        another, and the default keeps the swapped one unless all agree.
+        """
+        profiles = self.members or (self,)
+        timed = [p.layouts[shape_class] for p in profiles if shape_class in (p.layouts or {})]
+        return bool(timed) and all(layout.in_place for layout in timed)
 
     def has_costs(self, shape_class: str) -> bool:
         """Whether any member (or this profile) was timed for ``shape_class``."""
@@ -414,6 +462,8 @@ class Profile:
                 kind: {form: cost._asdict() for form, cost in sorted(forms.items())}
                 for kind, forms in self.costs.items()
             }
+        if self.layouts is not None:
+            data["layouts"] = {cls: layout._asdict() for cls, layout in self.layouts.items()}
         data["failures"] = list(self.failures)
         if self.falls_back:
             data["falls_back"] = True
@@ -427,6 +477,7 @@ class Profile:
         dtypes = data.get("dtypes")
         forms = data.get("forms")
         costs = data.get("costs")
+        layouts = data.get("layouts")
         return cls(
             name=data["name"],
             source=data["source"],
@@ -446,6 +497,9 @@ class Profile:
             },
             falls_back=bool(data.get("falls_back", False)),
             device=data.get("device"),
+            layouts=None
+            if layouts is None
+            else {kind: Layout(**layout) for kind, layout in layouts.items()},
         )
 
     @classmethod

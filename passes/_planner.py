@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from revseq.ops import forms
 from revseq.ops._emit import CLIP_CAST
-from revseq.ops._index import INT64_INDEX
+from revseq.ops._index import INDEX_IN_PLACE, INT64_INDEX
 from revseq.ops.carriers import CARRIERS, carrier_variant
 from revseq.ops.errors import StrategyError
 from revseq.ops.profiles import (
@@ -94,13 +94,23 @@ def shape_class(sig: forms.Signature) -> str:
     return "time+batch"
 
 
+def cost_class(sig: forms.Signature) -> str:
+    """The class a form for ``sig`` was timed in (its costs' and layout's).
+
+    ``shape_class``'s, but single-element rows' own (``MATRIX``, ``MATRIX_STATIC``).
+    """
+    if sig.index_covers_data():
+        return MATRIX if is_dynamic(sig) else MATRIX_STATIC
+    return shape_class(sig)
+
+
 def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
     if sig.index_covers_data():  # single-element rows
         # GatherElements on the data as a matrix, GatherND's tuple per element, or the
         # row form's Gather of single elements (``_row_gather``), as timed on such rows.
         ranked = ("gather_elements", "gather_nd", "gather_rows")
         dynamic = is_dynamic(sig)
-        timed = MATRIX if dynamic else MATRIX_STATIC
+        timed = cost_class(sig)
         if profile.has_costs(timed):  # timed on such rows: the form (and index type)
             return profile.cheapest(timed, ranked, narrow=not sig.allows(INT64_INDEX))
         if dynamic and sig.allows(INT64_INDEX):  # the index type by its class's costs
@@ -280,13 +290,16 @@ def _capabilities(sig: forms.Signature, profile: Profile) -> frozenset[str] | No
     """The op types the target accepts for this node (None: any op, any type).
 
     With ``<gather>:data`` for each gather that moves the node's element type there, so
-    a form picks a gather the target has for this data.
+    a form picks a gather the target has for this data, and ``Index:in_place`` where
+    the target's probe timed the index cheaper in place for the node's cost class.
     """
     allowed = profile.allowed(dynamic=is_dynamic(sig))
     if allowed is None:
         return None
     dtype = dtype_name(sig.dtype)
     implied = {CLIP_CAST} if "Clip" in allowed else set()  # exact Clip: exact once cast
+    if profile.in_place(cost_class(sig)):  # the layout its probe timed cheaper there
+        implied.add(INDEX_IN_PLACE)
     return allowed | implied | {f"{g}:data" for g in GATHER_KINDS if profile.moves(g, dtype)}
 
 

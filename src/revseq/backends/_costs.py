@@ -16,6 +16,7 @@ __all__ = [
     "MATRIX_CASES",
     "MATRIX_FORMS",
     "form_costs",
+    "layout_costs",
     "timed_forms",
 ]
 
@@ -36,8 +37,10 @@ from revseq.ops.profiles import (
     MATRIX_STATIC,
     NARROW,
     Cost,
+    Layout,
     Profile,
 )
+from revseq.ops.reference import reverse_sequence
 
 COST_CASES: tuple[Case, ...] = (
     Case((200, 16, 8), 1, 0, "float32"),
@@ -187,3 +190,109 @@ def form_costs(
         for cls in classes
         if ratios[cls] or cls not in matrix
     }
+
+
+LAYOUT_CASES: tuple[Case, ...] = (
+    Case((1000, 1, 16), 1, 0, "float32"),
+    Case((400, 8, 64), 1, 0, "float32"),
+    Case((64, 32, 256), 1, 0, "float32"),
+)
+"""Time-major float32 rows of several elements with a batch of 1, 8 and 32: the swapped
+layout is onnxruntime's for short batches (a batch of 1 broadcasts element by element
+in place), which the cost cases (batches of 16 to 64) hardly hold."""
+
+LAYOUT_MATRIX_CASES: tuple[Case, ...] = (
+    Case((8000, 1), 1, 0, "float32"),
+    Case((2000, 16), 1, 0, "float32"),
+    Case((8192, 64), 1, 0, "float32"),
+)
+"""The same for single-element rows, batches of 1, 16 and 64."""
+
+
+def _class_cases() -> dict[str, tuple[tuple[Case, ...], str]]:
+    """Per cost class, the cases its layout is timed on and the dims they are emitted with."""
+    cases = {kind: (LAYOUT_CASES, kind) for kind in COST_DIMS}
+    cases[MATRIX_STATIC] = (LAYOUT_MATRIX_CASES, "static")
+    cases[MATRIX] = (LAYOUT_MATRIX_CASES, "time+batch")
+    return cases
+
+
+def _exact(backend: backends.Backend, model: onnx.ModelProto, case: Case) -> bool:
+    """Whether ``model`` reverses the case's data exactly there, lengths 0, 1 and T too."""
+    x = np.arange(int(np.prod(case.shape)), dtype=np.float32).reshape(case.shape)
+    time_len, batch = case.shape[case.time_axis], case.shape[case.batch_axis]
+    lens = np.resize(np.array([time_len, 0, 1, 2, time_len - 1], np.int64), batch)
+    try:
+        (got,) = backend.run(model, {"x": x, "lens": lens})
+    except revseq.RevseqError:  # a layout the backend cannot run is not chosen
+        return False
+    expected = reverse_sequence(x, lens, batch_axis=case.batch_axis, time_axis=case.time_axis)
+    return np.asarray(got).tobytes() == expected.tobytes()
+
+
+def layout_costs(
+    name: str,
+    profile: Profile,
+    *,
+    rounds: int = 15,
+    budget_s: float = 1.0,
+    passes: int = 1,
+    say: Callable[[str], None] = lambda _: None,
+    only: frozenset[str] | None = None,
+) -> dict[str, Layout]:
+    """Per cost class, whether ``profile``'s own output computes its index in place.
+
+    ``profile`` holds the backend's costs: what ``auto`` emits for it (its cheapest
+    form) is timed with the index swapped (onnxruntime's layout: transposed, and
+    single-element data transposed) and in place, interleaved against the copy floor,
+    on the class's layout cases whose output the layout changes (with static dims, a
+    short batch); ``Layout.measured`` chooses by their paired median ratios. A class
+    whose output it changes in no case gets no entry; ``only`` limits the classes
+    timed.
+    """
+    backend = backends.get(name)
+    rng = np.random.default_rng(0)
+    layouts: dict[str, Layout] = {}
+    for cls, (cases, kind) in _class_cases().items():
+        if only is not None and cls not in only:
+            continue
+        in_place_target = dataclasses.replace(
+            profile,
+            layouts={cls: Layout(in_place=True, swapped_ratio=0.0, in_place_ratio=0.0)},
+        )
+        ratios: dict[str, list[float]] = {"swapped": [], "in_place": []}
+        exact = True
+        for case in cases:
+            native = native_model(case, dims=kind)
+            try:
+                models = {
+                    "swapped": revseq.inline(native, target=profile),
+                    "in_place": revseq.inline(native, target=in_place_target),
+                }
+            except revseq.RevseqError:
+                continue
+            if models["swapped"].SerializeToString() == models["in_place"].SerializeToString():
+                continue  # the layout does not apply to this case's output
+            exact = exact and _exact(backend, models["in_place"], case)
+            feeds = input_arrays(case, rng)
+            each = [
+                time_pass(backend, case, feeds, models, rounds=rounds, budget_s=budget_s)
+                for _ in range(passes)
+            ]
+            per_pass = [
+                {label: (0.0, r[label][1] / floor_ratio(r)) for label in models if label in r}
+                for r, _, _ in each
+            ]
+            for label, (_, ratio) in median_of_passes(per_pass).items():
+                ratios[label].append(ratio)
+        timed = len(ratios["swapped"])
+        if not timed or len(ratios["in_place"]) != timed:
+            continue
+        layout = Layout.measured(ratios["swapped"], ratios["in_place"], exact=exact)
+        layouts[cls] = layout
+        say(
+            f"layout: {cls}: swapped {layout.swapped_ratio}x, in place "
+            f"{layout.in_place_ratio}x{'' if exact else ' (not exact)'}: "
+            f"{'in place' if layout.in_place else 'swapped'}"
+        )
+    return layouts

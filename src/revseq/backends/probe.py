@@ -50,6 +50,9 @@ from revseq.ops.profiles import (
     ELEMENT_TYPES,
     GATHER_KINDS,
     GATHERS,
+    MATRIX,
+    MATRIX_STATIC,
+    SHAPE_CLASSES,
     Cost,
     Profile,
     variant_names,
@@ -382,7 +385,35 @@ def probe_backend(
     profile = _profile(
         name, backend, ops, types, native=native.failure is None, forms=forms, results=results
     )
-    return dataclasses.replace(profile, costs=measured), results
+    profile = dataclasses.replace(profile, costs=measured)
+    if measured is not None and costs and name not in UNTIMED:
+        profile = _with_layouts(
+            profile, keep if keep is not None and keep.costs else None, passes=passes, say=say
+        )
+    return profile, results
+
+
+def _with_layouts(
+    profile: Profile, keep: Profile | None, *, passes: int, say: Callable[[str], None]
+) -> Profile:
+    """``profile`` with the index layouts its own output ran cheapest in, per class.
+
+    Kept from ``keep`` (its costs were kept, and the layouts were timed on the output
+    they choose) where it has them; the other classes are timed
+    (:func:`revseq.backends._costs.layout_costs`).
+    """
+    from revseq.backends._costs import layout_costs
+
+    kept = dict(keep.layouts or {}) if keep is not None else {}
+    missing = frozenset((*SHAPE_CLASSES, MATRIX_STATIC, MATRIX)) - kept.keys()
+    timed = {}
+    if missing:
+        say(f"probe: {profile.backend_version}: timing the index layouts")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            timed = layout_costs(profile.name, profile, passes=passes, say=say, only=missing)
+    layouts = {**kept, **timed}
+    return dataclasses.replace(profile, layouts=layouts or None)
 
 
 def _untimed(
