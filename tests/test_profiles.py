@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 
 import revseq
 from revseq.cli import main
-from revseq.ops.profiles import PORTABLE, Cost, Profile, load_profiles, portable
+from revseq.ops.profiles import PORTABLE, Cost, Layout, Profile, load_profiles, portable
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 
@@ -802,8 +802,13 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(ca
         ran = probed.forms["static" if kind.endswith("static") else "dynamic"]
         assert set(costs) == (ran & MATRIX_FORMS if kind.startswith("matrix") else ran)
         assert all(c.ratio > 0 and c.nodes > 0 for c in costs.values())
+    # The index layout timed per class, on batches of 1 to 64 (values not asserted).
+    assert set(probed.layouts or {}) <= set(probed.costs) and probed.layouts
+    assert all(
+        lay.swapped_ratio > 0 and lay.in_place_ratio > 0 for lay in probed.layouts.values()
+    )
     again = Profile.from_json(json.loads(json.dumps(probed.to_json())))
-    assert again.costs == probed.costs
+    assert again.costs == probed.costs and again.layouts == probed.layouts
     assert main(["probe", "onnxruntime", "--no-costs", "--json"]) == 0
     assert "costs" not in json.loads(capsys.readouterr().out)
 
@@ -834,6 +839,7 @@ def test_probe_keeps_the_saved_costs_of_the_same_version_only(capsys):
     assert main(["probe", "onnxruntime", "--keep-costs", "--json"]) == 0
     kept = Profile.from_json(json.loads(capsys.readouterr().out))
     assert kept.costs == shipped.costs
+    assert kept.layouts == shipped.layouts  # timed on the output the kept costs choose
     assert kept.forms == shipped.forms
     older = dataclasses.replace(shipped, backend_version="onnxruntime 0.1")
     with pytest.raises(ProbeError, match=r"probed with onnxruntime 0\.1"):
@@ -892,3 +898,77 @@ def test_a_backend_that_falls_back_yields_where_no_form_fits_every_member():
     strict = portable([dataclasses.replace(gpu, falls_back=False), alpha])
     with pytest.raises(revseq.StrategyError):
         revseq.inline(one_node(["T", "B", 3], elem=TensorProto.BOOL), target=strict)
+
+
+# --- The index layout ------------------------------------------------------------------
+
+
+def _laid_out(profile: Profile, layouts: dict[str, bool], name: str | None = None) -> Profile:
+    """``profile`` as if its probe had chosen ``layouts`` (in place or not, per class)."""
+    return dataclasses.replace(
+        profile,
+        name=name or profile.name,
+        layouts={
+            cls: Layout(chosen, 2.0, 1.5 if chosen else 3.0) for cls, chosen in layouts.items()
+        },
+    )
+
+
+LAYOUT_CASES = {  # a time-major node of each class, and its data's shape to run
+    "matrix": (["T", "B"], (9, 3)),
+    "matrix:static": ([400, 3], (400, 3)),  # beyond the table (its Transpose stays)
+    "time+batch": (["T", "B", 4], (9, 3, 4)),
+    "all": (["T", "B", "F"], (9, 3, 4)),
+}
+
+
+@pytest.mark.parametrize("cls", LAYOUT_CASES)
+def test_a_probed_layout_decides_whether_the_index_is_transposed(cls):
+    """The swapped layout (a Transpose of the index, or of single-element data) is
+    onnxruntime's for short batches; a profile whose probe timed the index cheaper in
+    place for the class gets it in place, exactly, and only for that class."""
+    dims, shape = LAYOUT_CASES[cls]
+    model = one_node(dims)
+    base = dataclasses.replace(TARGETS["onnxruntime"], layouts=None)
+    swapped = revseq.inline(model, target=base)
+    in_place = revseq.inline(model, target=_laid_out(base, {cls: True}))
+    assert "Transpose" in all_op_types(swapped)
+    assert "Transpose" not in all_op_types(in_place)
+    other = next(c for c in LAYOUT_CASES if c != cls)
+    elsewhere = revseq.inline(model, target=_laid_out(base, {other: True, cls: False}))
+    assert elsewhere.SerializeToString() == swapped.SerializeToString()
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    time_len = shape[0]
+    lens = np.resize(np.array([time_len, 0, 1, 2], np.int64), shape[1])
+    expected = reverse_sequence(x, lens).tobytes()
+    for optimize in (False, True):
+        got = run_ort(in_place, {"x": x, "lens": lens}, optimize=optimize)[0]
+        assert got.tobytes() == expected
+
+
+def test_the_default_computes_in_place_only_where_every_member_chose_it():
+    alpha = dataclasses.replace(TARGETS["onnxruntime"], name="alpha", layouts=None)
+    model = one_node(["T", "B"])
+    agree = portable(
+        [_laid_out(alpha, {"matrix": True}), _laid_out(alpha, {"matrix": True}, "beta")]
+    )
+    differ = portable(
+        [_laid_out(alpha, {"matrix": True}), _laid_out(alpha, {"matrix": False}, "beta")]
+    )
+    untimed = portable(
+        [_laid_out(alpha, {"matrix": True}), dataclasses.replace(alpha, name="beta")]
+    )
+    assert "Transpose" not in all_op_types(revseq.inline(model, target=agree))
+    assert "Transpose" in all_op_types(revseq.inline(model, target=differ))
+    assert "Transpose" not in all_op_types(revseq.inline(model, target=untimed))
+
+
+def test_a_layout_is_chosen_in_place_only_where_no_case_loses_beyond_the_tie():
+    assert Layout.measured([2.0, 4.0], [2.1, 3.0], exact=True).in_place
+    assert not Layout.measured([2.0, 4.0], [2.1, 3.0], exact=False).in_place
+    # Cheaper on average, but one batch size took it 1.5x: swapped.
+    lost = Layout.measured([2.0, 4.0, 4.0], [3.0, 2.0, 2.0], exact=True)
+    assert not lost.in_place and lost.in_place_ratio < lost.swapped_ratio
+    round_trip = Profile.from_json(_laid_out(TARGETS["tvm"], {"matrix": True}).to_json())
+    assert round_trip.layouts == {"matrix": Layout(True, 2.0, 1.5)}
