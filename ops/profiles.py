@@ -169,7 +169,7 @@ class Layout(NamedTuple):
     Swapped (``in_place`` False): as ``[B, T]`` and transposed, and single-element rows
     gathered on the data's ``[B, T]`` transpose, as onnxruntime runs short batches
     fastest; in place (``INDEX_IN_PLACE``): as ``[T, B]``, no Transpose. ``revseq
-    probe`` times the backend's own output both ways on batches of 1 to 64 (x the copy
+    probe`` times the backend's own output both ways on batches of 1 to 256 (x the copy
     floor; the ratios are geomeans over those cases).
     """
 

@@ -802,7 +802,7 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(ca
         ran = probed.forms["static" if kind.endswith("static") else "dynamic"]
         assert set(costs) == (ran & MATRIX_FORMS if kind.startswith("matrix") else ran)
         assert all(c.ratio > 0 and c.nodes > 0 for c in costs.values())
-    # The index layout timed per class, on batches of 1 to 64 (values not asserted).
+    # The index layout timed per class, on batches of 1 to 256 (values not asserted).
     assert set(probed.layouts or {}) <= set(probed.costs) and probed.layouts
     assert all(
         lay.swapped_ratio > 0 and lay.in_place_ratio > 0 for lay in probed.layouts.values()
