@@ -12,6 +12,7 @@ from __future__ import annotations
 
 __all__ = [
     "COST_CASES",
+    "COST_CLASSES",
     "COST_DIMS",
     "MATRIX_CASES",
     "MATRIX_FORMS",
@@ -51,6 +52,10 @@ COST_CASES: tuple[Case, ...] = (
 
 COST_DIMS: tuple[str, ...] = ("static", "time+batch", "all")
 """The shape classes a cost is measured for (``revseq.bench``'s declared dims)."""
+
+COST_CLASSES: tuple[str, ...] = (*COST_DIMS, MATRIX_STATIC, MATRIX)
+"""Every class a profile's costs and layouts are kept for: the shape classes, and
+single-element rows' static and symbolic ones."""
 
 MATRIX_CASES: tuple[Case, ...] = (
     Case((2000, 16), 1, 0, "float32"),
@@ -118,6 +123,33 @@ def timed_forms(forms: Mapping[str, frozenset[str]]) -> dict[str, frozenset[str]
     return timing
 
 
+def _floor_ratios(
+    backend: backends.Backend,
+    case: Case,
+    feeds: dict[str, np.ndarray],
+    models: Mapping[str, onnx.ModelProto | str],
+    *,
+    rounds: int,
+    budget_s: float,
+    passes: int,
+) -> tuple[dict[str, float], dict[str, int]]:
+    """Each model's ratio to the copy floor, and the node counts of the first pass.
+
+    The median of ``passes`` passes of fresh runners, the floor's too; a model that did
+    not time (an error) has no ratio.
+    """
+    each = [
+        time_pass(backend, case, feeds, models, rounds=rounds, budget_s=budget_s)
+        for _ in range(passes)
+    ]
+    per_pass = [
+        {label: (0.0, r[label][1] / floor_ratio(r)) for label in models.keys() & r.keys()}
+        for r, _, _ in each
+    ]
+    medians = median_of_passes(per_pass)
+    return {label: ratio for label, (_, ratio) in medians.items()}, each[0][2]
+
+
 def form_costs(
     name: str,
     ops: Profile,
@@ -153,10 +185,9 @@ def form_costs(
     jobs += [(case, by_matrix) for case in MATRIX_CASES]
     counted = (COST_CASES[1], MATRIX_CASES[1])  # node counts are those of the 2 MiB cases
     matrix = (MATRIX_STATIC, MATRIX)
-    classes = (*COST_DIMS, *matrix)
-    cases = {cls: len(MATRIX_CASES if cls in matrix else COST_CASES) for cls in classes}
-    ratios: dict[str, dict[str, list[float]]] = {cls: {} for cls in classes}
-    nodes: dict[str, dict[str, int]] = {cls: {} for cls in classes}
+    cases = {cls: len(MATRIX_CASES if cls in matrix else COST_CASES) for cls in COST_CLASSES}
+    ratios: dict[str, dict[str, list[float]]] = {cls: {} for cls in COST_CLASSES}
+    nodes: dict[str, dict[str, int]] = {cls: {} for cls in COST_CLASSES}
     for case, timed in jobs:
         feeds = input_arrays(case, rng)
         for cls, kind, ran in timed:
@@ -166,17 +197,10 @@ def form_costs(
             models = {
                 form: _emitted(case, kind, form, ops, single=single) for form in sorted(ran)
             }
-            each = [
-                time_pass(backend, case, feeds, models, rounds=rounds, budget_s=budget_s)
-                for _ in range(passes)
-            ]
-            per_pass = [
-                {form: (0.0, r[form][1] / floor_ratio(r)) for form in ran & r.keys()}
-                for r, _, _ in each
-            ]
-            counts = each[0][2]
-            medians = median_of_passes(per_pass)
-            for form, (_, ratio) in medians.items():
+            medians, counts = _floor_ratios(
+                backend, case, feeds, models, rounds=rounds, budget_s=budget_s, passes=passes
+            )
+            for form, ratio in medians.items():
                 ratios[cls].setdefault(form, []).append(ratio)
             if case in counted:
                 nodes[cls].update(counts)
@@ -187,7 +211,7 @@ def form_costs(
             for form, values in sorted(ratios[cls].items())
             if len(values) == cases[cls] and form in nodes[cls]
         }
-        for cls in classes
+        for cls in COST_CLASSES
         if ratios[cls] or cls not in matrix
     }
 
@@ -215,10 +239,11 @@ LAYOUT_MATRIX_CASES: tuple[Case, ...] = (
 
 def _class_cases() -> dict[str, tuple[tuple[Case, ...], str]]:
     """Per cost class, the cases its layout is timed on and the dims they are emitted with."""
-    cases = {kind: (LAYOUT_CASES, kind) for kind in COST_DIMS}
-    cases[MATRIX_STATIC] = (LAYOUT_MATRIX_CASES, "static")
-    cases[MATRIX] = (LAYOUT_MATRIX_CASES, "time+batch")
-    return cases
+    matrix = {MATRIX_STATIC: "static", MATRIX: "time+batch"}
+    return {
+        cls: (LAYOUT_MATRIX_CASES, matrix[cls]) if cls in matrix else (LAYOUT_CASES, cls)
+        for cls in COST_CLASSES
+    }
 
 
 def _exact(backend: backends.Backend, model: onnx.ModelProto, case: Case) -> bool:
@@ -278,16 +303,16 @@ def layout_costs(
             if models["swapped"].SerializeToString() == models["in_place"].SerializeToString():
                 continue  # the layout does not apply to this case's output
             exact = exact and _exact(backend, models["in_place"], case)
-            feeds = input_arrays(case, rng)
-            each = [
-                time_pass(backend, case, feeds, models, rounds=rounds, budget_s=budget_s)
-                for _ in range(passes)
-            ]
-            per_pass = [
-                {label: (0.0, r[label][1] / floor_ratio(r)) for label in models if label in r}
-                for r, _, _ in each
-            ]
-            for label, (_, ratio) in median_of_passes(per_pass).items():
+            medians, _ = _floor_ratios(
+                backend,
+                case,
+                input_arrays(case, rng),
+                models,
+                rounds=rounds,
+                budget_s=budget_s,
+                passes=passes,
+            )
+            for label, ratio in medians.items():
                 ratios[label].append(ratio)
         timed = len(ratios["swapped"])
         if not timed or len(ratios["in_place"]) != timed:

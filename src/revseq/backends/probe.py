@@ -50,9 +50,6 @@ from revseq.ops.profiles import (
     ELEMENT_TYPES,
     GATHER_KINDS,
     GATHERS,
-    MATRIX,
-    MATRIX_STATIC,
-    SHAPE_CLASSES,
     Cost,
     Profile,
     variant_names,
@@ -402,10 +399,10 @@ def _with_layouts(
     they choose) where it has them; the other classes are timed
     (:func:`revseq.backends._costs.layout_costs`).
     """
-    from revseq.backends._costs import layout_costs
+    from revseq.backends._costs import COST_CLASSES, layout_costs
 
     kept = dict(keep.layouts or {}) if keep is not None else {}
-    missing = frozenset((*SHAPE_CLASSES, MATRIX_STATIC, MATRIX)) - kept.keys()
+    missing = frozenset(COST_CLASSES) - kept.keys()
     timed = {}
     if missing:
         say(f"probe: {profile.backend_version}: timing the index layouts")
