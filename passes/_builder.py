@@ -7,10 +7,11 @@ static shapes carries its index as a constant rather than as arithmetic run ever
 
 from __future__ import annotations
 
-__all__ = ["NodeBuilder", "gc_paused"]
+__all__ = ["EMITTED_NAME", "NodeBuilder", "gc_paused"]
 
 import contextlib
 import gc
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,10 @@ import onnx_ir as ir
 from revseq.ops._emit import MAX_FOLDED_ELEMENTS
 from revseq.passes._evaluate import evaluate_op
 from revseq.passes._share import IndexSharing
+
+EMITTED_NAME = re.compile(r"^(?P<prefix>.+)/(?P<op>[A-Za-z]+)_\d+$")
+"""``<prefix>/<Op>_<i>``: the name of each node (and constant) a form emits, its prefix
+the replaced node's name (restore names the fused node after it)."""
 
 # The ops whose constant results the builder folds (with the evaluator restore proves
 # matches with): the index arithmetic, not the gathers.

@@ -7,12 +7,12 @@ lengths. These helpers find the data's views, cut the slice and check what it re
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import onnx_ir as ir
 
 from revseq.ops.domains import REVSEQ_DOMAIN
+from revseq.passes._builder import EMITTED_NAME
 from revseq.passes._evaluate import SUPPORTED_OPS
 from revseq.passes._node import LENGTH_TYPES as ACCEPTED_LENGTHS
 from revseq.passes._shape_reads import scalar_dim
@@ -167,9 +167,11 @@ def constant_lengths(nodes: Sequence[ir.Node]) -> list[ir.Value]:
                 found.append(value)
     return sorted(
         found,
-        key=lambda v: (v.producer() is not None, bool(_EMITTED_CONSTANT.search(v.name or ""))),
+        key=lambda v: (v.producer() is not None, _emitted_constant(v)),
     )
 
 
-# The name the inline pass gives a constant it writes as an initializer.
-_EMITTED_CONSTANT = re.compile(r"/Constant_\d+$")
+def _emitted_constant(value: ir.Value) -> bool:
+    """Whether ``value`` is named as a constant a form emits (``EMITTED_NAME``)."""
+    found = EMITTED_NAME.match(value.name or "")
+    return found is not None and found.group("op") == "Constant"

@@ -21,12 +21,11 @@ __all__ = ["RestorePassResult", "RestoreReverseSequencePass"]
 
 import dataclasses
 import logging
-import re
 
 import onnx_ir as ir
 
 from revseq.ops.domains import FUNCTION_DOMAIN, REVSEQ_DOMAIN
-from revseq.passes._builder import gc_paused
+from revseq.passes._builder import EMITTED_NAME, gc_paused
 from revseq.passes._match import (
     GATHER_OPS,
     Match,
@@ -39,9 +38,6 @@ from revseq.passes._node import remove_if_dead, validate_all
 from revseq.passes._scopes import walk
 
 logger = logging.getLogger(__name__)
-
-# "<original name>/<Op>_<i>": the names the inline pass gives the nodes it emits.
-_EMITTED_NAME = re.compile(r"^(?P<prefix>.+)/[A-Za-z]+_\d+$")
 
 
 @dataclasses.dataclass
@@ -142,7 +138,7 @@ def _original_name(match: Match, anchor: ir.Node) -> str | None:
     producer = match.output.producer()
     for node in (producer, anchor):
         if node is not None and node.name:
-            found = _EMITTED_NAME.match(node.name)
+            found = EMITTED_NAME.match(node.name)
             if found:
                 return found.group("prefix")
             if node.domain == FUNCTION_DOMAIN:
