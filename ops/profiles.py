@@ -347,6 +347,17 @@ class Profile:
         timed = [p.layouts[shape_class] for p in profiles if shape_class in (p.layouts or {})]
         return bool(timed) and all(layout.in_place for layout in timed)
 
+    def laid_out(self, shape_class: str, *, in_place: bool) -> Profile:
+        """This backend's profile computing ``shape_class``'s index as told, untimed.
+
+        What the probe emits to time a layout: each way forced, whatever layouts the
+        profile already holds (a kept probe's). Not for a profile with members, whose
+        own layouts ``in_place`` does not read.
+        """
+        assert not self.members, "a layout is forced on one backend's profile"
+        forced = Layout(in_place=in_place, swapped_ratio=0.0, in_place_ratio=0.0)
+        return dataclasses.replace(self, layouts={**(self.layouts or {}), shape_class: forced})
+
     def has_costs(self, shape_class: str) -> bool:
         """Whether any member (or this profile) was timed for ``shape_class``."""
         return bool(self._costed(shape_class))

@@ -273,12 +273,7 @@ class Template:
             name = f"{prefix}/{node.op_type}_{i}"
             if weights is not None and node.op_type == "Constant" and i != last:
                 source = node.outputs[0]
-                weight = ir.Value(
-                    name=name,
-                    type=source.type,
-                    shape=source.shape,
-                    const_value=source.const_value,
-                )
+                weight = _constant_copy(source, ir.Value(name=name))
                 weights.register_initializer(weight)
                 mapping[id(source)] = weight
                 if key is not None:
@@ -296,11 +291,16 @@ class Template:
             )
             source = node.outputs[0]
             if source.const_value is not None:
-                target = copy.outputs[0]
-                target.const_value = source.const_value
-                target.type, target.shape = source.type, source.shape
+                _constant_copy(source, copy.outputs[0])
             mapping[id(source)] = copy.outputs[0]
             if key is not None:
                 sharing.remember(key, copy.outputs[0])  # type: ignore[union-attr]
             nodes.append(copy)
         return nodes, mapping[id(self._output)]
+
+
+def _constant_copy(source: ir.Value, target: ir.Value) -> ir.Value:
+    """``target`` holding ``source``'s constant: its value, type and shape."""
+    target.const_value = source.const_value
+    target.type, target.shape = source.type, source.shape
+    return target

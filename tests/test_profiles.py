@@ -937,6 +937,12 @@ def test_a_probed_layout_decides_whether_the_index_is_transposed(cls):
     other = next(c for c in LAYOUT_CASES if c != cls)
     elsewhere = revseq.inline(model, target=_laid_out(base, {other: True, cls: False}))
     assert elsewhere.SerializeToString() == swapped.SerializeToString()
+    # The probe forces each way over whatever layout the profile holds (a kept one).
+    chosen = _laid_out(base, {cls: True})
+    forced = revseq.inline(model, target=chosen.laid_out(cls, in_place=False))
+    assert forced.SerializeToString() == swapped.SerializeToString()
+    forced = revseq.inline(model, target=base.laid_out(cls, in_place=True))
+    assert forced.SerializeToString() == in_place.SerializeToString()
     rng = np.random.default_rng(5)
     x = rng.standard_normal(shape).astype(np.float32)
     time_len = shape[0]

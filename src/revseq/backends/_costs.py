@@ -285,17 +285,15 @@ def layout_costs(
     for cls, (cases, kind) in _class_cases().items():
         if only is not None and cls not in only:
             continue
-        in_place_target = dataclasses.replace(
-            profile,
-            layouts={cls: Layout(in_place=True, swapped_ratio=0.0, in_place_ratio=0.0)},
-        )
+        swapped_target = profile.laid_out(cls, in_place=False)
+        in_place_target = profile.laid_out(cls, in_place=True)
         ratios: dict[str, list[float]] = {"swapped": [], "in_place": []}
         exact = True
         for case in cases:
             native = native_model(case, dims=kind)
             try:
                 models = {
-                    "swapped": revseq.inline(native, target=profile),
+                    "swapped": revseq.inline(native, target=swapped_target),
                     "in_place": revseq.inline(native, target=in_place_target),
                 }
             except revseq.RevseqError:
