@@ -221,6 +221,16 @@ class IsolatedBackend:
         """Prepare ``model`` and run it once."""
         return self.prepare(model)(feeds)
 
+    def restart(self) -> None:
+        """Make the next call start a fresh worker.
+
+        After a model went wrong in it: a backend may corrupt its memory without dying
+        (MNN 3.6.1 frees an invalid pointer reversing rank-4 data by a step -1 Slice),
+        and a later model would fail in its place (a probe of ConstantOfShape, killed by
+        SIGSEGV after that Slice).
+        """
+        _worker(self.name).close()
+
 
 def isolated(name: str) -> IsolatedBackend:
     """The backend ``name`` behind a worker process.

@@ -157,6 +157,21 @@ OP_PROBES: tuple[Probe, ...] = (
         ("Slice:reverse",),
         lambda d, _: "y = Slice (x, minus1, lowest1, zero1, minus1)",
     ),
+    # The same over rank-4 and rank-5 views of the data, along both leading axes: MNN
+    # 3.6.1 reverses ranks 2 and 3 exactly, but not rank 4 (it frees an invalid pointer
+    # on [5, 4, 2, 3]) nor rank 5.
+    *(
+        Probe(
+            f"Slice:reverse:high_rank ({rank})",
+            ("Slice:reverse:high_rank",),
+            lambda d, _, axes=axes: (
+                f"axes = Constant <value = int64[{len(axes)}] {{{', '.join(axes)}}}> ()\n"
+                "v = Unsqueeze (x, axes)\nr = Slice (v, minus1, lowest1, zero1, minus1)\n"
+                "y = Slice (r, minus1, lowest1, one1, minus1)"
+            ),
+        )
+        for rank, axes in ((4, ("2",)), (5, ("2", "3")))
+    ),
     Probe(
         "Cast", ("Cast",), lambda d, _: "l32 = Cast <to = 6> (lens)\ny = Cast <to = 7> (l32)"
     ),

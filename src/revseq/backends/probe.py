@@ -92,8 +92,23 @@ def _run_exact(
 
     On an execution-provider backend (webgpu) a model placed off the device fails too
     (:func:`revseq._placement.harmful_nodes`; ``axes`` are the time and batch axes of
-    the probe's ``x``): a probe certifies what runs there, not on a fallback.
+    the probe's ``x``): a probe certifies what runs there, not on a fallback. A worker
+    in which a model failed is not used again (``IsolatedBackend.restart``).
     """
+    failure = _first_failure(backend, model, feeds, truth, axes=axes)
+    if failure is not None and isinstance(backend, IsolatedBackend):
+        backend.restart()
+    return failure
+
+
+def _first_failure(
+    backend: Backend | IsolatedBackend,
+    model: onnx.ModelProto,
+    feeds: Iterable[dict[str, np.ndarray]],
+    truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
+    *,
+    axes: tuple[int, int],
+) -> str | None:
     from revseq._placement import harmful_nodes, harmless_size
 
     try:
