@@ -19,9 +19,12 @@ invalid lengths unspecified, and clamping is deterministic and never reads out o
 from __future__ import annotations
 
 __all__ = [
-    "Signature",
     "FORMS",
+    "REVERSE_ALL",
+    "REVERSING_SLICE",
+    "REVERSING_SLICE_HIGH_RANK",
     "Form",
+    "Signature",
     "emit",
     "source_index_numpy",
 ]
@@ -36,7 +39,9 @@ import onnx_ir as ir
 
 from revseq.ops._emit import (
     const,
+    dim_vector,
     dims_read,
+    iota,
     pad_trailing,
     shape_of,
     squeeze,
@@ -379,11 +384,44 @@ FORMS: dict[str, Form] = {
 }
 
 
+REVERSING_SLICE = "Slice:reverse"
+"""The variant a step -1 Slice of the data is: a node whose lengths all reach T becomes
+one where the target has it (``simplify.trivial_form``)."""
+
+REVERSING_SLICE_HIGH_RANK = "Slice:reverse:high_rank"
+"""The same Slice over data of rank 4 and more (MNN 3.6.1 has it up to rank 3)."""
+
+REVERSE_ALL = "reverse_all"
+"""The form of a node whose lengths all reach T, where no step -1 Slice runs."""
+
+
+def reverse_all(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
+    """A node whose lengths all reach T (``simplify.trivial_form``), as one Gather.
+
+    For a target without a step -1 Slice of the node's dims (``Slice:reverse``; tract
+    with a symbolic dim): the data gathered along the time axis at T-1 .. 0, a constant
+    with a static T, else T-1 minus a Range. The lengths are not read: what computed
+    them (tf2onnx's ``Expand`` of the data's own time length, which TVM cannot convert)
+    is left to nothing and removed.
+    """
+    time_len = dim_vector(op, data, sig.time_axis, sig)
+    steps = iota(op, time_len, sig.dim(sig.time_axis), sig)
+    last = op.Sub(time_len, const(op, [1]))
+    return op.Gather(data, op.Sub(last, steps), axis=sig.time_axis)
+
+
+_FULL_LENGTHS = Form(REVERSE_ALL, reverse_all, 11, "Gather along time at T-1 .. 0")
+
+
 def emit(
     op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature, strategy: str
 ) -> ir.Value:
-    """Emit the named form for one node and return the value replacing its output."""
-    form = FORMS.get(strategy)
+    """Emit the named form for one node and return the value replacing its output.
+
+    ``REVERSE_ALL`` too, which the planner takes for a node whose lengths all reach T
+    (never a strategy of its own: it ignores the lengths).
+    """
+    form = _FULL_LENGTHS if strategy == REVERSE_ALL else FORMS.get(strategy)
     if form is None:
         raise StrategyError(
             f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(FORMS))}"

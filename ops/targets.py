@@ -19,6 +19,7 @@ import onnx_ir as ir
 
 from revseq.ops._index import INT64_INDEX, MUL_DIM
 from revseq.ops.errors import StrategyError
+from revseq.ops.forms import REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK
 from revseq.ops.profiles import ELEMENT_TYPES, PORTABLE, Profile, load_profiles, portable
 
 ANY = Profile(
@@ -45,6 +46,9 @@ _CAPABILITIES = frozenset(
     if ops is not None
     for op in ops
 )
+
+# The variants an op type named in a collection brings: ONNX's own op does them.
+_IMPLIED = {"Mul": (MUL_DIM,), "Slice": (REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK)}
 
 _DTYPE_NAMES = {ir.DataType(elem): name for name, elem in ELEMENT_TYPES.items()}
 
@@ -95,9 +99,9 @@ def resolve_target(target: Target) -> Profile:
         if profile is None:
             if not (onnx.defs.has(item) or item in _CAPABILITIES):
                 raise _unknown_target(item)
-            # Op types name ONNX, whose index arithmetic is int64 and whose Mul takes
-            # a dim read from a shape (variants aside).
-            named = {item, INT64_INDEX, *((MUL_DIM,) if item == "Mul" else ())}
+            # Op types name ONNX, whose index arithmetic is int64, whose Mul takes a
+            # dim read from a shape and whose Slice steps back (variants aside).
+            named = {item, INT64_INDEX, *_IMPLIED.get(item, ())}
             static |= named
             dynamic |= named
         elif profile.static_ops is None:

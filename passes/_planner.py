@@ -17,6 +17,8 @@ __all__ = [
     "emitted_op_types",
     "is_dynamic",
     "plan",
+    "reversal_plan",
+    "runs_trivial",
     "shape_class",
 ]
 
@@ -125,6 +127,37 @@ def _auto_order(sig: forms.Signature, profile: Profile) -> tuple[str, ...]:
 
 
 # Constants are weights to every backend: a target never has to list them.
+
+
+def runs_trivial(kind: str, sig: forms.Signature, profile: Profile) -> bool:
+    """Whether the target runs a trivial node's replacement (``simplify.trivial_form``).
+
+    An Identity everywhere; a step -1 Slice where the profile lists ``Slice:reverse``
+    for the node's dims, and over data of rank 4 and more (or of a rank unknown) its
+    ``Slice:reverse:high_rank``: tract 0.23.9 has the Slice with static dims only
+    ("Streaming dimensions with strides are not supported"), MNN 3.6.1 up to rank 3.
+    """
+    if kind != "Slice":
+        return True
+    allowed = profile.allowed(dynamic=is_dynamic(sig))
+    needed = {forms.REVERSING_SLICE}
+    if sig.rank is None or sig.rank > 3:
+        needed.add(forms.REVERSING_SLICE_HIGH_RANK)
+    return allowed is None or needed <= allowed
+
+
+def reversal_plan(sig: forms.Signature, profile: Profile) -> Plan | None:
+    """A node whose lengths all reach T, where the target lacks ``Slice:reverse``.
+
+    The Gather along time of ``forms.REVERSE_ALL`` where the target has its op types and
+    its Gather moves the type, else None (the node is then decomposed as any other).
+    """
+    fitted = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
+    if _misfit(fitted, forms.REVERSE_ALL, profile, probed=False) is not None:
+        return None
+    return Plan(fitted, forms.REVERSE_ALL, _recorded(fitted, forms.REVERSE_ALL))
+
+
 _ALWAYS_ALLOWED = frozenset({"Constant"})
 
 
@@ -252,12 +285,18 @@ def is_dynamic(sig: forms.Signature) -> bool:
 
 
 def _misfit(
-    sig: forms.Signature, strategy: str, profile: Profile, ran_as: str | None = None
+    sig: forms.Signature,
+    strategy: str,
+    profile: Profile,
+    ran_as: str | None = None,
+    *,
+    probed: bool = True,
 ) -> str | None:
     """None if the form fits the node and the target, else why not.
 
     ``ran_as``: the name the form's end-to-end probe ran under (``form@int32``,
-    ``form@lean``).
+    ``form@lean``). ``probed``: whether the probe ran the form end to end (else its op
+    types and its gather's type are all there is to check).
     """
     try:
         used, moving = _emitted(sig, strategy)
@@ -281,7 +320,7 @@ def _misfit(
                 f"strategy {strategy!r} gathers with {gather}, which moves no {dtype} on {who}"
             )
     ran = ran_as or strategy
-    if not profile.ran(ran, dynamic=dynamic):
+    if probed and not profile.ran(ran, dynamic=dynamic):
         return f"strategy {ran!r} did not run exactly there with {shapes} shapes"
     return None
 

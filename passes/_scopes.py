@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ScopedNode", "walk", "opset_version"]
+__all__ = ["ScopedNode", "constants_graph", "opset_version", "walk"]
 
 import dataclasses
 from collections.abc import Iterator
@@ -55,3 +55,19 @@ def opset_version(owner: ir.Graph | ir.Function, domain: str) -> int | None:
     if domain in ("", "ai.onnx"):
         return imports.get("", imports.get("ai.onnx"))
     return imports.get(domain)
+
+
+# Initializers that are not graph inputs are constants from IR version 4 on.
+_CONSTANT_INITIALIZERS_IR = 4
+
+
+def constants_graph(model: ir.Model, scoped: ScopedNode) -> ir.Graph | None:
+    """The graph whose initializers hold the constants of what replaces a node, or None.
+
+    The main graph (IR version 4 and later): If/Loop/Scan bodies and functions keep
+    Constant nodes, which every backend reads there.
+    """
+    graph = scoped.node.graph
+    if graph is model.graph and model.ir_version >= _CONSTANT_INITIALIZERS_IR:
+        return graph
+    return None

@@ -15,6 +15,7 @@ from revseq.ops.errors import UnsupportedOpsetError
 from revseq.ops.targets import Target, resolve_target
 from revseq.passes import _planner
 from revseq.passes._builder import Template, gc_paused
+from revseq.passes._names import NameSource, model_names, node_names
 from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,
     REVSEQ_DOMAIN,
@@ -24,7 +25,7 @@ from revseq.passes._node import (
     validate_all,
 )
 from revseq.passes._planner import Plan
-from revseq.passes._scopes import ScopedNode, opset_version, walk
+from revseq.passes._scopes import ScopedNode, constants_graph, opset_version, walk
 from revseq.passes._shapes import ShapeTable
 from revseq.passes._share import IndexSharing
 from revseq.passes.simplify import replace_trivial, trivial_form
@@ -91,8 +92,12 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         sig = signature_of(scoped, opset=opset, shapes=shapes)
         if self.simplify:
             trivial = trivial_form(scoped, sig, shapes)
-            if trivial is not None:
+            if trivial is not None and _planner.runs_trivial(trivial, sig, self.target):
                 return Plan(sig, trivial)
+            if trivial is not None:  # a full reversal the target's Slice cannot run
+                reversal = _planner.reversal_plan(sig, self.target)
+                if reversal is not None:
+                    return reversal
         if opset < DECOMPOSITION_MIN_OPSET:
             raise UnsupportedOpsetError(
                 f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
@@ -117,7 +122,13 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         sharing: dict[int, IndexSharing] = {}  # by graph
         for scoped, plan in zip(targets, plans, strict=True):
             if plan.template is None:  # a trivial node: Identity or Slice
-                replace_trivial(scoped, plan.replacement, plan.sig.time_axis)
+                replace_trivial(
+                    scoped,
+                    plan.replacement,
+                    plan.sig.time_axis,
+                    names.prefix_for(scoped.node),
+                    weights=constants_graph(model, scoped),
+                )
                 continue
             if self.as_function:
                 _replace_with_call(model, scoped, plan.for_function(), functions, names)
@@ -132,7 +143,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 plan.template,
                 names.prefix_for(scoped.node),
                 graph_sharing,
-                weights=_weights_graph(model, scoped),
+                weights=constants_graph(model, scoped),
             )
         shared = sum(s.shared for s in sharing.values())
         if shared:
@@ -167,22 +178,6 @@ def _upgrade_to_decomposition_opset(model: ir.Model) -> None:
     logger.info("converted the model from opset %s to %d", version, DECOMPOSITION_MIN_OPSET)
 
 
-# Initializers that are not graph inputs are constants from IR version 4 on.
-_CONSTANT_INITIALIZERS_IR = 4
-
-
-def _weights_graph(model: ir.Model, scoped: ScopedNode) -> ir.Graph | None:
-    """The graph whose initializers hold a decomposition's constants, or None.
-
-    The main graph (IR version 4 and later): If/Loop/Scan bodies and functions keep
-    Constant nodes, which every backend reads there.
-    """
-    graph = scoped.node.graph
-    if graph is model.graph and model.ir_version >= _CONSTANT_INITIALIZERS_IR:
-        return graph
-    return None
-
-
 def _replace_with_template(
     scoped: ScopedNode,
     template: Template,
@@ -208,7 +203,7 @@ def _replace_with_call(
     scoped: ScopedNode,
     plan: Plan,
     functions: dict[tuple, ir.Function],
-    names: _NameSource,
+    names: NameSource,
 ) -> None:
     """Replace the node by a call to a model-local function holding the decomposition."""
     key = (plan.replacement, plan.sig)
@@ -258,49 +253,16 @@ class _Survey:
     def __init__(self, model: ir.Model) -> None:
         self.targets: list[ScopedNode] = []
         self.other_revseq_nodes = False
-        used: set[str] = {f.name for f in model.functions.values()}
-        for graph in (model.graph, *(f.graph for f in model.functions.values())):
-            used.update(v.name for v in graph.inputs if v.name)
-            used.update(graph.initializers)
+        used = model_names(model)
         for scoped in walk(model):
             node = scoped.node
-            used.update(v.name for v in node.outputs if v.name)
-            for attr in node.attributes.values():
-                if isinstance(attr, ir.Attr) and attr.type == ir.AttributeType.GRAPH:
-                    used.update(v.name for v in attr.value.inputs if v.name)
-            if is_reverse_sequence(node):
+            target = is_reverse_sequence(node)
+            used.update(node_names(node, with_name=not target))
+            if target:
                 self.targets.append(scoped)
                 continue
-            if node.name:
-                used.add(node.name)
             self.other_revseq_nodes |= node.domain == REVSEQ_DOMAIN
-        self.names = _NameSource(used)
-
-
-class _NameSource:
-    """Unique prefixes for emitted nodes and values, and names for emitted functions."""
-
-    def __init__(self, used: set[str]) -> None:
-        self._used = used
-        self._next: dict[str, int] = {}
-        # Emitted names are "<prefix>/<op>_<i>": a prefix must not be a namespace in use.
-        self._namespaces = {name.rsplit("/", 1)[0] for name in used if "/" in name}
-
-    def _unique(self, base: str) -> str:
-        candidate, i = base, self._next.get(base, 1)
-        while candidate in self._used or candidate in self._namespaces:
-            i += 1
-            candidate = f"{base}_{i}"
-        self._next[base] = i
-        self._used.add(candidate)
-        self._namespaces.add(candidate)
-        return candidate
-
-    def prefix_for(self, node: ir.Node) -> str:
-        return self._unique(node.name or "ReverseSequence")
-
-    def function_name(self, strategy: str) -> str:
-        return self._unique(f"ReverseSequence_{strategy}")
+        self.names = NameSource(used)
 
 
 def _drop_revseq_import(model: ir.Model) -> None:

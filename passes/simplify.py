@@ -15,7 +15,6 @@ __all__ = [
     "SimplifyReverseSequencePass",
     "replace_trivial",
     "trivial_form",
-    "try_simplify",
 ]
 
 import logging
@@ -24,8 +23,9 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.signature import Signature
+from revseq.passes._names import NameSource
 from revseq.passes._node import is_reverse_sequence, remove_if_dead, signature_of
-from revseq.passes._scopes import ScopedNode, opset_version, walk
+from revseq.passes._scopes import ScopedNode, constants_graph, opset_version, walk
 from revseq.passes._shape_reads import scalar_dim
 from revseq.passes._shapes import ShapeTable
 
@@ -40,8 +40,11 @@ class SimplifyReverseSequencePass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Simplify every trivial node in every scope."""
         targets = [s for s in walk(model) if is_reverse_sequence(s.node)]
-        shapes = ShapeTable.infer(model) if targets else None
-        count = sum(try_simplify(scoped, shapes) for scoped in targets)
+        if not targets:
+            return ir.passes.PassResult(model, modified=False)
+        shapes = ShapeTable.infer(model)
+        names = NameSource.of(model, is_reverse_sequence)
+        count = sum(_simplify(scoped, shapes, model, names) for scoped in targets)
         if count:
             logger.info("simplified %d ReverseSequence node(s)", count)
         return ir.passes.PassResult(model, modified=bool(count))
@@ -66,16 +69,21 @@ def trivial_form(scoped: ScopedNode, sig: Signature, shapes: ShapeTable) -> str 
     return None
 
 
-def try_simplify(scoped: ScopedNode, shapes: ShapeTable | None = None) -> bool:
+def _simplify(
+    scoped: ScopedNode, shapes: ShapeTable, model: ir.Model, names: NameSource
+) -> bool:
     """Replace one trivial ReverseSequence node; True if it was replaced."""
-    if not is_reverse_sequence(scoped.node):
-        return False
-    table = shapes if shapes is not None else ShapeTable()
-    sig = _signature(scoped, table)
-    kind = trivial_form(scoped, sig, table)
+    sig = _signature(scoped, shapes)
+    kind = trivial_form(scoped, sig, shapes)
     if kind is None:
         return False
-    replace_trivial(scoped, kind, sig.time_axis)
+    replace_trivial(
+        scoped,
+        kind,
+        sig.time_axis,
+        names.prefix_for(scoped.node),
+        weights=constants_graph(model, scoped),
+    )
     return True
 
 
@@ -83,8 +91,20 @@ def _signature(scoped: ScopedNode, shapes: ShapeTable) -> Signature:
     return signature_of(scoped, opset=opset_version(scoped.owner, "") or 0, shapes=shapes)
 
 
-def replace_trivial(scoped: ScopedNode, kind: str, time_axis: int) -> None:
-    """Replace the node by what ``trivial_form`` said: Identity, or a step -1 Slice."""
+def replace_trivial(
+    scoped: ScopedNode,
+    kind: str,
+    time_axis: int,
+    prefix: str,
+    *,
+    weights: ir.Graph | None = None,
+) -> None:
+    """Replace the node by what ``trivial_form`` said: Identity, or a step -1 Slice.
+
+    The Slice's starts, ends, axes and steps are initializers of ``weights`` (named
+    ``prefix/Constant_<i>``, as a decomposition's are), else Constant nodes: a converter
+    that makes each node a module call (onnx2torch) pays for a Constant on every run.
+    """
     node = scoped.node
     graph = node.graph
     data, lens = node.inputs
@@ -92,14 +112,27 @@ def replace_trivial(scoped: ScopedNode, kind: str, time_axis: int) -> None:
     if kind == "Identity":
         replacement = ir.Node("", "Identity", [data], name=node.name)
     else:
-        constants = [
-            ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", ir.tensor(v))])
-            for v in ([-1], [_INT64_MIN], [time_axis], [-1])
-        ]
-        replacement = ir.Node(
-            "", "Slice", [data, *(c.outputs[0] for c in constants)], name=node.name
-        )
-        graph.insert_before(node, constants)
+        values = [ir.tensor(v) for v in ([-1], [_INT64_MIN], [time_axis], [-1])]
+        if weights is not None:
+            bounds = [
+                ir.Value(
+                    name=f"{prefix}/Constant_{i}",
+                    type=ir.TensorType(value.dtype),
+                    shape=value.shape,
+                    const_value=value,
+                )
+                for i, value in enumerate(values)
+            ]
+            for bound in bounds:
+                weights.register_initializer(bound)
+        else:
+            constants = [
+                ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", v)])
+                for v in values
+            ]
+            graph.insert_before(node, constants)
+            bounds = [c.outputs[0] for c in constants]
+        replacement = ir.Node("", "Slice", [data, *bounds], name=node.name)
     ir.convenience.replace_nodes_and_values(
         graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs)
     )

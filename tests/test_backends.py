@@ -269,6 +269,58 @@ def test_constant_lengths_default_and_own_target(name, rank, layout, own):
         assert_identical(backend.prepare(inlined)({"x": x})[0], expected)
 
 
+def full_lengths_model(dims: tuple, batch_axis: int, time_axis: int, opset: int):
+    """``tf.reverse`` as tf2onnx exports it: lengths expanded from the data's time dim."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "t"], ["time_len"]),
+        helper.make_node("Gather", ["shape", "b"], ["batch"]),
+        helper.make_node("Expand", ["time_len", "batch"], ["lens"]),
+        helper.make_node(
+            "ReverseSequence", ["x", "lens"], ["y"], batch_axis=batch_axis, time_axis=time_axis
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "full",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, dims)],
+        initializer=[
+            helper.make_tensor("t", onnx.TensorProto.INT64, [], [time_axis]),
+            helper.make_tensor("b", onnx.TensorProto.INT64, [1], [batch_axis]),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("own", [False, True], ids=["default", "own_target"])
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize("name", BACKENDS)
+def test_full_lengths_from_the_data_shape_reverse_on_the_backend(
+    name, layout, dynamic, opset, own
+):
+    """A node whose lengths all reach T (tf2onnx's tf.reverse) becomes a step -1 Slice
+    where the target's Slice steps back over its dims, else a Gather along time (tract
+    with symbolic dims); the lengths' Expand goes with the node (TVM cannot convert it)."""
+    backend = backend_or_skip(name)
+    batch_axis, time_axis = LAYOUTS[layout]
+    for rank in (2, 3, 4, 5):
+        dims = dims_for(rank, batch_axis, time_axis, dynamic, SIZES[0])
+        model = full_lengths_model(dims, batch_axis, time_axis, opset)
+        inlined = revseq.inline(model, target=name if own else None)
+        assert "Expand" not in {n.op_type for n in inlined.graph.node}
+        for size in SIZES if dynamic else SIZES[:1]:
+            shape = dims_for(rank, batch_axis, time_axis, False, size)
+            x = random_array(np.random.default_rng(rank), ELEMENT_TYPES["float32"], shape)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = backend.prepare(inlined)({"x": x})[0]
+            assert_identical(got, np.ascontiguousarray(np.flip(x, axis=time_axis)))
+
+
 @pytest.mark.backend
 @pytest.mark.parametrize("opset", [10, 11, 13])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))

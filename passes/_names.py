@@ -1,0 +1,69 @@
+"""The names a model already uses, and unique ones for what a pass emits into it."""
+
+from __future__ import annotations
+
+__all__ = ["NameSource", "model_names", "node_names"]
+
+from collections.abc import Callable, Iterator
+
+import onnx_ir as ir
+
+from revseq.passes._scopes import walk
+
+
+def model_names(model: ir.Model) -> set[str]:
+    """The names held outside the nodes: functions, graph inputs and initializers."""
+    used: set[str] = {f.name for f in model.functions.values()}
+    for graph in (model.graph, *(f.graph for f in model.functions.values())):
+        used.update(v.name for v in graph.inputs if v.name)
+        used.update(graph.initializers)
+    return used
+
+
+def node_names(node: ir.Node, *, with_name: bool = True) -> Iterator[str]:
+    """The names ``node`` holds: its outputs', its subgraphs' inputs', its own."""
+    yield from (v.name for v in node.outputs if v.name)
+    for attr in node.attributes.values():
+        if isinstance(attr, ir.Attr) and attr.type == ir.AttributeType.GRAPH:
+            yield from (v.name for v in attr.value.inputs if v.name)
+    if with_name and node.name:
+        yield node.name
+
+
+class NameSource:
+    """Unique prefixes for emitted nodes and values, and names for emitted functions."""
+
+    def __init__(self, used: set[str]) -> None:
+        self._used = used
+        self._next: dict[str, int] = {}
+        # Emitted names are "<prefix>/<op>_<i>": a prefix must not be a namespace in use.
+        self._namespaces = {name.rsplit("/", 1)[0] for name in used if "/" in name}
+
+    @classmethod
+    def of(cls, model: ir.Model, replaced: Callable[[ir.Node], bool]) -> NameSource:
+        """The source for ``model``: every name in it is taken.
+
+        Except the names of the nodes the pass replaces (``replaced``), which their
+        replacements take.
+        """
+        used = model_names(model)
+        for scoped in walk(model):
+            used.update(node_names(scoped.node, with_name=not replaced(scoped.node)))
+        return cls(used)
+
+    def _unique(self, base: str) -> str:
+        candidate, i = base, self._next.get(base, 1)
+        while candidate in self._used or candidate in self._namespaces:
+            i += 1
+            candidate = f"{base}_{i}"
+        self._next[base] = i
+        self._used.add(candidate)
+        self._namespaces.add(candidate)
+        return candidate
+
+    def prefix_for(self, node: ir.Node) -> str:
+        """A prefix for what replaces ``node``: its name, or ReverseSequence, made unique."""
+        return self._unique(node.name or "ReverseSequence")
+
+    def function_name(self, strategy: str) -> str:
+        return self._unique(f"ReverseSequence_{strategy}")
