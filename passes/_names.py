@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["NameSource", "model_names", "node_names"]
+__all__ = ["NameSource", "Survey", "model_names", "node_names"]
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import onnx_ir as ir
 
-from revseq.passes._scopes import walk
+from revseq.passes._node import REVSEQ_DOMAIN, is_reverse_sequence
+from revseq.passes._scopes import ScopedNode, walk
 
 
 def model_names(model: ir.Model) -> set[str]:
@@ -39,18 +40,6 @@ class NameSource:
         # Emitted names are "<prefix>/<op>_<i>": a prefix must not be a namespace in use.
         self._namespaces = {name.rsplit("/", 1)[0] for name in used if "/" in name}
 
-    @classmethod
-    def of(cls, model: ir.Model, replaced: Callable[[ir.Node], bool]) -> NameSource:
-        """The source for ``model``: every name in it is taken.
-
-        Except the names of the nodes the pass replaces (``replaced``), which their
-        replacements take.
-        """
-        used = model_names(model)
-        for scoped in walk(model):
-            used.update(node_names(scoped.node, with_name=not replaced(scoped.node)))
-        return cls(used)
-
     def _unique(self, base: str) -> str:
         candidate, i = base, self._next.get(base, 1)
         while candidate in self._used or candidate in self._namespaces:
@@ -67,3 +56,24 @@ class NameSource:
 
     def function_name(self, strategy: str) -> str:
         return self._unique(f"ReverseSequence_{strategy}")
+
+
+class Survey:
+    """One walk over the model: the ReverseSequence nodes to replace, every name in use.
+
+    The replaced nodes' own names are left free: their replacements take them.
+    """
+
+    def __init__(self, model: ir.Model) -> None:
+        self.targets: list[ScopedNode] = []
+        self.other_revseq_nodes = False
+        used = model_names(model)
+        for scoped in walk(model):
+            node = scoped.node
+            target = is_reverse_sequence(node)
+            used.update(node_names(node, with_name=not target))
+            if target:
+                self.targets.append(scoped)
+                continue
+            self.other_revseq_nodes |= node.domain == REVSEQ_DOMAIN
+        self.names = NameSource(used)

@@ -15,11 +15,10 @@ from revseq.ops.errors import UnsupportedOpsetError
 from revseq.ops.targets import Target, resolve_target
 from revseq.passes import _planner
 from revseq.passes._builder import Template, gc_paused
-from revseq.passes._names import NameSource, model_names, node_names
+from revseq.passes._names import NameSource, Survey
 from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,
     REVSEQ_DOMAIN,
-    is_reverse_sequence,
     remove_if_dead,
     signature_of,
     validate_all,
@@ -106,12 +105,12 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         return _planner.plan(self.strategy, sig, scoped, self.target)
 
     def _inline_all(self, model: ir.Model) -> ir.passes.PassResult:
-        survey = _Survey(model)
+        survey = Survey(model)
         if not survey.targets:
             return ir.passes.PassResult(model, modified=False)
         if _needs_upgrade(model):
             _upgrade_to_decomposition_opset(model)
-            survey = _Survey(model)
+            survey = Survey(model)
 
         targets, names = survey.targets, survey.names
         shapes = ShapeTable.where_needed(model, [s.node for s in targets])
@@ -245,24 +244,6 @@ def _build_function(plan: Plan, *, name: str) -> ir.Function:
         [data, lens], [output], nodes=nodes, opset_imports={"": sig.opset}, name=name
     )
     return ir.Function(FUNCTION_DOMAIN, name, graph=graph, attributes=[])
-
-
-class _Survey:
-    """One walk over the model: the nodes to replace and every name already in use."""
-
-    def __init__(self, model: ir.Model) -> None:
-        self.targets: list[ScopedNode] = []
-        self.other_revseq_nodes = False
-        used = model_names(model)
-        for scoped in walk(model):
-            node = scoped.node
-            target = is_reverse_sequence(node)
-            used.update(node_names(node, with_name=not target))
-            if target:
-                self.targets.append(scoped)
-                continue
-            self.other_revseq_nodes |= node.domain == REVSEQ_DOMAIN
-        self.names = NameSource(used)
 
 
 def _drop_revseq_import(model: ir.Model) -> None:

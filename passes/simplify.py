@@ -23,9 +23,9 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.signature import Signature
-from revseq.passes._names import NameSource
-from revseq.passes._node import is_reverse_sequence, remove_if_dead, signature_of
-from revseq.passes._scopes import ScopedNode, constants_graph, opset_version, walk
+from revseq.passes._names import NameSource, Survey
+from revseq.passes._node import remove_if_dead, signature_of
+from revseq.passes._scopes import ScopedNode, constants_graph, opset_version
 from revseq.passes._shape_reads import scalar_dim
 from revseq.passes._shapes import ShapeTable
 
@@ -39,11 +39,12 @@ class SimplifyReverseSequencePass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Simplify every trivial node in every scope."""
-        targets = [s for s in walk(model) if is_reverse_sequence(s.node)]
+        survey = Survey(model)
+        targets = survey.targets
         if not targets:
             return ir.passes.PassResult(model, modified=False)
         shapes = ShapeTable.infer(model)
-        names = NameSource.of(model, is_reverse_sequence)
+        names = survey.names
         count = sum(_simplify(scoped, shapes, model, names) for scoped in targets)
         if count:
             logger.info("simplified %d ReverseSequence node(s)", count)
