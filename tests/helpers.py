@@ -108,3 +108,27 @@ onnx2torch_here = pytest.mark.skipif(
     not backends.installed("onnx2torch"), reason="onnx2torch is not installed"
 )
 """A test that converts with onnx2torch (torch on the CPU)."""
+
+
+def full_lengths_model(dims, batch_axis: int, time_axis: int, opset: int) -> onnx.ModelProto:
+    """``tf.reverse`` as tf2onnx exports it: lengths expanded from the data's time dim."""
+    nodes = [
+        onnx.helper.make_node("Shape", ["x"], ["shape"]),
+        onnx.helper.make_node("Gather", ["shape", "t"], ["time_len"]),
+        onnx.helper.make_node("Gather", ["shape", "b"], ["batch"]),
+        onnx.helper.make_node("Expand", ["time_len", "batch"], ["lens"]),
+        onnx.helper.make_node(
+            "ReverseSequence", ["x", "lens"], ["y"], batch_axis=batch_axis, time_axis=time_axis
+        ),
+    ]
+    graph = onnx.helper.make_graph(
+        nodes,
+        "full",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, dims)],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, dims)],
+        initializer=[
+            onnx.helper.make_tensor("t", onnx.TensorProto.INT64, [], [time_axis]),
+            onnx.helper.make_tensor("b", onnx.TensorProto.INT64, [1], [batch_axis]),
+        ],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import onnx
 import pytest
-from helpers import assert_identical, model_of, onnx2torch_here
+from helpers import assert_identical, full_lengths_model, model_of, onnx2torch_here
 from onnx import helper
 
 import revseq
@@ -267,30 +267,6 @@ def test_constant_lengths_default_and_own_target(name, rank, layout, own):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert_identical(backend.prepare(inlined)({"x": x})[0], expected)
-
-
-def full_lengths_model(dims: tuple, batch_axis: int, time_axis: int, opset: int):
-    """``tf.reverse`` as tf2onnx exports it: lengths expanded from the data's time dim."""
-    nodes = [
-        helper.make_node("Shape", ["x"], ["shape"]),
-        helper.make_node("Gather", ["shape", "t"], ["time_len"]),
-        helper.make_node("Gather", ["shape", "b"], ["batch"]),
-        helper.make_node("Expand", ["time_len", "batch"], ["lens"]),
-        helper.make_node(
-            "ReverseSequence", ["x", "lens"], ["y"], batch_axis=batch_axis, time_axis=time_axis
-        ),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "full",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, dims)],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, dims)],
-        initializer=[
-            helper.make_tensor("t", onnx.TensorProto.INT64, [], [time_axis]),
-            helper.make_tensor("b", onnx.TensorProto.INT64, [1], [batch_axis]),
-        ],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 @pytest.mark.backend

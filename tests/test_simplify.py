@@ -8,8 +8,10 @@ import onnx.helper as oh
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
+from helpers import full_lengths_model
 
 import revseq
+from revseq.ops.reference import reverse_sequence_model
 from revseq.passes import SimplifyReverseSequencePass
 
 INT64 = onnx.TensorProto.INT64
@@ -191,27 +193,10 @@ def test_a_full_reversal_is_a_slice_where_the_target_steps_back_over_the_rank(
     Gather along time at T-1 .. 0; either reverses exactly, here in onnxruntime."""
     shape = (4, 3, 2, 3, 2)[:rank]
     dims = ["T", "B", *shape[2:]] if dynamic else list(shape)
-    nodes = [oh.make_node("ReverseSequence", ["x", "lens"], ["y"], name="rs")]
-    initializers = [oh.make_tensor("lens", INT64, [3], [4, 4, 4])]
     if dynamic:  # constant lengths reach T only where T is known: read T from the data
-        initializers = [
-            oh.make_tensor("t", INT64, [], [0]),
-            oh.make_tensor("b", INT64, [1], [1]),
-        ]
-        nodes[:0] = [
-            oh.make_node("Shape", ["x"], ["shape"]),
-            oh.make_node("Gather", ["shape", "t"], ["time"]),
-            oh.make_node("Gather", ["shape", "b"], ["batch"]),
-            oh.make_node("Expand", ["time", "batch"], ["lens"]),
-        ]
-    graph = oh.make_graph(
-        nodes,
-        "g",
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, dims)],
-        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, dims)],
-        initializer=initializers,
-    )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+        model = full_lengths_model(dims, 1, 0, 17)
+    else:
+        model = reverse_sequence_model(dims, onnx.TensorProto.FLOAT, lens=np.array([4] * 3))
     out = revseq.inline(model, target=target)
     ops = [n.op_type for n in out.graph.node]
     assert "ReverseSequence" not in ops and "Expand" not in ops
