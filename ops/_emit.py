@@ -13,29 +13,8 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.errors import StrategyError
-from revseq.ops.signature import OpBuilder, Signature
-
-MAX_FOLDED_ELEMENTS = 1 << 16
-"""The most elements a constant revseq writes into a model may have (512 KiB of int64):
-larger values are computed at run time, so a static shape never bloats the file. The
-forms' constants and the builder's folded results alike."""
-
-
-# The lean index (``LEAN_VARIANTS`` in :mod:`revseq.ops.profiles`): three steps of the
-# symbolic-dim index arithmetic that exist for one backend each, left out where a target
-# runs without them. Whether that is cheaper is the backend's to measure: its probe
-# times each form with them (``form@lean``) and without. ``[64, 32, 256]`` float32,
-# time-major, time and batch symbolic, paired medians of the own target, lean against
-# not: onnx2torch 0.85, onnxruntime 0.98, IREE 1.16, MNN 1.08 (its speed page, run
-# after, measured MNN's 0.85-0.97 on 2 and 16 MiB: runs there disagree).
-#
-# Arithmetic on a dim read from a shape with no Cast in between (TVM Relax keeps a shape
-# as a shape expression, which its Less and Mul do not take).
-SHAPE_ARITHMETIC = "Shape:arithmetic"
-# A 1-element tensor made 0-D for Range by ReduceSum (keepdims=0) rather than Squeeze:
-# onnx2torch runs an opset-13 Squeeze through its dynamic-axes module, ``torch.sort`` of
-# the axes included (about 13 us a call), its ReduceSum as one ``torch.sum``.
-SCALAR_BY_SUM = "ReduceSum:scalar"
+from revseq.ops.signature import MAX_FOLDED_ELEMENTS, OpBuilder, Signature
+from revseq.ops.vocabulary import CLIP_CAST, SCALAR_BY_SUM, SHAPE_ARITHMETIC
 
 
 def const(
@@ -173,10 +152,9 @@ def pad_trailing(
 
 _INDEX_TYPES = {np.int32: ir.DataType.INT32, np.int64: ir.DataType.INT64}
 
-# The variant of a target whose integer Clip is exact once cast back to an integer type:
-# onnx2torch clamps with float bounds, so its Clip of int64 lengths comes out float32,
-# exact up to 2^24. One Clip and a Cast, where two selects (four nodes) clamp otherwise.
-CLIP_CAST = "Clip:cast"
+# Where a target's integer Clip is exact only once cast back (``CLIP_CAST``: onnx2torch
+# clamps with float bounds, so its Clip of int64 lengths comes out float32), it serves
+# while T is below 2^24, where float32 holds every integer exactly.
 _FLOAT_EXACT = 1 << 24
 
 

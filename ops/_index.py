@@ -1,19 +1,23 @@
-"""The source index: how each layout computes it, and the measurements behind the choices.
+"""The source index: a constant table, int32 arithmetic, or int64 arithmetic.
 
-Three strategies compute ``src`` (see :mod:`revseq.ops.forms`): one Gather of a constant
+Three ways compute ``src`` (see :mod:`revseq.ops.forms`): one Gather of a constant
 table of rows per length (static T), int32 arithmetic where every value provably fits
-and the target runs it, and int64 arithmetic everywhere else. The layout choices
-(transposing the index or the data, gathering single-element rows as a matrix) keep the
-measurement that set each threshold beside it.
+and the target runs it (``Index:int32``), and int64 arithmetic everywhere else
+(``Index:int64``). A target without int64 arithmetic (WebGPU, and so the portable
+default) computes every index in int32: with symbolic dims that is exact while each
+index value is below 2^31. The thresholds' measurements are in docs/forms.md.
 """
 
 from __future__ import annotations
+
+__all__ = ["int64_arithmetic", "row_index", "source_index", "typed_source_index"]
 
 from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
 
+from revseq.ops._axes import axis_grid, product_of_dims
 from revseq.ops._emit import (
     affine,
     clamped_lengths,
@@ -24,136 +28,16 @@ from revseq.ops._emit import (
     lengths_in_range,
     place_along,
     select_source,
-    shape_of,
 )
+from revseq.ops._layout import position, time_inner
 from revseq.ops.errors import StrategyError
-from revseq.ops.signature import OpBuilder, Signature, source_index_numpy
+from revseq.ops.signature import MAX_FOLDED_ELEMENTS, OpBuilder, Signature, source_index_numpy
+from revseq.ops.vocabulary import INT32_INDEX, INT64_INDEX, MUL_DIM, int32_index_variant
 
-# The variant of a target that computes a time-major node's index in place, as [T, B]:
-# no Transpose of the index (``_time_inner``) and none of single-element data
-# (``transposes_data``). The swapped layouts below were measured on onnxruntime; its
-# probe times each backend's cheapest form both ways per cost class (``Layout`` in
-# :mod:`revseq.ops.profiles`), and the planner adds this variant where in place ran
-# cheaper there. Side by side, in place against swapped (three passes, x the copy
-# floor): single-element rows ``[2000, 16]`` 0.67x on tinygrad, 0.75-0.88x OpenVINO,
-# 0.82-0.93x TVM, but 1.10x onnx2torch and 3.5-4.0x tract.
-INDEX_IN_PLACE = "Index:in_place"
-
-# Time-major nodes with rows of several elements and at most this many batch entries
-# compute their index as [B, T] and transpose it (single-element rows transpose the data
-# instead: `transposes_data`). onnxruntime's broadcasting loops over the innermost
-# dimension; paired medians (1 thread, run-time lengths, int32 arithmetic, x native):
-# [1000, 8, 4] 1.86 vs 2.28 in place, [2000, 16, 2] 1.46 vs 1.72, [600, 4, 16] 1.53 vs
-# 2.10, [400, 32, 2] 1.66 vs 1.68. (Rows of a few elements are slow either way:
-# onnxruntime's Gather spends about 10 ns per row.)
-_TIME_INNER_MAX_BATCH = 16
-
-
-# A symbolic batch counts as short (`_short_batch`). One process, 1 thread, time and batch
-# symbolic, paired medians x native, in place vs swapped: [1000, 1, 16] 7.35 vs 2.48,
-# [1000, 8, 1] 2.38 vs 1.02, [2000, 16] 1.48 vs 0.83, [128, 32, 64] 1.38 vs 1.28; a long
-# batch pays the Transpose: [512, 64] 0.85 vs 0.92, [256, 128] 0.76 vs 0.89.
-
-
-def _short_batch(sig: Signature, most: int) -> bool:
-    """Whether the batch is at most ``most`` long and shorter than T, or presumably so.
-
-    A symbolic batch counts as short unless a static T is at most ``most``: sequence
-    models run batches of 1 to a few dozen over longer sequences, and there the in-place
-    layout costs most (a batch of 1 broadcasts element by element), while the swapped
-    one costs one Transpose of the index where the batch turns out long.
-    """
-    batch, time_len = sig.dim(sig.batch_axis), sig.dim(sig.time_axis)
-    if batch is None:
-        return time_len is None or time_len > most
-    if batch > most:
-        return False
-    return time_len is None or time_len > batch
-
-
-def _time_inner(sig: Signature) -> bool:
-    """Whether to compute a time-major node's index with time as the inner axis."""
-    if sig.lead_rank != 2 or sig.time_axis > sig.batch_axis or not sig.allows("Transpose"):
-        return False
-    if sig.takes(INDEX_IN_PLACE):
-        return False
-    return _short_batch(sig, _TIME_INNER_MAX_BATCH)
-
-
-# Time-major nodes whose rows are single elements and whose batch is at most this long
-# are gathered on the data's [B, T] transpose and transposed back: the index is then
-# computed with time innermost and needs no transpose of its own. `python -m
-# revseq.bench`-style paired medians (1 thread, int32 index arithmetic, x native):
-# [2000, 16] 0.81 vs 0.89 transposing the index, [8000, 1] 0.98 vs 2.10, [1000, 8]
-# 0.98 vs 1.11, [500, 32] 0.89 vs 0.93 (in place 1.01); but [512, 64] 0.93 vs 0.86 in
-# place, [256, 128] 0.94 vs 0.80 in place.
-_TRANSPOSE_DATA_MAX_BATCH = 32
-
-
-def transposes_data(sig: Signature) -> bool:
-    """Whether to gather a rank-2 time-major node on the [B, T] transpose of its data.
-
-    Not with constant lengths: a constant index costs nothing to compute in any layout.
-    """
-    if (
-        sig.rank != 2
-        or sig.time_axis != 0
-        or sig.lens is not None
-        or not sig.allows("Transpose")
-        or sig.takes(INDEX_IN_PLACE)
-    ):
-        return False
-    return _short_batch(sig, _TRANSPOSE_DATA_MAX_BATCH)
-
-
-def gathers_matrix(sig: Signature) -> bool:
-    """Whether the node's rows are single elements that GatherElements moves as a matrix.
-
-    As the matrix itself, or with static dims as its 1-D view, where GatherElements
-    moves the data's type on 1-D data only (``gathers_flat``).
-    """
-    return (
-        sig.index_covers_data()
-        and (sig.moves("GatherElements") or gathers_flat(sig))
-        and (sig.rank == 2 or sig.allows("Squeeze", "Unsqueeze"))
-    )
-
-
-def gathers_flat(sig: Signature) -> bool:
-    """Whether static single-element rows are gathered by GatherElements on a 1-D view.
-
-    The view and its index are Reshapes to a constant length, and so is the result back:
-    with symbolic dims that Reshape would need ``allowzero`` (a run-time 0), which
-    onnx2torch, the backend that needs the view (``GatherElements:flat``), lacks.
-    """
-    return (
-        sig.static_dims() is not None
-        and sig.row_size() == 1
-        and sig.moves("GatherElements:flat")
-        and sig.allows("Reshape")
-    )
-
-
-# The variant of a target that runs the index arithmetic in int32 exactly: lengths
-# clamped in int64 and cast, Less, Where, Add, Sub and Mul over int32, and a Cast to
-# int64 for a gather that takes no int32 indices (variants "Gather:int32" and
-# "GatherElements:int32"; GatherND takes int64 only).
-INT32_INDEX = "Index:int32"
-
-# The variant of a target that runs the same arithmetic in int64 over [T, B] and
-# data-sized values, on its device. onnxruntime-web's WebGPU EP lacks it: it has no
-# int64 Less, Where, Sub, Expand or Concat, nor a Cast from int64, so an int64 index is
-# computed on the CPU and uploaded. A target without it (and so the portable default,
-# which runs there too) computes every index in int32. With symbolic dims that is exact
-# while each index value is below 2^31: the coordinate forms' values are time steps and
-# batch entries, the row form's are rows of the leading axes (with static dims the
-# bound is checked when the node is inlined).
-INT64_INDEX = "Index:int64"
-
-# Indexes of at least this many elements are computed in int32 where every value
-# provably fits: onnxruntime's int32 Where, Less and Sub run at about twice the int64
-# speed, and below this size the extra Cast costs more than it saves.
 _INT32_MIN_ELEMENTS = 1 << 12
+"""Static indexes of at least this many elements are computed in int32 where every value
+provably fits (onnxruntime's int32 Where, Less and Sub run at about twice the int64
+speed); below it the extra Cast costs more than it saves."""
 
 
 def int64_arithmetic(sig: Signature) -> bool:
@@ -197,11 +81,6 @@ def _int32_arithmetic(sig: Signature) -> bool:
     )
 
 
-# A static T up to this size gets its source index from a constant table, one row per
-# length value: (T + 1) * T elements, at most 64 Ki (512 KiB of int64).
-_MAX_TABLE_ELEMENTS = 1 << 16
-
-
 def _table_lookup(
     op: OpBuilder,
     lens: ir.Value,
@@ -224,7 +103,7 @@ def _table_lookup(
         sig.lead_rank != 2
         or time_len is None
         or batch is None
-        or (time_len + 1) * time_len > _MAX_TABLE_ELEMENTS
+        or (time_len + 1) * time_len > MAX_FOLDED_ELEMENTS
         or not sig.allows("Gather")
         or not clamps(sig)
         or (t < b and not sig.allows("Transpose"))
@@ -252,11 +131,6 @@ def _static_int(value: ir.Value | None) -> int | None:
     return int(value.const_value.numpy().reshape(-1)[0])
 
 
-def _position(axis: int, sig: Signature, swapped: bool) -> int:
-    """Where a leading axis sits in the layout the index is computed in."""
-    return sig.lead_rank - 1 - axis if swapped else axis
-
-
 def source_index(
     op: OpBuilder,
     data: ir.Value,
@@ -276,7 +150,8 @@ def source_index(
     int32. The result is int64, or int32 where every value fits and ``gather``, the op
     that reads it, takes int32 indices on the target (``Gather:int32``).
     """
-    direct = gather is not None and sig.allows(f"{gather}:int32")
+    int32_variant = None if gather is None else int32_index_variant(gather)
+    direct = int32_variant is not None and sig.allows(int32_variant)
     src, itype = typed_source_index(
         op, data, lens, sig, scale=scale, offsets=offsets, takes_int32=direct
     )
@@ -332,12 +207,6 @@ def typed_source_index(
     offsets = [(axis, _as_int64_factor(op, stride, sig)) for axis, stride in offsets]
     src = _index_arithmetic(op, data, lens, sig, scale=scale, offsets=offsets, itype=np.int64)
     return src, np.int64
-
-
-# The variant of a target that multiplies an int64 tensor by a dim read from a shape.
-# tract 0.23 keeps such a dim as a symbol and cannot multiply a tensor by it ("Undetermined
-# symbol in expression"); an int32 Cast of it, or a count of ones, is an ordinary tensor.
-MUL_DIM = "Mul:dim"
 
 
 def _as_int64_factor(op: OpBuilder, value: ir.Value | None, sig: Signature) -> ir.Value | None:
@@ -398,10 +267,10 @@ def _index_arithmetic(
     """
     t, b, lead = sig.time_axis, sig.batch_axis, sig.lead_rank
     time_static = sig.dim(t)
-    swapped = (time_static is None or sig.lens is None) and _time_inner(sig)
+    swapped = (time_static is None or sig.lens is None) and time_inner(sig)
     offset: ir.Value | None = None
     for axis, stride in offsets:
-        where = _position(axis, sig, swapped)
+        where = position(axis, sig, swapped)
         grid = axis_grid(
             op,
             data,
@@ -425,7 +294,7 @@ def _index_arithmetic(
     time_len = dim_vector(op, data, t, sig)
     # The one of the two placed first gets every axis (so the index has the full rank);
     # the other, and the offsets, meet it by broadcasting.
-    at_b, at_t = _position(b, sig, swapped), _position(t, sig, swapped)
+    at_b, at_t = position(b, sig, swapped), position(t, sig, swapped)
     clamped = place_along(
         op,
         clamped_lengths(op, lens, time_len, sig, itype),
@@ -443,66 +312,24 @@ def _index_arithmetic(
     return src
 
 
-def lead_shape_of(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
-    static = sig.lead_dims()
-    if static is not None:
-        return const(op, list(static))
-    return op.Slice(shape_of(op, data), const(op, [0]), const(op, [sig.lead_rank]))
-
-
-# The variant of a target whose index adds a batch count read from the data's shape to
-# one that broadcasts against the lengths: the count then shares the data's dim read
-# with the row stride, with no Shape of the lengths and no Reshape to it (see
-# ``axis_grid``; a ``LEAN_VARIANTS`` step).
-BATCH_FROM_DATA = "Range:data_dim"
-
-
-def axis_grid(
-    op: OpBuilder,
-    data: ir.Value,
-    axis: int,
-    sig: Signature,
-    position: int | None = None,
-    *,
-    itype: type = np.int64,
-    broadcast: bool = False,
-    lens: ir.Value | None = None,
-    lens_shaped: bool = False,
+def row_index(
+    op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature, *, gather: str | None
 ) -> ir.Value:
-    """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others.
+    """The flat row index ``stride_t * src + sum(stride_k * coord_k)`` over the leading axes.
 
-    ``position`` places it in a swapped layout (default: at ``axis`` itself);
-    ``broadcast`` as for ``place_along``. Given ``lens``, a symbolic batch axis counts
-    the lengths instead of reading the data's dim: the index is [T', L] (T' a Range's
-    length, L the lengths'), and a frontend that gives each its own symbol (TVM Relax,
-    tract) cannot add or concatenate a [B] from the data's shape to it. With
-    ``lens_shaped`` the count is reshaped to the lengths' shape, so that it is [L] and
-    not [B'] (a Range's own length) where it meets the index by broadcasting: TVM
-    cannot emit that Add otherwise (a caller that expands it to the index's shape
-    needs no Reshape). Not where the target takes the data's dim there
-    (``BATCH_FROM_DATA``).
+    With static leading dims every stride is a constant; else each is a product of the
+    dims read (the last axis's is 1). ``gather`` reads it (``source_index``).
     """
-    counted = (
-        lens is not None
-        and axis == sig.batch_axis
-        and sig.dim(axis) is None
-        and not sig.takes(BATCH_FROM_DATA)
-    )
-    size = op.Shape(lens) if counted else dim_vector(op, data, axis, sig)
-    where = axis if position is None else position
-    iota_ = iota(op, size, sig.dim(axis), sig, itype)
-    if counted and lens_shaped:
-        iota_ = op.Reshape(iota_, size)
-    return place_along(op, iota_, where, sig.lead_rank, sig, broadcast=broadcast)
-
-
-def product_of_dims(op: OpBuilder, data: ir.Value, start: int, sig: Signature) -> ir.Value:
-    """The product of dims ``start`` .. lead_rank-1 as a 1-element tensor.
-
-    One dim is read directly; more are multiplied one by one (no ReduceProd of a
-    shape: simple frontends do not convert it).
-    """
-    product = dim_vector(op, data, start, sig)
-    for axis in range(start + 1, sig.lead_rank):
-        product = op.Mul(product, dim_vector(op, data, axis, sig))
-    return product
+    t, lead = sig.time_axis, sig.lead_rank
+    static = sig.lead_dims()
+    strides: list[ir.Value | None] = []
+    for axis in range(lead):
+        if static is not None:
+            size = int(np.prod(static[axis + 1 :], dtype=np.int64))
+            strides.append(None if size == 1 else const(op, size))
+        elif axis + 1 < lead:
+            strides.append(product_of_dims(op, data, axis + 1, sig))
+        else:
+            strides.append(None)
+    offsets = [(axis, strides[axis]) for axis in range(lead) if axis != t]
+    return source_index(op, data, lens, sig, scale=strides[t], offsets=offsets, gather=gather)

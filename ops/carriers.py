@@ -11,11 +11,11 @@ Cast may quiet a signalling NaN, and the bytes must survive.
 
 from __future__ import annotations
 
-__all__ = ["CARRIERS", "carrier_pair", "carrier_variant"]
+__all__ = ["CARRIERS", "CARRIER_VARIANTS", "carrier_pair", "carrier_variant"]
 
 import onnx_ir as ir
 
-from revseq.ops.profiles import ELEMENT_TYPES
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 CARRIERS: dict[str, str] = {
     "bool": "int32",
@@ -33,6 +33,10 @@ to it and back, is itself again (bool as 0 and 1; uint64 bit for bit, wrapping).
 def carrier_variant(dtype: str) -> str:
     """The profile variant saying a backend runs ``dtype``'s round trip exactly."""
     return f"Cast:{dtype}>{CARRIERS[dtype]}"
+
+
+CARRIER_VARIANTS = frozenset(carrier_variant(dtype) for dtype in CARRIERS)
+"""Every carrier round trip a profile may list."""
 
 
 _PAIRS = frozenset(

@@ -1,53 +1,25 @@
-"""Exception types raised by revseq, one per kind of problem, all under RevseqError.
+"""The root of revseq's errors, the ops layer's own, and the one rendering of an error.
 
-The two that report a model a pass cannot take are also onnx-ir PreconditionErrors,
-which a pass raises from ``requires``; an ``ir.passes.PassManager`` wraps whatever a pass
-raises in its own ``PassError`` ("An error occurred at step 0"), with revseq's error as
-the ``__cause__``.
+Every error revseq raises on purpose is a :class:`RevseqError`; each layer defines the
+kinds it raises (``revseq.passes.errors``, ``revseq.files``, ``revseq.equivalence``,
+``revseq.backends``), and the command line turns any of them into one line.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "RevseqError",
-    "InvalidNodeError",
-    "UnsupportedOpsetError",
-    "StrategyError",
-    "ModelLoadError",
-    "ModelSaveError",
-    "CheckError",
-    "one_line",
-]
-
-import onnx_ir as ir
+__all__ = ["ProfileError", "RevseqError", "StrategyError", "one_line"]
 
 
 class RevseqError(Exception):
     """Base class of every error revseq raises on purpose."""
 
 
-class InvalidNodeError(RevseqError, ir.passes.PreconditionError):
-    """A ReverseSequence node violates the operator's specification."""
-
-
-class UnsupportedOpsetError(RevseqError, ir.passes.PreconditionError):
-    """The model's opset cannot host the operator or its decomposition."""
-
-
 class StrategyError(RevseqError):
     """No decomposition fits the requested strategy, target or opset."""
 
 
-class ModelLoadError(RevseqError):
-    """A file could not be read as a valid ONNX model."""
-
-
-class ModelSaveError(RevseqError):
-    """A model could not be written to the requested path."""
-
-
-class CheckError(RevseqError):
-    """An equivalence check could not be run (not: it found a difference)."""
+class ProfileError(RevseqError):
+    """A profile file names something revseq does not know, or is malformed."""
 
 
 def one_line(error: BaseException, limit: int | None = 300, *, typed: bool = False) -> str:

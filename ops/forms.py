@@ -18,130 +18,30 @@ invalid lengths unspecified, and clamping is deterministic and never reads out o
 
 from __future__ import annotations
 
-__all__ = [
-    "FORMS",
-    "REVERSE_ALL",
-    "REVERSING_SLICE",
-    "REVERSING_SLICE_HIGH_RANK",
-    "Form",
-    "Signature",
-    "emit",
-    "source_index_numpy",
-]
+__all__ = ["FORMS", "Form", "emit", "gather_elements", "gather_nd", "reverse_all"]
 
 import dataclasses
-import logging
 from collections.abc import Callable
-from typing import Literal
 
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops._emit import (
-    const,
-    dim_vector,
-    dims_read,
-    iota,
-    pad_trailing,
-    shape_of,
-    squeeze,
-    unsqueeze,
-)
-from revseq.ops._index import (
-    axis_grid,
-    gathers_flat,
-    gathers_matrix,
-    int64_arithmetic,
-    lead_shape_of,
-    product_of_dims,
-    source_index,
-    transposes_data,
-    typed_source_index,
-)
+from revseq.ops._axes import axis_grid, lead_shape_of
+from revseq.ops._emit import const, dim_vector, iota, pad_trailing, shape_of, unsqueeze
+from revseq.ops._index import int64_arithmetic, source_index, typed_source_index
+from revseq.ops._layout import gathers_matrix
+from revseq.ops._matrix import gather_matrix
+from revseq.ops._rows import gather_rows, needs_allowzero
 from revseq.ops.errors import StrategyError
-from revseq.ops.signature import OpBuilder, Signature, source_index_numpy
-
-logger = logging.getLogger(__name__)
-
-
-def _gather_matrix(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
-    """GatherElements on the data as a [T, B] or [B, T] matrix (single-element rows).
-
-    Trailing size-1 axes are squeezed off first and put back after: GatherElements on
-    ``[T, B, 1]`` runs 4x slower in onnxruntime than on ``[T, B]``. A time-major matrix
-    with a short batch is gathered transposed (``transposes_data``), so that its index
-    is computed with time innermost.
-    """
-    trailing = list(range(2, sig.rank or 2))
-    dims = tuple(sig.dims or (None, None))[:2]
-    matrix_sig = dataclasses.replace(sig, rank=2, dims=dims)
-    matrix = squeeze(op, data, trailing, sig)
-    if transposes_data(matrix_sig):
-        transposed = op.Transpose(matrix, perm=[1, 0])
-        batch_major = dataclasses.replace(
-            matrix_sig, batch_axis=0, time_axis=1, dims=(dims[1], dims[0])
-        )
-        gathered = op.Transpose(_gather_time(op, transposed, lens, batch_major), perm=[1, 0])
-    else:
-        gathered = _gather_time(op, matrix, lens, matrix_sig)
-    return unsqueeze(op, gathered, trailing, sig)
-
-
-def _gather_time(op: OpBuilder, matrix: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
-    """GatherElements along the time axis of a rank-2 ``matrix``.
-
-    Where GatherElements moves the data's type on 1-D data only (``gathers_flat``), the
-    matrix is gathered as its 1-D view with a flat index (``stride_t * src + stride_b *
-    b``), static dims.
-    """
-    if sig.moves("GatherElements"):
-        src = source_index(op, matrix, lens, sig, gather="GatherElements")
-        return op.GatherElements(matrix, src, axis=sig.time_axis)
-    dims = sig.static_dims()
-    assert dims is not None, "a flat view needs static dims"
-    flat = _row_index(op, matrix, lens, sig, gather="GatherElements")
-    return _flat_gather(op, matrix, flat, dims)
-
-
-def _row_index(
-    op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature, *, gather: str | None
-) -> ir.Value:
-    """The flat row index ``stride_t * src + sum(stride_k * coord_k)`` over the leading axes.
-
-    With static leading dims every stride is a constant; else each is a product of the
-    dims read (the last axis's is 1). ``gather`` reads it (``source_index``).
-    """
-    t, lead = sig.time_axis, sig.lead_rank
-    static = sig.lead_dims()
-    strides: list[ir.Value | None] = []
-    for axis in range(lead):
-        if static is not None:
-            size = int(np.prod(static[axis + 1 :], dtype=np.int64))
-            strides.append(None if size == 1 else const(op, size))
-        elif axis + 1 < lead:
-            strides.append(product_of_dims(op, data, axis + 1, sig))
-        else:
-            strides.append(None)
-    offsets = [(axis, strides[axis]) for axis in range(lead) if axis != t]
-    return source_index(op, data, lens, sig, scale=strides[t], offsets=offsets, gather=gather)
-
-
-def _flat_gather(
-    op: OpBuilder, data: ir.Value, flat: ir.Value, shape: tuple[int, ...]
-) -> ir.Value:
-    """GatherElements of single-element rows on the 1-D view of static ``data``.
-
-    ``flat`` is the index of each element as the leading axes hold it; the result is
-    reshaped to ``shape``, the data's. Empty data has nothing to move (and a Reshape to
-    a shape holding 0 would need ``allowzero``, which some converters lack: onnx2torch).
-    """
-    size = int(np.prod(shape, dtype=np.int64))
-    if size == 0:
-        return op.Identity(data)
-    flat_view = op.Reshape(data, const(op, [size]))
-    flat_index = op.Reshape(flat, const(op, [size]))
-    gathered = op.GatherElements(flat_view, flat_index, axis=0)
-    return op.Reshape(gathered, const(op, list(shape)))
+from revseq.ops.signature import OpBuilder, Signature
+from revseq.ops.vocabulary import (
+    GATHER_ELEMENTS,
+    GATHER_ND,
+    GATHER_ND_BATCH_DIMS,
+    GATHER_ND_BATCH_TUPLES,
+    GATHER_ROWS,
+    REVERSE_ALL,
+)
 
 
 def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
@@ -150,7 +50,7 @@ def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signatur
     Single-element rows are gathered as a matrix (``_gather_matrix``).
     """
     if gathers_matrix(sig):
-        return _gather_matrix(op, data, lens, sig)
+        return gather_matrix(op, data, lens, sig)
     src = source_index(op, data, lens, sig, gather="GatherElements")
     src = pad_trailing(op, src, data, sig.lead_rank, sig)
     if not sig.index_covers_data():
@@ -171,8 +71,8 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     type) once, so that int32 index arithmetic stays int32 up to the gather.
     """
     t, lead = sig.time_axis, sig.lead_rank
-    batch_dims = t if sig.opset >= 12 and sig.allows("GatherND:batch_dims") else 0
-    if batch_dims and lead - batch_dims > 1 and not sig.allows("GatherND:batch_dims:tuples"):
+    batch_dims = t if sig.opset >= 12 and sig.allows(GATHER_ND_BATCH_DIMS) else 0
+    if batch_dims and lead - batch_dims > 1 and not sig.allows(GATHER_ND_BATCH_TUPLES):
         batch_dims = 0
     # A constant table stays int64 where the target has int64 arithmetic: no Cast then.
     narrow = not int64_arithmetic(sig)
@@ -202,140 +102,6 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     return op.GatherND(data, index, batch_dims=batch_dims)
 
 
-def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
-    """Gather on a [rows, ...] view with a flat row index.
-
-    The flat index is ``stride_t * src + sum(stride_k * coord_k)`` over the other leading
-    axes; with static shapes all of it but the lengths folds into constants. With static
-    shapes the view is [rows, *trailing dims] (a Flatten where one dim trails), so the
-    gather's output has the data's shape and needs no Reshape (a copy when it is a
-    graph output); rows of one element
-    are gathered with GatherElements on a 1-D view (Gather copies element by element).
-    onnxruntime's Gather loses string elements when a gathered slice holds more than one
-    (BACKENDS.md), so string data (or data of unknown type) is gathered with GatherND.
-    Rows of one element over two leading axes are gathered as a matrix, as in
-    ``gather_elements``.
-    """
-    if gathers_matrix(sig):
-        return _gather_matrix(op, data, lens, sig)
-    shape = sig.static_dims()
-    lead = sig.lead_rank
-    static = sig.lead_dims()
-    single = gathers_flat(sig)
-    if single:
-        gather: str | None = "GatherElements"
-    elif sig.dtype in (ir.DataType.STRING, None):
-        gather = None  # GatherND, which takes int64 indices only
-    else:
-        gather = "Gather"
-    flat = _row_index(op, data, lens, sig, gather=gather)
-    view_kind = _row_view(sig)
-    if view_kind == "static":
-        assert shape is not None and static is not None
-        trailing = list(shape[lead:])
-        # allowzero only where a static dim is 0: without zeros Reshape's default reading
-        # is the same, and some converters (onnx2torch) lack the attribute.
-        zeros = {"allowzero": 1} if 0 in shape else {}
-        if single:
-            return _flat_gather(op, data, flat, shape)
-        rows = int(np.prod(static, dtype=np.int64))
-        view = op.Reshape(data, const(op, [rows, *trailing]), **zeros)
-    elif view_kind == "inferred":
-        # [-1, *trailing]: tract cannot Flatten symbolic leading dims ("square of
-        # symbols") but infers a -1; the view keeps the data's trailing dims.
-        view = op.Reshape(data, const(op, [-1, *sig.dims[lead:]]))
-    elif view_kind == "read":
-        # [rows, *trailing] read from the shape, so that the gather's output has the
-        # data's shape; allowzero: a run-time 0 must survive, and no -1 may meet it.
-        # The Cast of the read: TVM cannot Concat a shape expression to a tensor.
-        rows = product_of_dims(op, data, 0, sig)
-        trailing = dims_read(op, data, lead, sig)
-        view = op.Reshape(data, op.Concat(rows, trailing, axis=0), allowzero=1)
-    else:
-        view = op.Flatten(data, axis=lead)
-    if gather is None:
-        # A string, or an unknown type (inside a function), may hit that Gather bug.
-        gathered = op.GatherND(view, unsqueeze(op, flat, [lead], sig))
-    else:
-        gathered = op.Gather(view, flat, axis=0)
-    if not _reshapes_back(sig, view_kind):
-        return gathered  # the view kept the trailing dims: the data's shape already
-    return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
-
-
-def _static_trailing(sig: Signature) -> bool:
-    """Whether every dim after the leading axes is static and none is 0.
-
-    The row view is then ``Reshape(data, [-1, *trailing])``: a 0 would leave its -1
-    undefined.
-    """
-    if sig.dims is None:
-        return False
-    trailing = sig.dims[sig.lead_rank :]
-    return all(d is not None and d > 0 for d in trailing)
-
-
-RowView = Literal["static", "inferred", "read", "flatten"]
-
-
-def _row_view(sig: Signature) -> RowView:
-    """How ``gather_rows`` views the data as rows.
-
-    ``flatten``: a Flatten after the leading axes, wherever one dim trails them and the
-    target Flattens these dims (rows of one element aside, gathered as a 1-D view): the
-    same view as a Reshape to ``[rows, trailing]``, without a shape to read, which
-    onnx2torch's Reshape reads element by element (on the CPU 29 us a call against
-    Flatten's 10, `[64, 32, 256]` float32; on CUDA each element read syncs the host).
-    ``static``: every dim static, ``[rows, *trailing]`` as constants. ``inferred``:
-    static trailing dims, ``[-1, *trailing]`` (tract, tinygrad and OpenVINO cannot
-    Flatten symbolic leading dims). ``read``: ``[rows, *trailing]`` read from the
-    shape, where the target reshapes to a computed shape (``Reshape:view``) and several
-    dims trail at run time (a Flatten view would need its gather's output reshaped
-    back, and that Reshape copies where it makes the graph output: onnxruntime profile,
-    `[50, 16, 8, 64]` float32 with every dim symbolic, 41 us of the form's 150) or one
-    that the target cannot Flatten (tract: "square of symbols"). ``flatten`` also
-    where none of these fits.
-    """
-    one_trailing = sig.dims is not None and sig.rank == sig.lead_rank + 1
-    if one_trailing and sig.allows("Flatten") and not gathers_flat(sig):
-        return "flatten"
-    if sig.static_dims() is not None:
-        return "static"
-    if _static_trailing(sig):
-        return "inferred"
-    if (
-        sig.dims is not None
-        and sig.allows("Reshape:view")
-        and (sig.rank > sig.lead_rank + 1 or not sig.allows("Flatten"))
-    ):
-        return "read"
-    return "flatten"
-
-
-def _reshapes_back(sig: Signature, view_kind: RowView) -> bool:
-    """Whether ``gather_rows`` reshapes its gather's output back to the data's shape.
-
-    Where its view is a Flatten of several trailing axes: the rank is unknown (inside a
-    function), or the target lacks the ``[rows, *trailing]`` view (``Reshape:view``:
-    TVM reshapes only to a shape as read).
-    """
-    return view_kind == "flatten" and (sig.dims is None or sig.rank > sig.lead_rank + 1)
-
-
-def _needs_allowzero(sig: Signature) -> bool:
-    """Whether ``gather_rows`` reshapes with ``allowzero`` (opset 14): where a dim may be 0.
-
-    A static shape without zeros reads the same without it; a view of run-time trailing
-    dims, or a run-time shape reshaped back (unknown rank), may hold 0.
-    """
-    if gathers_matrix(sig):
-        return False
-    view_kind = _row_view(sig)
-    if view_kind == "static":
-        return 0 in (sig.static_dims() or ()) and not gathers_flat(sig)
-    return view_kind == "read" or _reshapes_back(sig, view_kind)
-
-
 @dataclasses.dataclass(frozen=True)
 class Form:
     """A named decomposition and the opset it needs.
@@ -362,37 +128,26 @@ FORMS: dict[str, Form] = {
     form.name: form
     for form in (
         Form(
-            "gather_elements",
+            GATHER_ELEMENTS,
             gather_elements,
             11,
             "GatherElements with a data-sized index (the canonical form)",
         ),
         Form(
-            "gather_nd",
+            GATHER_ND,
             gather_nd,
             11,
             "GatherND gathering whole rows with (time, batch) index tuples",
         ),
         Form(
-            "gather_rows",
+            GATHER_ROWS,
             gather_rows,
             11,
             "Gather of whole rows of a flattened [rows, rest] view",
-            needs=lambda sig: 14 if _needs_allowzero(sig) else 11,
+            needs=lambda sig: 14 if needs_allowzero(sig) else 11,
         ),
     )
 }
-
-
-REVERSING_SLICE = "Slice:reverse"
-"""The variant a step -1 Slice of the data is: a node whose lengths all reach T becomes
-one where the target has it (``simplify.trivial_form``)."""
-
-REVERSING_SLICE_HIGH_RANK = "Slice:reverse:high_rank"
-"""The same Slice over data of rank 4 and more (MNN 3.6.1 has it up to rank 3)."""
-
-REVERSE_ALL = "reverse_all"
-"""The form of a node whose lengths all reach T, where no step -1 Slice runs."""
 
 
 def reverse_all(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:

@@ -19,7 +19,7 @@ from onnxscript import INT64, script
 from onnxscript import opset18 as op
 from onnxscript.values import Opset
 
-from revseq.ops.domains import REVSEQ_DOMAIN
+from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 
 REVSEQ_OPSET = Opset(REVSEQ_DOMAIN, 1)
 """The ``revseq`` domain, version 1: the generalised op (any axes, int32/int64 lengths)."""
@@ -68,6 +68,6 @@ def definition(opset: int) -> onnx.FunctionProto:
         raise ValueError(f"the definition needs opset >= {DEFINITION_MIN_OPSET}, got {opset}")
     proto = ReverseSequence.to_function_proto()
     for entry in proto.opset_import:
-        if entry.domain in ("", "ai.onnx"):
+        if entry.domain in ONNX_DOMAINS:
             entry.version = opset
     return proto

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["OpBuilder", "Signature", "source_index_numpy"]
+__all__ = ["MAX_FOLDED_ELEMENTS", "OpBuilder", "Signature", "source_index_numpy"]
 
 import dataclasses
 from collections.abc import Callable, Sequence
@@ -10,6 +10,13 @@ from typing import Protocol
 
 import numpy as np
 import onnx_ir as ir
+
+from revseq.ops.vocabulary import data_variant
+
+MAX_FOLDED_ELEMENTS = 1 << 16
+"""The most elements a constant revseq writes into a model may have (512 KiB of int64):
+larger values are computed at run time, so a static shape never bloats the file. The
+forms' constants and the builder's folded results alike."""
 
 
 class OpBuilder(Protocol):
@@ -92,7 +99,7 @@ class Signature:
 
         ``gather`` may be a variant (``GatherElements:flat``): its op type must be allowed.
         """
-        return self.allows(gather.partition(":")[0], f"{gather}:data")
+        return self.allows(gather.partition(":")[0], data_variant(gather))
 
 
 def _all_static(dims: Sequence[int | None]) -> tuple[int, ...] | None:

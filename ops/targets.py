@@ -9,18 +9,38 @@ None for the ``portable`` default.
 
 from __future__ import annotations
 
-__all__ = ["ANY", "TARGETS", "Target", "dtype_name", "resolve_target"]
+__all__ = [
+    "ANY",
+    "PORTABLE",
+    "TARGETS",
+    "Target",
+    "combine",
+    "load_profiles",
+    "resolve_target",
+]
 
 import difflib
+import functools
+import importlib.resources
 from collections.abc import Iterable, Mapping
 
 import onnx.defs
-import onnx_ir as ir
 
-from revseq.ops._index import INT64_INDEX, MUL_DIM
 from revseq.ops.errors import StrategyError
-from revseq.ops.forms import REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK
-from revseq.ops.profiles import ELEMENT_TYPES, PORTABLE, Profile, load_profiles, portable
+from revseq.ops.profile import Profile
+from revseq.ops.vocabulary import (
+    DYNAMIC,
+    ELEMENT_TYPES,
+    GATHER_KINDS,
+    INT64_INDEX,
+    MUL_DIM,
+    REVERSING_SLICE,
+    REVERSING_SLICE_HIGH_RANK,
+    STATIC,
+)
+
+PORTABLE = "portable"
+"""The name of the computed default profile."""
 
 ANY = Profile(
     name="any",
@@ -28,12 +48,87 @@ ANY = Profile(
     description="any standard ONNX op: the fastest forms, for runtimes with full ONNX",
     backend_version=None,
     native=None,
-    static_ops=None,  # type: ignore[arg-type]
-    dynamic_ops=None,  # type: ignore[arg-type]
+    static_ops=None,
+    dynamic_ops=None,
 )
 """No restriction at all (``target="any"``)."""
 
 Target = str | Iterable[str] | Profile | None
+
+
+@functools.cache
+def load_profiles() -> dict[str, Profile]:
+    """Every profile file shipped with revseq, by name, and the computed portable one.
+
+    The portable one is combined from the probed profiles of host backends: a device's
+    kernels can lack what the same runtime's CPU kernels have and have what they lack
+    (torch's CUDA indexing moves no uint16, uint32 or uint64, its ``gather`` does, the
+    reverse of its CPU kernels), so a default that held on both would refuse those
+    types; a device has its own target.
+
+    Raises:
+        ProfileError: A profile file names something unknown.
+    """
+    folder = importlib.resources.files("revseq.ops") / "profiles"
+    profiles = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".json"):
+            profile = Profile.read(entry)
+            profiles[profile.name] = profile
+    hosted = (p for p in profiles.values() if p.verified and p.device is None)
+    profiles[PORTABLE] = combine(hosted)
+    return profiles
+
+
+def combine(probed: Iterable[Profile], name: str = PORTABLE) -> Profile:
+    """The profile (named ``name``) whose output runs on every one of ``probed``.
+
+    Ops: those every profile runs (dynamic: every profile that runs dynamic shapes at
+    all). Element types: a gather may move a type when every profile that moves that
+    type with some gather moves it with this one (a type no probed backend has at all
+    is left to every gather). Forms: those that ran everywhere.
+    """
+    probed = list(probed)
+    if not probed:
+        return Profile(
+            name, "computed", "no probed profile", None, None, frozenset(), frozenset()
+        )
+    static_ops = frozenset.intersection(*(p.static_ops or frozenset() for p in probed))
+    dynamic = [p for p in probed if p.dynamic_ops]
+    dynamic_ops = (
+        frozenset.intersection(*(p.dynamic_ops or frozenset() for p in dynamic))
+        if dynamic
+        else frozenset()
+    )
+    dtypes: dict[str, frozenset[str]] = {}
+    for gather in GATHER_KINDS:
+        keep = set()
+        for dtype in ELEMENT_TYPES:
+            if all(p.moves(gather, dtype) for p in probed if p.has(dtype)):
+                keep.add(dtype)
+        dtypes[gather] = frozenset(keep)
+    forms = {
+        kind: frozenset.intersection(
+            *(p.forms[kind] for p in (probed if kind == STATIC else dynamic) if p.forms)
+        )
+        for kind in (STATIC, DYNAMIC)
+        if any(p.forms for p in probed)
+    }
+    names = ", ".join(p.backend_version or p.name for p in probed)
+    every = "every probed backend" if name == PORTABLE else "each of"
+    return Profile(
+        name=name,
+        source="computed",
+        description=f"runs on {every}: {names}",
+        backend_version=None,
+        native=None,
+        static_ops=static_ops,
+        dynamic_ops=dynamic_ops,
+        dtypes=dtypes,
+        forms=forms or None,
+        members=tuple(probed),
+    )
+
 
 TARGETS: Mapping[str, Profile] = {**load_profiles(), ANY.name: ANY}
 """Every named profile: probed backends, documented ones, ``portable`` and ``any``."""
@@ -49,15 +144,6 @@ _CAPABILITIES = frozenset(
 
 # The variants an op type named in a collection brings: ONNX's own op does them.
 _IMPLIED = {"Mul": (MUL_DIM,), "Slice": (REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK)}
-
-_DTYPE_NAMES = {ir.DataType(elem): name for name, elem in ELEMENT_TYPES.items()}
-
-
-def dtype_name(dtype: ir.DataType | None) -> str | None:
-    """The profile's name of an element type (numpy's, "string" for strings)."""
-    if dtype is None:
-        return None
-    return _DTYPE_NAMES.get(dtype, dtype.name.lower())
 
 
 def _unknown_target(name: str) -> StrategyError:
@@ -91,7 +177,7 @@ def resolve_target(target: Target) -> Profile:
             profiles = [p for p in profiles if p.static_ops is not None] or [ANY]
         if len(profiles) == 1:
             return profiles[0]
-        return portable(profiles, name="+".join(p.name for p in profiles))
+        return combine(profiles, name="+".join(p.name for p in profiles))
     static: set[str] = set()
     dynamic: set[str] = set()
     for item in names:
@@ -108,7 +194,7 @@ def resolve_target(target: Target) -> Profile:
             return ANY
         else:
             static |= profile.static_ops
-            dynamic |= profile.dynamic_ops
+            dynamic |= profile.dynamic_ops or frozenset()
     return Profile(
         name="+".join(names) if len(names) <= 3 else f"{len(names)} op types",
         source="ops",

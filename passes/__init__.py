@@ -16,6 +16,7 @@ __all__ = [
     "ScopedNode",
     "ShapeTable",
     "SimplifyReverseSequencePass",
+    "gather_kind",
     "gc_paused",
     "is_reverse_sequence",
     "node_label",
@@ -24,6 +25,7 @@ __all__ = [
 ]
 
 from revseq.passes._builder import gc_paused
+from revseq.passes._emitted import gather_kind
 from revseq.passes._inference import Dim
 from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,

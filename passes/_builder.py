@@ -7,24 +7,20 @@ static shapes carries its index as a constant rather than as arithmetic run ever
 
 from __future__ import annotations
 
-__all__ = ["EMITTED_NAME", "NodeBuilder", "gc_paused"]
+__all__ = ["NodeBuilder", "Template", "gc_paused"]
 
 import contextlib
 import gc
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops._emit import MAX_FOLDED_ELEMENTS
+from revseq.ops.signature import MAX_FOLDED_ELEMENTS
 from revseq.passes._evaluate import evaluate_op
+from revseq.passes._names import emitted_name
 from revseq.passes._share import IndexSharing
-
-EMITTED_NAME = re.compile(r"^(?P<prefix>.+)/(?P<op>[A-Za-z]+)_\d+$")
-"""``<prefix>/<Op>_<i>``: the name of each node (and constant) a form emits, its prefix
-the replaced node's name (restore names the fused node after it)."""
 
 # The ops whose constant results the builder folds (with the evaluator restore proves
 # matches with): the index arithmetic, not the gathers.
@@ -124,7 +120,7 @@ class NodeBuilder:
 
     def _name(self, op_type: str) -> str:
         self._count += 1
-        return f"{self._prefix}/{op_type}_{self._count - 1}"
+        return emitted_name(self._prefix, op_type, self._count - 1)
 
     def _fold(
         self, op_type: str, inputs: tuple[ir.Value | None, ...], attributes: dict[str, Any]
@@ -270,7 +266,7 @@ class Template:
                 if earlier is not None:
                     mapping[id(node.outputs[0])] = earlier
                     continue
-            name = f"{prefix}/{node.op_type}_{i}"
+            name = emitted_name(prefix, node.op_type, i)
             if weights is not None and node.op_type == "Constant" and i != last:
                 source = node.outputs[0]
                 weight = _constant_copy(source, ir.Value(name=name))

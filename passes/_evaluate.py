@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from revseq.ops.domains import ONNX_DOMAINS
+
 
 class UnsupportedOp(Exception):
     """The evaluator does not model this op (or this use of it)."""
@@ -258,7 +260,7 @@ def evaluate_op(op_type: str, args: list[np.ndarray], attrs: dict[str, Any]) -> 
 
 def evaluate_node(node: ir.Node, args: list[np.ndarray | None]) -> np.ndarray:
     """The output of ``node`` (single-output, default domain) for input arrays ``args``."""
-    if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+    if node.domain not in ONNX_DOMAINS or len(node.outputs) != 1:
         raise UnsupportedOp(f"{node.domain}::{node.op_type}")
     attrs = _attributes(node)
     if node.op_type == "Constant":

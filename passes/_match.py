@@ -28,17 +28,15 @@ symbolic dim a 1-D integer constant the slice reads stands for ``L`` (``_match_c
 
 from __future__ import annotations
 
-__all__ = ["Match", "NoMatch", "Matcher", "GATHER_OPS", "fused_domain", "made_lengths"]
+__all__ = ["Matcher"]
 
-import dataclasses
 import itertools
-from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops.carriers import carrier_pair
-from revseq.ops.domains import REVSEQ_DOMAIN
+from revseq.ops.domains import ONNX_DOMAINS
+from revseq.passes._fusion import Match, NoMatch, can_be, shaped_as, through_carrier
 from revseq.passes._proof import (
     DECLARED,
     DimReads,
@@ -65,99 +63,6 @@ from revseq.passes._slices import (
     read_by_shapes_only,
     slice_of,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Match:
-    """A proven decomposition: ``output == ReverseSequence(data, lengths)``."""
-
-    output: ir.Value
-    data: ir.Value
-    lengths: ir.Value
-    batch_axis: int
-    time_axis: int
-    nodes: tuple[ir.Node, ...]
-
-
-def _shaped_as(data: ir.Value) -> ir.Value:
-    """The value whose declared shape is the data's: itself, or what a Cast read.
-
-    A Cast keeps the shape; inside a function only the inputs are shaped (from the call
-    site), so a carrier's Cast of one has its shape.
-    """
-    while data.shape is None:
-        producer = data.producer()
-        if producer is None or producer.op_type != "Cast" or producer.inputs[0] is None:
-            break
-        data = producer.inputs[0]
-    return data
-
-
-def _through_carrier(match: Match) -> Match:
-    """The match widened to the Casts around it where it runs in a carrier type.
-
-    ``Cast(ReverseSequence(Cast(X, C)), D)`` is ``ReverseSequence(X)`` when ``C`` is the
-    carrier of ``X``'s type ``D`` (``ops/carriers.py``): the round trip gives every
-    value back, and a gather moves elements without looking at them. The Cast back must
-    be the result's only use, not a graph output.
-    """
-    into = match.data.producer()
-    output = match.output
-    if (
-        into is None
-        or into.op_type != "Cast"
-        or into.domain not in ("", "ai.onnx")
-        or into.inputs[0] is None
-        or output.is_graph_output()
-        or len(output.uses()) != 1
-    ):
-        return match
-    back = next(iter(output.uses())).node
-    source = into.inputs[0]
-    carrier = ir.DataType(into.attributes.get_int("to", 0))
-    if (
-        back.op_type != "Cast"
-        or back.domain not in ("", "ai.onnx")
-        or back.attributes.get_int("to", 0) != source.dtype
-        or not carrier_pair(source.dtype, carrier)
-    ):
-        return match
-    nodes = (into, *match.nodes, back)
-    return dataclasses.replace(match, output=back.outputs[0], data=source, nodes=nodes)
-
-
-def _can_be(declared: Sequence[int | str | None], dims: Sequence[int]) -> bool:
-    """Whether declared dims (each a size, a symbol or None) can be ``dims``."""
-    return len(declared) == len(dims) and all(
-        not isinstance(d, int) or d == want for d, want in zip(declared, dims, strict=True)
-    )
-
-
-def made_lengths(match: Match) -> ir.Node | None:
-    """The Constant holding lengths read back from a constant index, not yet in a graph.
-
-    The matcher makes it (``Matcher._match_constant``); whoever fuses places it.
-    """
-    producer = match.lengths.producer()
-    return producer if producer is not None and producer.graph is None else None
-
-
-def fused_domain(match: Match) -> str:
-    """The domain of the node a match fuses into: ONNX's where its op can say it.
-
-    That is axes {0, 1} and int64 lengths. Lengths of unknown type (inside a function)
-    are taken as int64: an ONNX-domain node there could have had no other.
-    """
-    int64 = match.lengths.dtype in (ir.DataType.INT64, None)
-    return "" if {match.batch_axis, match.time_axis} == {0, 1} and int64 else REVSEQ_DOMAIN
-
-
-@dataclasses.dataclass(frozen=True)
-class NoMatch:
-    """Why a candidate is not (provably) a ReverseSequence."""
-
-    reason: str
-    subject: ir.Value | ir.Node | None = None
 
 
 class Matcher:
@@ -202,7 +107,7 @@ class Matcher:
             if value.is_graph_output() or len(value.uses()) != 1:
                 break
             user = next(iter(value.uses())).node
-            if user.op_type not in OUTPUT_VIEWS or user.domain not in ("", "ai.onnx"):
+            if user.op_type not in OUTPUT_VIEWS or user.domain not in ONNX_DOMAINS:
                 break
             found.append(user.outputs[0])
         return found[::-1]
@@ -213,7 +118,7 @@ class Matcher:
         Readings of the data and of the result are tried with the most views taken in
         first, so a decomposition fuses whole where it can.
         """
-        if gather.op_type not in GATHER_OPS or gather.domain not in ("", "ai.onnx"):
+        if gather.op_type not in GATHER_OPS or gather.domain not in ONNX_DOMAINS:
             return NoMatch("not a gather", gather)
         sources = [data for data in data_sources(gather) if may_be_data(data)]
         if not sources:
@@ -227,7 +132,7 @@ class Matcher:
         for (_, data), (_, output) in pairs:
             result = self._match_output(output, data, gather)
             if isinstance(result, Match):
-                return _through_carrier(result)
+                return through_carrier(result)
             reasons.append(result.reason)
         return NoMatch(reasons[-1], gather)
 
@@ -263,7 +168,7 @@ class Matcher:
         problem = check_data_use(nodes, data, gather)
         if problem is not None:
             return NoMatch(problem, output)
-        shaped = _shaped_as(data)
+        shaped = shaped_as(data)
         dims = dims_of(shaped, self._shapes_for(shaped))
         if dims is None:
             return NoMatch("no lengths value, and the data's rank is unknown", output)
@@ -295,7 +200,7 @@ class Matcher:
                 f"the data has rank {len(dims)}; ReverseSequence needs >= 2", output
             )
         declared = DECLARED.dims(output)  # before evaluating anything
-        if declared is not None and not _can_be(declared, dims):
+        if declared is not None and not can_be(declared, dims):
             return NoMatch(
                 "no lengths value, and the result is not shaped as the data", output
             )
@@ -382,7 +287,7 @@ class Matcher:
         problem = check_data_use(nodes, data, gather)
         if problem is not None:
             return NoMatch(problem, output)
-        shaped = _shaped_as(data)
+        shaped = shaped_as(data)
         dims = dims_of(shaped, self._shapes_for(shaped))
         key = fingerprint(nodes, data, lengths, output, self._tensor_keys, dims=dims)
         if dim_reads:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-__all__ = ["NameSource", "Survey", "model_names", "node_names"]
+__all__ = ["EMITTED_NAME", "NameSource", "Survey", "emitted_name", "model_names", "node_names"]
 
+import re
 from collections.abc import Iterator
 
 import onnx_ir as ir
 
 from revseq.passes._node import REVSEQ_DOMAIN, is_reverse_sequence
 from revseq.passes._scopes import ScopedNode, walk
+
+EMITTED_NAME = re.compile(r"^(?P<prefix>.+)/(?P<op>[A-Za-z]+)_\d+$")
+"""``<prefix>/<Op>_<i>``: the name of each node (and constant) a form emits, its prefix
+the replaced node's name (restore names the fused node after it)."""
+
+
+def emitted_name(prefix: str, op_type: str, index: int) -> str:
+    """The name of the ``index``-th node (or constant) emitted in place of ``prefix``."""
+    return f"{prefix}/{op_type}_{index}"
 
 
 def model_names(model: ir.Model) -> set[str]:

@@ -19,11 +19,11 @@ from collections.abc import Iterable
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops.domains import REVSEQ_DOMAIN
-from revseq.ops.errors import InvalidNodeError, UnsupportedOpsetError
+from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.ops.signature import Signature
 from revseq.passes._scopes import ScopedNode, opset_version
 from revseq.passes._shapes import ShapeTable
+from revseq.passes.errors import InvalidNodeError, UnsupportedOpsetError
 
 ONNX_MIN_OPSET = 10
 """ReverseSequence first appears in opset 10."""
@@ -40,7 +40,9 @@ LENGTH_TYPES = {
 
 def is_reverse_sequence(node: ir.Node) -> bool:
     """Whether ``node`` is ReverseSequence of the ONNX domain or of the ``revseq`` domain."""
-    return node.op_type == "ReverseSequence" and node.domain in ("", "ai.onnx", REVSEQ_DOMAIN)
+    return node.op_type == "ReverseSequence" and (
+        node.domain in ONNX_DOMAINS or node.domain == REVSEQ_DOMAIN
+    )
 
 
 def node_label(scoped: ScopedNode) -> str:

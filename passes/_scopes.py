@@ -9,6 +9,8 @@ from collections.abc import Iterator
 
 import onnx_ir as ir
 
+from revseq.ops.domains import ONNX_DOMAINS
+
 
 @dataclasses.dataclass(frozen=True)
 class ScopedNode:
@@ -52,7 +54,7 @@ def walk(model: ir.Model) -> Iterator[ScopedNode]:
 def opset_version(owner: ir.Graph | ir.Function, domain: str) -> int | None:
     """The version of ``domain`` that ``owner`` imports ("" and "ai.onnx" are one domain)."""
     imports = owner.opset_imports
-    if domain in ("", "ai.onnx"):
+    if domain in ONNX_DOMAINS:
         return imports.get("", imports.get("ai.onnx"))
     return imports.get(domain)
 

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-__all__ = ["scalar_dim", "shape_dim_read", "single_int"]
+__all__ = ["DimKey", "DimKeys", "scalar_dim", "shape_dim_read", "single_int"]
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import onnx_ir as ir
 
-if TYPE_CHECKING:
-    from revseq.passes._shapes import DimKey, ShapeTable
+from revseq.ops.domains import ONNX_DOMAINS
+
+DimKey = int | tuple[str, str] | tuple[str, int, int]
+"""A dim as two values may provably share it: a static size, a named symbol, or the
+dim of one value along one axis (``revseq.passes._shapes``)."""
+
+
+class DimKeys(Protocol):
+    """What names a value's dims: the shape table (``revseq.passes._shapes.ShapeTable``)."""
+
+    def dim_key(self, value: ir.Value, axis: int) -> DimKey | None: ...
+
 
 # Ops that keep every element's value while changing shape or int type: a value passed
 # through them still holds the same dim in every element.
@@ -18,7 +28,7 @@ _VALUE_PRESERVING = frozenset(
 )
 
 
-def scalar_dim(value: ir.Value, table: ShapeTable) -> DimKey | None:
+def scalar_dim(value: ir.Value, table: DimKeys) -> DimKey | None:
     """The dim every element of the integer ``value`` equals, or None if unknown.
 
     Recognises ``Gather(Shape(v), k)``, ``Shape(v, start=k, end=k+1)``,
@@ -52,7 +62,7 @@ def scalar_dim(value: ir.Value, table: ShapeTable) -> DimKey | None:
 
 def shape_dim_read(node: ir.Node) -> tuple[ir.Value, int] | None:
     """(v, k) if ``node`` is ``Shape(v, start=k, end=k+1)``: a read of one dim."""
-    if node.op_type != "Shape" or node.domain not in ("", "ai.onnx") or not node.inputs:
+    if node.op_type != "Shape" or node.domain not in ONNX_DOMAINS or not node.inputs:
         return None
     start = node.attributes.get_int("start", 0)
     end = node.attributes.get_int("end", None)

@@ -25,12 +25,12 @@ from typing import TypeVar
 
 import onnx_ir as ir
 
+from revseq.ops.domains import ONNX_DOMAINS
 from revseq.passes._inference import Dim, infer_types
-from revseq.passes._shape_reads import scalar_dim, single_int
+from revseq.passes._shape_reads import DimKey, scalar_dim, single_int
 
 logger = logging.getLogger(__name__)
 
-DimKey = int | tuple[str, str] | tuple[str, int, int]
 _T = TypeVar("_T")
 
 # Ops whose output has their first input's shape: a dim passes through them unchanged.
@@ -239,7 +239,7 @@ _BROADCASTING = frozenset(
 
 def _producer(value: ir.Value) -> ir.Node | None:
     node = value.producer()
-    if node is None or node.domain not in ("", "ai.onnx"):
+    if node is None or node.domain not in ONNX_DOMAINS:
         return None
     return node
 

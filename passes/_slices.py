@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from revseq.ops.domains import REVSEQ_DOMAIN
-from revseq.passes._builder import EMITTED_NAME
+from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.passes._evaluate import SUPPORTED_OPS
+from revseq.passes._names import EMITTED_NAME
 from revseq.passes._node import LENGTH_TYPES as ACCEPTED_LENGTHS
 from revseq.passes._shape_reads import scalar_dim
 from revseq.passes._shapes import ShapeTable
@@ -45,7 +45,7 @@ def data_sources(gather: ir.Node) -> list[ir.Value]:
         node = found[-1].producer()
         if (
             node is None
-            or node.domain not in ("", "ai.onnx")
+            or node.domain not in ONNX_DOMAINS
             or node.op_type not in DATA_VIEWS
             or not node.inputs
             or node.inputs[0] is None
@@ -91,7 +91,7 @@ def slice_of(
             if value.const_value is None or value is stop:
                 leaves.append(value)
             continue
-        if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED_OPS:
+        if node.domain not in ONNX_DOMAINS or node.op_type not in SUPPORTED_OPS:
             leaves.append(value)
             continue
         stack.append((value, True))

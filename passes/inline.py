@@ -11,7 +11,6 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from revseq.ops.domains import FUNCTION_DOMAIN
-from revseq.ops.errors import UnsupportedOpsetError
 from revseq.ops.targets import Target, resolve_target
 from revseq.passes import _planner
 from revseq.passes._builder import Template, gc_paused
@@ -27,6 +26,7 @@ from revseq.passes._planner import Plan
 from revseq.passes._scopes import ScopedNode, constants_graph, opset_version, walk
 from revseq.passes._shapes import ShapeTable
 from revseq.passes._share import IndexSharing
+from revseq.passes.errors import UnsupportedOpsetError
 from revseq.passes.simplify import replace_trivial, trivial_form
 
 logger = logging.getLogger(__name__)

@@ -24,18 +24,14 @@ import logging
 
 import onnx_ir as ir
 
-from revseq.ops.domains import FUNCTION_DOMAIN, REVSEQ_DOMAIN
-from revseq.passes._builder import EMITTED_NAME, gc_paused
-from revseq.passes._match import (
-    GATHER_OPS,
-    Match,
-    Matcher,
-    NoMatch,
-    fused_domain,
-    made_lengths,
-)
+from revseq.ops.domains import FUNCTION_DOMAIN, ONNX_DOMAINS, REVSEQ_DOMAIN
+from revseq.passes._builder import gc_paused
+from revseq.passes._fusion import Match, NoMatch, fused_domain, made_lengths
+from revseq.passes._match import Matcher
+from revseq.passes._names import EMITTED_NAME
 from revseq.passes._node import remove_if_dead, validate_all
 from revseq.passes._scopes import walk
+from revseq.passes._slices import GATHER_OPS
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +73,7 @@ class RestoreReverseSequencePass(ir.passes.InPlacePass):
                 continue
             if node.domain == FUNCTION_DOMAIN:
                 result = _match_call(node, model, matcher)
-            elif node.op_type in GATHER_OPS and node.domain in ("", "ai.onnx"):
+            elif node.op_type in GATHER_OPS and node.domain in ONNX_DOMAINS:
                 result = matcher.match(node)
             else:
                 continue

@@ -22,7 +22,8 @@ __all__ = ["rules", "fuse_gather_rule", "fuse_gather_view_rule"]
 import onnx_ir as ir
 from onnxscript.rewriter import MatchResult, RewriteRuleClassBase, RewriteRuleSet
 
-from revseq.passes._match import Match, Matcher, NoMatch, fused_domain, made_lengths
+from revseq.passes._fusion import Match, NoMatch, fused_domain, made_lengths
+from revseq.passes._match import Matcher
 
 
 class _FuseBase(RewriteRuleClassBase):

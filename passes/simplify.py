@@ -23,7 +23,7 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.signature import Signature
-from revseq.passes._names import NameSource, Survey
+from revseq.passes._names import NameSource, Survey, emitted_name
 from revseq.passes._node import remove_if_dead, signature_of
 from revseq.passes._scopes import ScopedNode, constants_graph, opset_version
 from revseq.passes._shape_reads import scalar_dim
@@ -117,7 +117,7 @@ def replace_trivial(
         if weights is not None:
             bounds = [
                 ir.Value(
-                    name=f"{prefix}/Constant_{i}",
+                    name=emitted_name(prefix, "Constant", i),
                     type=ir.TensorType(value.dtype),
                     shape=value.shape,
                     const_value=value,

@@ -17,11 +17,12 @@ from onnx import helper
 
 import revseq
 from revseq import backends
-from revseq._inputs import random_array
-from revseq.backends.sweep import types_of
-from revseq.ops.profiles import ELEMENT_TYPES, GATHERS, MATRIX_STATIC
+from revseq.equivalence.values import random_array
+from revseq.measure.sweep import device_lacks, types_of
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
+from revseq.ops.vocabulary import ELEMENT_TYPES, GATHERS, MATRIX_STATIC
+from revseq.passes._ranking import in_place
 
 # Backends with a probed profile; webgpu (an execution provider whose verdict includes
 # where each node ran) has tests of its own, in test_webgpu.py.
@@ -126,7 +127,7 @@ def default_not_for(name: str, inlined: onnx.ModelProto, dtype: str) -> str | No
     uint16, uint32 or uint64), which the device's own target avoids.
     """
     profile = TARGETS.get(name)
-    lacking = [] if profile is None else profile.device_lacks(inlined, dtype)
+    lacking = [] if profile is None else device_lacks(profile, inlined, dtype)
     if not lacking:
         return None
     return (
@@ -447,14 +448,15 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
     The forms put the broadcast operand on the "then" side; the old select is wrong there.
     """
     backend = backend_or_skip("mnn")
-    from revseq.backends._probe_models import OP_PROBES, probe_inputs, probe_model
-    from revseq.backends.probe import _reference
+    from revseq.measure._op_probes import OP_PROBES
+    from revseq.measure._probe_models import probe_inputs, probe_model
+    from revseq.measure._probe_runs import reference
 
     probe = next(p for p in OP_PROBES if p.name == "Where:broadcast_else")
     model = probe_model(probe, False)
     feeds = probe_inputs(probe, False)[0]
     got = backend.run(model, feeds)[0]
-    assert got.tobytes() != _reference(model)(feeds)[0].tobytes()
+    assert got.tobytes() != reference(model)(feeds)[0].tobytes()
     assert "Where:broadcast_else" not in TARGETS["mnn"].static_ops
     assert "Where" in TARGETS["mnn"].static_ops
     check_default("mnn", 3, "float32", "time_major", True)
@@ -466,16 +468,18 @@ def test_the_flatten_probe_runs_empty_data_and_openvino_gets_another_view(name):
     truth from onnxruntime there (onnx's reference cannot Flatten them): OpenVINO 2026.4
     flattens [0, 3, 3] to [0, 9], so its row form views such data as [rows, *trailing]."""
     backend = backend_or_skip(name)
-    from revseq.backends._probe_models import EMPTY_SIZES, OP_PROBES, probe_inputs, probe_model
-    from revseq.backends.probe import _reference, _run_exact
+    from revseq.measure._op_probes import OP_PROBES
+    from revseq.measure._probe_models import probe_inputs, probe_model
+    from revseq.measure._probe_runs import reference, run_exact
+    from revseq.measure._probe_text import EMPTY_SIZES
 
     probe = next(p for p in OP_PROBES if p.name == "Flatten")
     model = probe_model(probe, True)
     feeds = probe_inputs(probe, True)
     empty = [f for f in feeds if f["x"].size == 0]
     assert [f["x"].shape[:2] for f in empty] == list(EMPTY_SIZES)
-    assert [t.shape for f in empty for t in _reference(model)(f)] == [(0, 3), (0, 3)]
-    failure = _run_exact(backend, model, feeds, _reference(model))
+    assert [t.shape for f in empty for t in reference(model)(f)] == [(0, 3), (0, 3)]
+    failure = run_exact(backend, model, feeds, reference(model))
     assert (failure is None) == (name == "onnxruntime"), failure
     assert ("Flatten" in TARGETS[name].dynamic_ops) == (failure is None)
     symbolic = model_of(("T", "B", "F"), "float32", 1, 0)
@@ -569,7 +573,7 @@ def test_large_static_indexes_run_on_the_backend(name, dims, batch_axis, time_ax
         allowed = profile.allowed(dynamic=False)
         assert _casts_to_int32(inlined) == (allowed is None or "Index:int32" in allowed)
         if len(dims) == 2 or dims[-1] == 1:
-            swapped = time_axis == 0 and not profile.in_place(MATRIX_STATIC)
+            swapped = time_axis == 0 and not in_place(profile, MATRIX_STATIC)
             assert ("Transpose" in {n.op_type for n in inlined.graph.node}) == swapped
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -581,7 +585,7 @@ def test_a_profile_keeps_its_failure_lines_from_one_probe_to_the_next():
     """IREE compiles in a temporary folder and WebGPU's page is served on a free port:
     the failure lines a profile records name neither, so that writing it again changes
     no line that did not change."""
-    from revseq.backends.probe import _stable
+    from revseq.measure.probe import _stable
 
     iree = "error: /tmp/tmpyv4d1k9q/model.mlir:7:10: failed to legalize"
     webgpu = "at S (http://127.0.0.1:41777/dist/ort.webgpu.min.mjs:7:3301)"
@@ -630,12 +634,13 @@ def test_a_resident_runner_keeps_its_inputs_on_the_device_between_calls(monkeypa
 def test_a_resident_backends_floor_is_its_own_copy(monkeypatch):
     """numpy's copy on the host is no floor for data on a device: it is not timed, and
     the floor is the backend's Identity."""
-    from revseq import _bench_backend, bench
+    from revseq.measure import _backend_bench as _bench_backend
+    from revseq.measure import _cases
 
     monkeypatch.setenv("REVSEQ_CUDA_DEVICE", "cpu")
-    case = bench.Case((20, 4, 3), 1, 0, "float32")
-    feeds = bench.input_arrays(case, np.random.default_rng(0))
-    models = {"default": revseq.inline(bench.native_model(case))}
+    case = _cases.Case((20, 4, 3), 1, 0, "float32")
+    feeds = _cases.input_arrays(case, np.random.default_rng(0))
+    models = {"default": revseq.inline(_cases.native_model(case))}
     for name, timed in (("onnx2torch-cuda", False), ("onnx2torch", True)):
         result, _, _ = _bench_backend.time_pass(
             backends.get(name), case, feeds, models, rounds=2, budget_s=0.01
@@ -648,7 +653,8 @@ def test_a_resident_backends_floor_is_its_own_copy(monkeypatch):
 def test_device_profiles_stay_out_of_the_default():
     """The default is computed from host backends: a device's profile (onnx2torch-cuda,
     where torch's CUDA indexing moves no uint16/32/64) would make it refuse them."""
-    from revseq.ops.profiles import PORTABLE, Profile, load_profiles, portable
+    from revseq.ops.profile import Profile
+    from revseq.ops.targets import PORTABLE, combine, load_profiles
 
     profiles = load_profiles()
     members = {m.name for m in profiles[PORTABLE].members}
@@ -661,9 +667,11 @@ def test_device_profiles_stay_out_of_the_default():
         | {"dtypes": {"GatherElements": ["uint32"], "Gather": [], "GatherND": []}}
     )
     assert Profile.from_json(device.to_json()) == device and device.device == "cuda"
-    both = portable([host, device])
+    both = combine([host, device])
     assert not any(both.moves(g, "uint32") for g in GATHERS)  # what it would refuse
     model = model_of((5, 4, 3), "uint32", 1, 0)
     inlined = revseq.inline(model)  # the default, from the host profiles, takes it
     assert "ReverseSequence" not in {n.op_type for n in inlined.graph.node}
-    assert device.device_lacks(inlined, "uint32") and not host.device_lacks(inlined, "uint32")
+    assert device_lacks(device, inlined, "uint32") and not device_lacks(
+        host, inlined, "uint32"
+    )

@@ -18,7 +18,7 @@ import pytest
 from bad_inputs import write_corpus
 
 import revseq
-from revseq import _io
+from revseq import files
 from revseq.cli import main
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
@@ -169,7 +169,7 @@ def test_atomic_save_leaves_previous_output(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pathlib.Path, "write_bytes", broken)
     with pytest.raises(revseq.ModelSaveError, match="disk full"):
-        _io.save_model(__import__("onnx_ir").from_proto(model), path)
+        files.save_model(__import__("onnx_ir").from_proto(model), path)
     monkeypatch.undo()
     assert path.read_bytes() == b"previous"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.onnx"]

@@ -11,34 +11,34 @@ import pytest
 from helpers import onnx2torch_here
 
 import revseq
-from revseq import bench
-from revseq.ops.profiles import Cost
+from revseq.measure import _cases, _node_costs, _ort_bench, _passes_bench, _timing, bench
+from revseq.ops.profile import Cost
 
 
 def test_time_passes_runs_the_public_api_both_ways():
-    timing = bench.time_passes("chain", bench.chain_model(3))
+    timing = _passes_bench.time_passes("chain", _passes_bench.chain_model(3))
     assert timing.nodes == 6
     assert timing.restored == 3  # the inlined chain restored by revseq.restore
     for seconds in (timing.round_trip, timing.inline_api, timing.restore_api):
         assert seconds > 0
-    table = bench.format_passes([timing])
+    table = _passes_bench.format_passes([timing])
     assert table.splitlines()[2].startswith("| chain | 6 |")
 
 
 def test_large_model_has_the_requested_size():
-    model = bench.large_model(count=2, total=50)
+    model = _passes_bench.large_model(count=2, total=50)
     assert model.graph.num_nodes() == 50
     assert sum(n.op_type == "ReverseSequence" for n in model.graph) == 2
 
 
 def test_suite_holds_the_issue_shapes_and_native_models_are_valid():
-    shapes = {case.shape for case in bench.SUITE}
+    shapes = {case.shape for case in _cases.SUITE}
     assert {(2000, 16), (1000, 8, 1)} <= shapes
-    for case in bench.SUITE[:2]:
-        model = bench.native_model(case)
+    for case in _cases.SUITE[:2]:
+        model = _cases.native_model(case)
         onnx.checker.check_model(model)
         inlined = revseq.inline(model)
-        assert bench.extra_bytes(inlined) >= 0
+        assert _cases.extra_bytes(inlined) >= 0
 
 
 def test_shape_selects_suite_rows_and_speed_only_stops_after_the_memory_table(capsys):
@@ -59,11 +59,11 @@ def test_a_shape_outside_the_suite_is_refused_in_one_line(capsys):
 
 
 def test_symbolic_dims_rows_declare_what_they_say():
-    case = bench.SUITE[5]  # [128, 32, 64], time-major
-    assert bench.declared_dims(case, "static") == [128, 32, 64]
-    assert bench.declared_dims(case, "time+batch") == ["T", "B", 64]
-    assert bench.declared_dims(case, "all") == ["T", "B", "d2"]
-    model = bench.native_model(case, dims="all")
+    case = _cases.SUITE[5]  # [128, 32, 64], time-major
+    assert _cases.declared_dims(case, "static") == [128, 32, 64]
+    assert _cases.declared_dims(case, "time+batch") == ["T", "B", 64]
+    assert _cases.declared_dims(case, "all") == ["T", "B", "d2"]
+    model = _cases.native_model(case, dims="all")
     dims = model.graph.input[0].type.tensor_type.shape.dim
     assert [d.dim_param for d in dims] == ["T", "B", "d2"]
 
@@ -95,7 +95,7 @@ def test_bad_bench_arguments_are_refused_in_one_line(capsys, argv, message):
 
 
 def test_goal_lines_judge_rows_of_a_mib_and_up_against_the_floor_or_the_gather():
-    from revseq import _bench_backend as bb
+    from revseq.measure import _backend_bench as bb
 
     assert bb.goal_bound("default", None) == 1.5
     assert bb.goal_bound("own target", 1.0) == 1.3
@@ -108,7 +108,7 @@ def test_goal_lines_judge_rows_of_a_mib_and_up_against_the_floor_or_the_gather()
             "own target": (0, own),
             "gather alone": (0, gather),
         }
-        return {"case": bench.Case(shape, 1, 0, "float32"), "dims": "all", "result": result}
+        return {"case": _cases.Case(shape, 1, 0, "float32"), "dims": "all", "result": result}
 
     rows = [
         row((2000, 16), 9.0, 9.0, 1.0),  # 0.12 MiB: not judged
@@ -124,7 +124,7 @@ def test_goal_lines_judge_rows_of_a_mib_and_up_against_the_floor_or_the_gather()
 
 def test_the_gather_alone_bound_is_the_median_of_the_shapes_rows():
     """One model whatever dims a row declares: its rows measure one ratio three times."""
-    from revseq import _bench_backend as bb
+    from revseq.measure import _backend_bench as bb
 
     def row(dims, default, gather):
         result = {"Identity": (1e-3, 1.0), "memcpy": (1e-3, 0.5)}
@@ -133,7 +133,7 @@ def test_the_gather_alone_bound_is_the_median_of_the_shapes_rows():
             "own target": (0, 1.0),
             "gather alone": (0, gather),
         }
-        case = bench.Case((64, 32, 256), 1, 0, "float32")
+        case = _cases.Case((64, 32, 256), 1, 0, "float32")
         return {"case": case, "dims": dims, "result": result}
 
     # The third row's gather alone (1.0) alone would bound its default at 1.5x.
@@ -146,7 +146,7 @@ def test_paired_medians_start_each_round_one_variant_further_on():
     """Every variant runs at every place of the order as often (places bias times)."""
     calls: list[str] = []
     variants = {name: (lambda name=name: calls.append(name)) for name in "abc"}
-    bench.paired_medians(variants, rounds=6, budget_s=60)
+    _timing.paired_medians(variants, rounds=6, budget_s=60)
     rounds = [calls[i : i + 3] for i in range(3, len(calls), 3)]  # after the warm-up
     assert [r[0] for r in rounds] == ["a", "b", "c", "a", "b", "c"]
     assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
@@ -160,7 +160,7 @@ def test_placed_medians_report_each_variant_once_against_the_first():
         "form": [lambda: calls.append("form 0"), lambda: calls.append("form 1")],
         "memcpy": [lambda: calls.append("memcpy")],
     }
-    result = bench.placed_medians(variants, rounds=5, budget_s=60)
+    result = _timing.placed_medians(variants, rounds=5, budget_s=60)
     assert list(result) == ["floor", "form", "memcpy"]
     assert result["floor"][1] == 1.0
     assert {c: calls.count(c) for c in set(calls)} == dict.fromkeys(calls, 6)
@@ -172,7 +172,7 @@ def test_median_of_passes_takes_each_label_over_the_passes_that_have_it():
         {"floor": (3e-3, 1.0), "form": (9e-3, 3.0), "flaky": (1.0, 5.0)},
         {"floor": (2e-3, 1.0), "form": (4e-3, 2.5), "flaky": (3.0, 7.0)},
     ]
-    assert bench.median_of_passes(passes) == {
+    assert _timing.median_of_passes(passes) == {
         "floor": (2e-3, 1.0),
         "form": (4e-3, 2.5),
         "flaky": (2.0, 6.0),
@@ -182,13 +182,13 @@ def test_median_of_passes_takes_each_label_over_the_passes_that_have_it():
 def test_each_pass_times_sessions_made_anew(monkeypatch):
     """A pass's sessions are its own: where their buffers land is drawn again."""
     made: list[int] = []
-    session = bench._session
-    monkeypatch.setattr(bench, "_session", lambda *a: made.append(1) or session(*a))
-    case = bench.Case((20, 4), 1, 0, "float32")
+    session = _ort_bench._session
+    monkeypatch.setattr(_ort_bench, "_session", lambda *a: made.append(1) or session(*a))
+    case = _cases.Case((20, 4), 1, 0, "float32")
 
     def sessions_made(passes: int) -> int:
         made.clear()
-        rows = bench.run_speed([case], (1,), 2, 0.01, ("static",), passes=passes)
+        rows = _ort_bench.run_speed([case], (1,), 2, 0.01, ("static",), passes=passes)
         assert len(rows) == 1 and rows[0]["result"]["native"][1] == 1.0
         return len(made)
 
@@ -200,8 +200,8 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
     """``revseq probe --passes N``: every cost case is timed N times, the floor's runners
     made anew each time, and the median ratio to the floor counts (a single pass let
     forms within a few percent trade places)."""
-    from revseq import _bench_backend
-    from revseq.backends import _costs
+    from revseq.measure import _backend_bench as _bench_backend
+    from revseq.measure import costs as _costs
 
     floors = []
     monkeypatch.setattr(_costs.backends, "get", lambda name: name)
@@ -232,10 +232,10 @@ def test_identical_models_are_timed_once_and_share_their_figures():
     """A target's chosen form is always a form column too: the same model timed twice
     measured 1.92x and 1.18x its floor as two columns of one page, so it runs once and
     both columns show its figures, in the columns' order."""
-    from revseq import _bench_backend
+    from revseq.measure import _backend_bench as _bench_backend
 
-    case = bench.Case((20, 4, 3), 1, 0, "float32")
-    native = bench.native_model(case)
+    case = _cases.Case((20, 4, 3), 1, 0, "float32")
+    native = _cases.native_model(case)
     chosen = revseq.inline(native, target="onnxruntime")
     other = revseq.inline(native, strategy="gather_elements", target="onnxruntime")
     assert chosen.SerializeToString() != other.SerializeToString()
@@ -246,7 +246,7 @@ def test_identical_models_are_timed_once_and_share_their_figures():
         "gather_rows": revseq.inline(native, strategy="gather_rows", target="onnxruntime"),
         "gather_nd": "refused",
     }
-    distinct, repeats = bench.distinct_models(models)
+    distinct, repeats = _timing.distinct_models(models)
     assert repeats == {"gather_rows": "own target"}
     assert list(distinct) == ["default", "own target", "gather_elements", "gather_nd"]
 
@@ -261,12 +261,12 @@ def test_identical_models_are_timed_once_and_share_their_figures():
             return real.prepare(model, **kw)
 
     backend = Counting()
-    feeds = bench.input_arrays(case, np.random.default_rng(0))
+    feeds = _cases.input_arrays(case, np.random.default_rng(0))
     identities = _bench_backend.floor_runners(real, case)
     result, notes, nodes = _bench_backend.time_on_floor(
         backend, identities, feeds, models, rounds=3, budget_s=0.01
     )
-    assert len(prepared) == bench.PLACEMENTS * 3  # default, own target, gather_elements
+    assert len(prepared) == _timing.PLACEMENTS * 3  # default, own target, gather_elements
     assert result["gather_rows"] == result["own target"]
     assert nodes["gather_rows"] == nodes["own target"]
     assert notes == {"gather_nd": "refused"}
@@ -293,11 +293,11 @@ def test_backend_pages_say_what_their_columns_hold(tmp_path):
 def test_hand_written_torch_forms_equal_the_reference(batch_axis, time_axis):
     import torch
 
-    from revseq import _bench_torch
+    from revseq.measure import _torch_bench as _bench_torch
     from revseq.ops.reference import reverse_sequence
 
     shape = [5, 4, 3]
-    case = bench.Case(tuple(shape), batch_axis, time_axis, "float32")
+    case = _cases.Case(tuple(shape), batch_axis, time_axis, "float32")
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     lens = np.array([0, 1, 5, 3] if time_axis == 0 else [0, 1, 4, 3, 2], np.int64)
     expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
@@ -328,10 +328,10 @@ def test_device_rows_time_onnx2torch_against_a_device_copy_and_hand_written_torc
 
 @onnx2torch_here
 def test_node_costs_time_every_module_of_the_default_and_the_own_target():
-    from revseq import _bench_backend, _bench_torch
+    from revseq.measure import _backend_bench as _bench_backend
 
-    case = bench.Case((2000, 16), 1, 0, "float32")
-    rows = _bench_torch.node_costs("cpu", [case], ["static", "all"], calls=2)
+    case = _cases.Case((2000, 16), 1, 0, "float32")
+    rows = _node_costs.node_costs("cpu", [case], ["static", "all"], calls=2)
     assert [(r["dims"], r["variant"]) for r in rows] == [
         ("static", "default"),
         ("static", "own target"),
@@ -347,7 +347,7 @@ def test_node_costs_time_every_module_of_the_default_and_the_own_target():
             collections.Counter(n.op_type for n in nodes)
         )
         assert all(t > 0 for times in modules.values() for t in times) and row["call"] > 0
-    table = _bench_torch.format_node_costs(rows)
+    table = _node_costs.format_node_costs(rows)
     assert table.count("| [2000, 16] time-major float32 |") == 4 and "Range (1)" in table
 
 
@@ -360,13 +360,13 @@ def test_node_costs_need_a_device(capsys, argv):
 
 
 def test_device_page_judges_the_goal_against_the_device_copy():
-    from revseq import _bench_torch
+    from revseq.measure import _torch_bench as _bench_torch
 
     def row(shape, default, own, gather):
         result = {"device copy": (1e-4, 1.0), "memcpy": (1e-3, 9.0)}
         result |= {"default": (3e-4, default), "own target": (0, own)}
         result |= {"gather alone": (0, gather)}
-        case = bench.Case(shape, 1, 0, "float32")
+        case = _cases.Case(shape, 1, 0, "float32")
         return {"case": case, "dims": "all", "result": result, "notes": {}, "nodes": {}}
 
     rows = [row((64, 32, 256), 1.4, 1.4, 1.0), row((256, 64, 256), 4.0, 2.35, 2.0)]
@@ -403,9 +403,9 @@ def test_onnx2torch_cuda_runs_on_the_device_its_variable_names(monkeypatch):
     reason = revseq.backends.unavailable("onnx2torch-cuda")
     assert reason is not None and reason.startswith("onnx2torch-cuda: torch cannot use")
     monkeypatch.setenv(onnx2torch_cuda.DEVICE_VARIABLE, "cpu")
-    case = bench.Case((6, 4, 3), 1, 0, "float32")
-    feeds = bench.input_arrays(case, np.random.default_rng(1))
-    model = revseq.inline(bench.native_model(case, dims="all"))
+    case = _cases.Case((6, 4, 3), 1, 0, "float32")
+    feeds = _cases.input_arrays(case, np.random.default_rng(1))
+    model = revseq.inline(_cases.native_model(case, dims="all"))
     got = revseq.backends.get("onnx2torch-cuda").run(model, feeds)[0]
     expected = revseq.ops.reference.reverse_sequence(feeds["x"], feeds["lens"])
     assert got.tobytes() == expected.tobytes()

@@ -16,9 +16,9 @@ from helpers import all_op_types, assert_identical, model_of, run_ort
 
 import revseq
 from revseq.ops.carriers import CARRIERS, carrier_pair, carrier_variant
-from revseq.ops.profiles import ELEMENT_TYPES, portable
 from revseq.ops.reference import reverse_sequence
-from revseq.ops.targets import TARGETS
+from revseq.ops.targets import TARGETS, combine
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 LAYOUTS = {"time_major": (1, 0), "batch_major": (0, 1)}
 
@@ -135,7 +135,7 @@ def test_the_default_carries_where_no_gather_moves_a_type_on_every_member():
     )
     # A member with no uint16 at all never receives it: it has no say, round trip or not.
     without = lacking("uint16", carries=False, name="delta")
-    both = portable([gather_only, elements_only, without], name="both")
+    both = combine([gather_only, elements_only, without], name="both")
     model = model_of(("T", "B", 3), "uint16", 1, 0)
     inlined = revseq.inline(model, target=both)
     assert all_op_types(inlined).count("Cast") >= 2
@@ -147,7 +147,7 @@ def test_the_default_carries_where_no_gather_moves_a_type_on_every_member():
         static_ops=(elements_only.static_ops or frozenset()) - {carrier_variant("uint16")},
         dynamic_ops=(elements_only.dynamic_ops or frozenset()) - {carrier_variant("uint16")},
     )
-    one_lacks = portable([gather_only, no_round_trip], name="mixed")
+    one_lacks = combine([gather_only, no_round_trip], name="mixed")
     with pytest.raises(revseq.RevseqError, match="moves no uint16"):
         revseq.inline(model, target=one_lacks)
 
@@ -187,7 +187,7 @@ def test_onnxruntime_runs_every_round_trip_exactly():
     """The probe of the carriers on the control: every type's round trip, extremes
     included, through each gather that moves the carrier there."""
     from revseq.backends import get
-    from revseq.backends.probe import run_carrier_probes, run_dtype_probes
+    from revseq.measure._probe_runs import run_carrier_probes, run_dtype_probes
 
     backend = get("onnxruntime")
     results = run_carrier_probes(backend, run_dtype_probes(backend))

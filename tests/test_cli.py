@@ -249,9 +249,9 @@ def test_version():
 
 @pytest.mark.parametrize("command", ["inline", "restore", "check", "info", "probe"])
 def test_every_positional_argument_has_help(command):
-    from revseq.cli import _build_parser
+    from revseq.cli._parser import build_parser
 
-    parser = _build_parser()
+    parser = build_parser()
     sub = parser._subparsers._group_actions[0].choices[command]
     for action in sub._actions:
         if not action.option_strings:

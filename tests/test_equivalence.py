@@ -222,7 +222,7 @@ def test_the_function_form_is_cut_with_its_function():
 
 
 def test_harmful_placements_are_a_copy_back_or_more_than_a_time_vector():
-    from revseq._placement import harmful_nodes
+    from revseq.equivalence.placement import harmful_nodes
 
     model = revseq.inline(_reverse())
     feeds = generate_inputs(_reverse(), 2, seed=0)
@@ -243,7 +243,7 @@ def test_a_cut_decomposition_is_a_model_every_importer_takes():
     declares the data's rank (its dims left to inference), and passes onnx's checker."""
     import onnx_ir as ir
 
-    from revseq._counterparts import counterparts
+    from revseq.equivalence._counterparts import counterparts
 
     reference = _reverse()
     (cut,) = counterparts(ir.from_proto(reference), ir.from_proto(revseq.inline(reference)))

@@ -18,6 +18,7 @@ from onnxscript import rewriter
 import revseq
 from revseq.ops import forms
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
+from revseq.ops.signature import Signature
 from revseq.passes._builder import NodeBuilder
 from revseq.passes.rules import rules
 
@@ -113,7 +114,7 @@ def test_small_indexes_stay_int64():
 
 def _emitted_casts(dims, batch_axis: int, time_axis: int, allowed) -> list[int]:
     """The Cast target types of the row form emitted for a static signature."""
-    sig = forms.Signature(
+    sig = Signature(
         batch_axis=batch_axis,
         time_axis=time_axis,
         rank=len(dims),
@@ -171,7 +172,7 @@ def test_dynamic_time_with_a_short_static_batch_is_gathered_transposed():
 def test_a_static_time_beyond_the_folding_limit_is_an_index_computed_at_run_time(dims):
     """Int32 index arithmetic with a run-time iota: its Range (int64, like the shape it
     reads) is cast to int32; no constant larger than the folding limit is written."""
-    from revseq.ops._emit import MAX_FOLDED_ELEMENTS
+    from revseq.ops.signature import MAX_FOLDED_ELEMENTS
 
     model = _model(dims, 1, 0)
     inlined = revseq.inline(model)

@@ -16,9 +16,10 @@ from onnx import TensorProto, helper
 
 import revseq
 from revseq.cli import main
-from revseq.ops.profiles import PORTABLE, Cost, Layout, Profile, load_profiles, portable
+from revseq.measure.layouts import laid_out, measured_layout
+from revseq.ops.profile import Cost, Layout, Profile
 from revseq.ops.reference import reverse_sequence
-from revseq.ops.targets import TARGETS
+from revseq.ops.targets import PORTABLE, TARGETS, combine, load_profiles
 
 PROBED = (
     "iree",
@@ -73,7 +74,7 @@ def test_profiles_round_trip_through_json():
 
 def test_portable_is_what_every_probed_profile_runs():
     probed = [TARGETS[n] for n in PROBED]
-    computed = portable(probed)
+    computed = combine(probed)
     for profile in probed:
         assert computed.static_ops <= profile.static_ops
         assert computed.dynamic_ops <= profile.dynamic_ops
@@ -142,7 +143,7 @@ def test_a_1d_gather_elements_moves_only_what_its_own_probe_moved():
     """A profile whose GatherElements moves float16 on 1-D data only gathers static
     single-element rows as the 1-D view, exactly (signalling NaNs included), and never
     the matrix; without the flat variant's float16 it takes another gather."""
-    from revseq._inputs import random_array
+    from revseq.equivalence.values import random_array
     from revseq.ops.reference import reverse_sequence_model
 
     flat_only = dataclasses.replace(
@@ -349,10 +350,10 @@ def test_the_default_picks_the_best_worst_case_and_ties_go_to_fewer_nodes():
     beta = _costed("beta", static={"gather_nd": (6.0, 7), "gather_rows": (2.5, 6),
                                     "gather_elements": (4.0, 7)})  # fmt: skip
     assert _gather_of(revseq.inline(static, target=alpha)) == "GatherND"
-    assert _gather_of(revseq.inline(static, target=portable([alpha, beta]))) == "Gather"
+    assert _gather_of(revseq.inline(static, target=combine([alpha, beta]))) == "Gather"
     # A member without costs (WebGPU: untimed) has no say in the order.
     untimed = dataclasses.replace(beta, name="gamma", costs=None)
-    assert _gather_of(revseq.inline(static, target=portable([alpha, untimed]))) == "GatherND"
+    assert _gather_of(revseq.inline(static, target=combine([alpha, untimed]))) == "GatherND"
     tied = _costed("alpha", static={"gather_nd": (2.0, 12), "gather_rows": (2.1, 6),
                                      "gather_elements": (1.95, 30)})  # fmt: skip
     assert _gather_of(revseq.inline(static, target=tied)) == "Gather"
@@ -437,7 +438,7 @@ def test_single_element_rows_take_the_form_timed_cheapest_on_such_rows():
     beta = _both_index_types(
         "beta", {"matrix": {"gather_elements": (1.5, 14), "gather_nd": (9.0, 21)}}
     )
-    default = portable([alpha, beta])
+    default = combine([alpha, beta])
     assert _gather_of(revseq.inline(matrix, target=default)) == "GatherElements"
     # GatherND's int32 timing counts for it as for any form.
     narrow = {**nd_cheaper, "gather_nd": (4.0, 21), "gather_nd@int32": (2.0, 27)}
@@ -490,8 +491,8 @@ def test_single_element_rows_go_by_the_row_gathers_cost():
 def test_kept_costs_are_topped_up_with_what_they_lack():
     """``--keep-costs`` keeps the saved timings and times only the forms (or classes)
     added since; the merge keeps every saved cost."""
-    from revseq.backends._costs import timed_forms
-    from revseq.backends.probe import _merged, _untimed
+    from revseq.measure.costs import timed_forms
+    from revseq.measure.probe import _merged, _untimed
 
     forms = {"static": frozenset({"gather_rows", "gather_nd"}),
              "dynamic": frozenset({"gather_rows", "gather_rows@int32"})}  # fmt: skip
@@ -533,10 +534,10 @@ def test_the_default_reads_each_backends_int32_timings_where_its_index_is_int32(
         "gather_elements": (9.0, 18),
     }
     beta = _both_index_types("beta", {"time+batch": beta_costs}, int64=False)
-    default = portable([alpha, beta])
+    default = combine([alpha, beta])
     inlined = revseq.inline(symbolic, target=default)
     assert _gather_of(inlined) == "Gather" and _int32_casts(inlined)
-    wide = portable([alpha, dataclasses.replace(beta, dynamic_ops=alpha.dynamic_ops)])
+    wide = combine([alpha, dataclasses.replace(beta, dynamic_ops=alpha.dynamic_ops)])
     assert _gather_of(revseq.inline(symbolic, target=wide)) == "GatherND"
 
 
@@ -615,15 +616,15 @@ def test_a_target_takes_the_lean_index_where_its_own_timings_chose_it():
     beta = dataclasses.replace(
         beta, dynamic_ops=beta.dynamic_ops | {"Mul:dim"}, forms=plain_forms
     )
-    both = revseq.inline(symbolic, target=portable([cheaper, beta]))
+    both = revseq.inline(symbolic, target=combine([cheaper, beta]))
     assert _gather_of(both) == "Gather" and "ReduceSum" not in all_op_types(both)
     # Nor where every member timed form@lean with variants of its own: the default's
     # lean index is the variants they share, which none of them timed.
     gamma = _lean("gamma", {"time+batch": lean_costs}, lean=frozenset({"ReduceSum:scalar"}))
     assert "ReduceSum" not in all_op_types(
-        revseq.inline(symbolic, target=portable([cheaper, gamma]))
+        revseq.inline(symbolic, target=combine([cheaper, gamma]))
     )
-    alike = portable([cheaper, _lean("gamma", {"time+batch": lean_costs})])
+    alike = combine([cheaper, _lean("gamma", {"time+batch": lean_costs})])
     assert "ReduceSum" in all_op_types(revseq.inline(symbolic, target=alike))
     # Restore reads it back.
     assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
@@ -727,7 +728,7 @@ def test_a_default_no_form_fits_names_the_backends_in_the_way():
     """Synthetic: one backend lacks GatherND on symbolic dims, the other's GatherElements
     moves no uint16; the default they make refuses uint16 there, naming both."""
     every_op = frozenset(TARGETS[PORTABLE].static_ops) | {"Index:int64"}
-    default = portable(
+    default = combine(
         [
             _probed("alpha", dynamic_ops=every_op - {"GatherND"},
                     gather_elements=frozenset({"float32", "uint16"})),
@@ -784,8 +785,8 @@ def test_several_backends_get_output_that_runs_on_each():
 def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(capsys):
     """What ``revseq probe onnxruntime`` measures here is what ships (ops, types, forms),
     and each form that ran gets a cost per shape class (values are not asserted)."""
-    from revseq.backends._costs import MATRIX_FORMS
-    from revseq.backends.probe import probe_backend
+    from revseq.measure.costs import MATRIX_FORMS
+    from revseq.measure.probe import probe_backend
 
     probed, results = probe_backend("onnxruntime")
     shipped = TARGETS["onnxruntime"]
@@ -818,7 +819,7 @@ def test_a_gather_moves_a_type_where_it_ran_with_its_index_constant_and_at_run_t
     may take another kernel for each (tinygrad 0.14's float16 Gather quiets a signalling
     NaN with a run-time index only), and the forms feed both."""
     from revseq.backends import get
-    from revseq.backends.probe import ProbeResult, moved, run_dtype_probes
+    from revseq.measure._probe_runs import ProbeResult, moved, run_dtype_probes
 
     results = run_dtype_probes(get("onnxruntime"))
     passed = {r.certifies for r in results if r.failure is None}
@@ -833,7 +834,7 @@ def test_a_gather_moves_a_type_where_it_ran_with_its_index_constant_and_at_run_t
 def test_probe_keeps_the_saved_costs_of_the_same_version_only(capsys):
     """``--keep-costs`` probes what runs anew and keeps the shipped timings; a saved
     profile of another version has its costs refused, in one line."""
-    from revseq.backends.probe import ProbeError, probe_backend
+    from revseq.measure.probe import ProbeError, probe_backend
 
     shipped = TARGETS["onnxruntime"]
     assert main(["probe", "onnxruntime", "--keep-costs", "--json"]) == 0
@@ -890,12 +891,12 @@ def test_a_backend_that_falls_back_yields_where_no_form_fits_every_member():
         dynamic_ops=alpha.dynamic_ops | {"Index:int32"},
         dtypes=dict.fromkeys(GATHER_OPS, frozenset({"float32", "bool"})),
     )
-    default = portable([gpu, alpha])
+    default = combine([gpu, alpha])
     static = revseq.inline(one_node([5, 4, 3], elem=TensorProto.BOOL), target=default)
     assert _gather_of(static) == "Gather"
     symbolic = revseq.inline(one_node(["T", "B", 3], elem=TensorProto.BOOL), target=default)
     assert _gather_of(symbolic) in ("GatherND", "GatherElements")
-    strict = portable([dataclasses.replace(gpu, falls_back=False), alpha])
+    strict = combine([dataclasses.replace(gpu, falls_back=False), alpha])
     with pytest.raises(revseq.StrategyError):
         revseq.inline(one_node(["T", "B", 3], elem=TensorProto.BOOL), target=strict)
 
@@ -939,9 +940,9 @@ def test_a_probed_layout_decides_whether_the_index_is_transposed(cls):
     assert elsewhere.SerializeToString() == swapped.SerializeToString()
     # The probe forces each way over whatever layout the profile holds (a kept one).
     chosen = _laid_out(base, {cls: True})
-    forced = revseq.inline(model, target=chosen.laid_out(cls, in_place=False))
+    forced = revseq.inline(model, target=laid_out(chosen, cls, in_place=False))
     assert forced.SerializeToString() == swapped.SerializeToString()
-    forced = revseq.inline(model, target=base.laid_out(cls, in_place=True))
+    forced = revseq.inline(model, target=laid_out(base, cls, in_place=True))
     assert forced.SerializeToString() == in_place.SerializeToString()
     rng = np.random.default_rng(5)
     x = rng.standard_normal(shape).astype(np.float32)
@@ -956,13 +957,13 @@ def test_a_probed_layout_decides_whether_the_index_is_transposed(cls):
 def test_the_default_computes_in_place_only_where_every_member_chose_it():
     alpha = dataclasses.replace(TARGETS["onnxruntime"], name="alpha", layouts=None)
     model = one_node(["T", "B"])
-    agree = portable(
+    agree = combine(
         [_laid_out(alpha, {"matrix": True}), _laid_out(alpha, {"matrix": True}, "beta")]
     )
-    differ = portable(
+    differ = combine(
         [_laid_out(alpha, {"matrix": True}), _laid_out(alpha, {"matrix": False}, "beta")]
     )
-    untimed = portable(
+    untimed = combine(
         [_laid_out(alpha, {"matrix": True}), dataclasses.replace(alpha, name="beta")]
     )
     assert "Transpose" not in all_op_types(revseq.inline(model, target=agree))
@@ -971,10 +972,10 @@ def test_the_default_computes_in_place_only_where_every_member_chose_it():
 
 
 def test_a_layout_is_chosen_in_place_only_where_no_case_loses_beyond_the_tie():
-    assert Layout.measured([2.0, 4.0], [2.1, 3.0], exact=True).in_place
-    assert not Layout.measured([2.0, 4.0], [2.1, 3.0], exact=False).in_place
+    assert measured_layout([2.0, 4.0], [2.1, 3.0], exact=True).in_place
+    assert not measured_layout([2.0, 4.0], [2.1, 3.0], exact=False).in_place
     # Cheaper on average, but one batch size took it 1.5x: swapped.
-    lost = Layout.measured([2.0, 4.0, 4.0], [3.0, 2.0, 2.0], exact=True)
+    lost = measured_layout([2.0, 4.0, 4.0], [3.0, 2.0, 2.0], exact=True)
     assert not lost.in_place and lost.in_place_ratio < lost.swapped_ratio
     round_trip = Profile.from_json(_laid_out(TARGETS["tvm"], {"matrix": True}).to_json())
     assert round_trip.layouts == {"matrix": Layout(True, 2.0, 1.5)}

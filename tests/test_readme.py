@@ -42,8 +42,8 @@ def test_readme_links_name_pages_that_exist_and_measured_pages_say_how_they_were
     for page in linked:
         assert (README.parent / page).is_file(), page
     for page, command in (
-        ("docs/backends.md", "python -m revseq.backends.matrix --write docs/backends.md"),
-        ("docs/benchmark.md", "python -m revseq.bench"),
+        ("docs/backends.md", "python -m revseq.measure.matrix --write docs/backends.md"),
+        ("docs/benchmark.md", "python -m revseq.measure.bench"),
     ):
         stamp = (README.parent / page).read_text().split("\n\n")[1]
         assert stamp.startswith(f"Written by `{command}"), (page, stamp)

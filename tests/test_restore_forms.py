@@ -14,9 +14,9 @@ from helpers import assert_identical, run_ort, run_reference
 
 import revseq
 from revseq.ops.forms import FORMS
-from revseq.ops.profiles import ELEMENT_TYPES
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 LAYOUTS = {"time_major": (1, 0), "batch_major": (0, 1)}
 

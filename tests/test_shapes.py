@@ -346,7 +346,7 @@ def test_dims_that_are_not_provably_equal_are_not_shared():
 
 
 def test_info_reports_static_symbolic_and_unknown_dims_per_node(tmp_path):
-    from revseq.info import describe
+    from revseq.cli.info import describe
 
     model = _relu_then_reverse(["T", 4, 3])
     info = describe(ir.from_proto(model))
@@ -360,9 +360,9 @@ def test_info_reports_static_symbolic_and_unknown_dims_per_node(tmp_path):
 
 
 def test_sharing_can_be_turned_off_and_counts_match_the_benchmark():
-    from revseq import bench
+    from revseq.measure import _passes_bench
 
-    (bidirectional, before, unshared, shared) = bench.sharing_counts()[0]
+    (bidirectional, before, unshared, shared) = _passes_bench.sharing_counts()[0]
     assert bidirectional == "bidirectional_rnn.onnx"
     assert before < shared < unshared
 

@@ -1,4 +1,4 @@
-"""The broad random sweep (``python -m revseq.backends.sweep``), on onnxruntime."""
+"""The broad random sweep (``python -m revseq.measure.sweep``), on onnxruntime."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from revseq import backends
-from revseq.backends.sweep import KINDS, draw_cases, main, run_case
+from revseq.measure.sweep import KINDS, draw_cases, main, run_case
 from revseq.ops.targets import TARGETS
 
 

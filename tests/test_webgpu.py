@@ -14,9 +14,9 @@ from test_cli import revseq
 
 import revseq as api
 from revseq import backends
-from revseq._inputs import random_array
-from revseq.ops.profiles import ELEMENT_TYPES
+from revseq.equivalence.values import random_array
 from revseq.ops.reference import reverse_sequence
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 pytestmark = pytest.mark.backend
 
@@ -184,7 +184,7 @@ def test_placement_parser_reads_onnxruntime_log():
 
 
 def test_matrix_marks_work_off_the_device(webgpu):
-    from revseq.backends.matrix import _cell
+    from revseq.measure.matrix import _cell
 
     assert _cell(webgpu, "default", "float32", dynamic=True) == "ok"
     # bool with symbolic dims: the default's row form gathers it on the GPU.

@@ -1,46 +1,40 @@
 """revseq: rewrite ONNX models around the ReverseSequence operator.
 
 ``inline`` replaces every ReverseSequence with standard ops, for backends that lack it;
-``restore`` fuses decompositions back into the op; ``check`` compares two models bit for
-bit in onnxruntime.
+``restore`` fuses decompositions back into the op; ``check`` proves two models compute
+the same, bit for bit, in onnxruntime and on the backend you deploy to.
 """
-
-from __future__ import annotations
 
 __all__ = [
     "STRATEGIES",
     "TARGETS",
+    "BackendError",
+    "CheckError",
+    "InvalidNodeError",
+    "ModelLoadError",
+    "ModelSaveError",
+    "RevseqError",
+    "StrategyError",
+    "UnsupportedOpsetError",
+    "__version__",
     "check",
     "check_nodes",
     "inline",
     "restore",
-    "RevseqError",
-    "InvalidNodeError",
-    "UnsupportedOpsetError",
-    "StrategyError",
-    "ModelLoadError",
-    "ModelSaveError",
-    "CheckError",
-    "__version__",
 ]
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib.metadata as _metadata
 
 from revseq._api import inline, restore
-from revseq.equivalence import check, check_nodes
-from revseq.ops.errors import (
-    CheckError,
-    InvalidNodeError,
-    ModelLoadError,
-    ModelSaveError,
-    RevseqError,
-    StrategyError,
-    UnsupportedOpsetError,
-)
+from revseq.backends import BackendError
+from revseq.equivalence import CheckError, check, check_nodes
+from revseq.files import ModelLoadError, ModelSaveError
+from revseq.ops.errors import RevseqError, StrategyError
 from revseq.ops.targets import TARGETS
 from revseq.passes import STRATEGIES
+from revseq.passes.errors import InvalidNodeError, UnsupportedOpsetError
 
 try:
-    __version__ = version("revseq")
-except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = _metadata.version("revseq")
+except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"

@@ -24,9 +24,9 @@ def _to_ir(model: ModelLike) -> ir.Model:
     if isinstance(model, onnx.ModelProto):
         return ir.from_proto(model)
     if isinstance(model, (str, os.PathLike)):
-        from revseq import _io
+        from revseq import files
 
-        return _io.load_model(model)
+        return files.load_model(model)
     raise TypeError(
         f"expected an onnx.ModelProto, an onnx_ir.Model or a path, got {type(model).__name__}"
     )

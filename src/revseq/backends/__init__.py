@@ -2,8 +2,9 @@
 
 revseq's output is for backends that lack ReverseSequence, and backends compute wrong
 values without raising. An adapter does three things for one backend: convert or load an
-``onnx.ModelProto``, run it on numpy inputs, and report the backend's version. Probing,
-checking and the backend matrix are written once over adapters.
+``onnx.ModelProto``, run it on numpy inputs, and report the backend's version. Checking
+(``revseq.equivalence``) and measuring (``revseq.measure``) are written once over
+adapters; a backend that may crash runs in a worker process (:func:`isolated`).
 
 Each adapter is a module of this package, imported only when asked for, and each backend
 is an optional extra (``pip install "revseq[tvm]"``); ``[backends]`` installs the light ones.
@@ -13,26 +14,35 @@ from __future__ import annotations
 
 __all__ = [
     "ADAPTERS",
+    "PLACED",
+    "UNTIMED",
     "Backend",
     "BackendError",
     "BackendUnavailableError",
+    "IsolatedBackend",
     "Runner",
-    "UNTIMED",
+    "adapter_module",
     "get",
     "input_names",
     "installed",
+    "isolated",
     "unavailable",
+    "write_model",
 ]
 
 from revseq.backends._adapter import (
     ADAPTERS,
+    PLACED,
     UNTIMED,
     Backend,
     BackendError,
     BackendUnavailableError,
     Runner,
+    adapter_module,
     get,
     input_names,
     installed,
     unavailable,
+    write_model,
 )
+from revseq.backends._isolated import IsolatedBackend, isolated

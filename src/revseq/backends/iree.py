@@ -15,8 +15,8 @@ import tempfile
 import numpy as np
 import onnx
 
-from revseq._runners import main_opset
 from revseq.backends._adapter import input_names, write_model
+from revseq.ops.domains import default_opset
 
 DISTRIBUTION = "iree-base-runtime"
 EXTRA = "iree"
@@ -36,7 +36,7 @@ IMPORT_OPSET = 17
 
 def _upgrade(model: onnx.ModelProto) -> list[str]:
     """The importer's arguments that upgrade a model below ``IMPORT_OPSET``."""
-    opset = main_opset(model)
+    opset = default_opset(model)
     if not opset or opset >= IMPORT_OPSET:
         return []
     return ["--opset-version", str(IMPORT_OPSET)]

@@ -35,6 +35,7 @@ import numpy as np
 import onnx
 
 from revseq.backends._adapter import input_names
+from revseq.backends.placement import node_key
 
 DISTRIBUTION = "onnxruntime-web"
 EXTRA = "webgpu"
@@ -333,11 +334,9 @@ def _as_served(model: onnx.ModelProto) -> onnx.ModelProto:
 
     onnxruntime-web 1.30 refuses IR versions newer than it knows (``Unsupported model IR
     version``), which ``onnx.helper.make_model`` stamps by default. The placement log
-    names nodes, so an unnamed one gets the name :func:`revseq._placement.node_key`
+    names nodes, so an unnamed one gets the name :func:`revseq.backends.placement.node_key`
     gives it (``#`` and its position).
     """
-    from revseq._placement import node_key
-
     lowest = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
     nodes = model.graph.node
     if model.ir_version <= lowest and all(n.name for n in nodes):

@@ -1,0 +1,50 @@
+"""The ``revseq`` command line: a thin argparse front over the library.
+
+Exit codes: 0 success, 1 a check found a difference, 2 bad usage, bad input, an
+inconclusive check or a backend that failed. Errors are one line on stderr naming the
+file and the problem (``--debug`` adds the traceback). Outputs are written atomically;
+progress and timings go to stderr unless ``--quiet``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["main"]
+
+import logging
+import sys
+import traceback
+from collections.abc import Sequence
+
+from revseq.cli._commands import EXIT_BAD_INPUT, Console
+from revseq.cli._parser import build_parser
+from revseq.ops.errors import RevseqError, one_line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    console = Console(quiet=args.quiet)
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING,
+        format="revseq: %(levelname)s: %(message)s",
+    )
+    try:
+        return args.handler(args, console)
+    except RevseqError as e:
+        if args.debug:
+            traceback.print_exc()
+        print(f"revseq: error: {one_line(e, None)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("revseq: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # the CLI never shows a traceback unasked
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"revseq: error: {args.command}: {one_line(e, None, typed=True)} "
+            "(rerun with --debug for a traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT

@@ -1,0 +1,273 @@
+"""What each ``revseq`` command does: load, rewrite, check, print, write; an exit code.
+
+The command line (:mod:`revseq.cli`) parses the arguments and hands them here; the
+library's own errors propagate to it, which turns them into one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import pathlib
+import sys
+import time
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+import revseq
+from revseq import files
+from revseq.cli.demo import run_demo
+from revseq.cli.info import describe
+from revseq.equivalence import CheckReport, check, check_nodes
+from revseq.ops.errors import RevseqError
+from revseq.ops.targets import resolve_target
+from revseq.ops.vocabulary import SHAPE_KINDS
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_DIFFERENT = 1
+EXIT_BAD_INPUT = 2
+
+
+class Console:
+    """Where the command's messages go: results to stdout, progress to stderr."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+
+    def progress(self, message: str) -> None:
+        if not self.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    @staticmethod
+    def result(message: str) -> None:
+        print(message, flush=True)
+
+
+def file_error(path: str | os.PathLike, error: Exception) -> RevseqError:
+    """Prefix an error with the file it concerns, unless its message names it already."""
+    text = str(error)
+    if str(path) in text:
+        return error if isinstance(error, RevseqError) else RevseqError(text)
+    return RevseqError(f"{path}: {text}")
+
+
+def load(path: str) -> ir.Model:
+    try:
+        return files.load_model(path)
+    except RevseqError as e:
+        raise file_error(path, e) from e
+
+
+def rewrite_file(
+    args: argparse.Namespace,
+    console: Console,
+    verb: str,
+    rewrite: Callable[[ir.Model], ir.Model],
+) -> int:
+    """Load, rewrite, optionally check, then write atomically: shared by inline/restore."""
+    started = time.perf_counter()
+    files.check_output_path(args.output)  # before any work
+    console.progress(f"{verb}: reading {args.input}")
+    model = load(args.input)
+    before = describe(model)
+    reference = ir.to_proto(model) if args.check else None
+    try:
+        rewrite(model)
+    except RevseqError as e:
+        raise file_error(args.input, e) from e
+    after = describe(model)
+    console.progress(
+        f"{verb}: {len(before.nodes)} -> {len(after.nodes)} ReverseSequence node(s), "
+        f"{before.node_count} -> {after.node_count} node(s) "
+        f"in {time.perf_counter() - started:.2f} s"
+    )
+    if reference is not None:
+        labels = (f"{args.input} (before {verb})", f"{args.input} (after {verb})")
+        report = check_models(reference, ir.to_proto(model), args, console, labels)
+        if not report.ok:
+            console.result(str(report))
+            console.progress(
+                f"{verb}: the check found a difference; {args.output} not written"
+            )
+            return EXIT_DIFFERENT
+        if not report.exercised:
+            console.progress(f"{verb}: warning: {report.message}")
+    try:
+        files.save_model(model, args.output)
+    except RevseqError as e:
+        raise file_error(args.output, e) from e
+    console.progress(f"{verb}: wrote {args.output} in {time.perf_counter() - started:.2f} s")
+    return EXIT_OK
+
+
+def check_models(
+    reference: object,
+    candidate: object,
+    args: argparse.Namespace,
+    console: Console,
+    labels: tuple[str, str] = ("reference", "candidate"),
+) -> CheckReport:
+
+    console.progress(f"check: {args.trials} trial(s), seed {args.seed}")
+    started = time.perf_counter()
+    report = check(
+        reference,
+        candidate,
+        trials=args.trials,
+        seed=args.seed,
+        labels=labels,
+        progress=console.progress,
+        backend=getattr(args, "backend", None),
+        whole_model=getattr(args, "whole_model", False),
+        rtol=getattr(args, "rtol", 0.0),
+        atol=getattr(args, "atol", 0.0),
+    )
+    console.progress(f"check: {report.verdict} in {time.perf_counter() - started:.2f} s")
+    return report
+
+
+def cmd_inline(args: argparse.Namespace, console: Console) -> int:
+    target = args.target if args.target else None
+    if target is not None and len(target) == 1:
+        target = target[0]
+    resolve_target(target)  # an unknown name is refused before any work
+
+    def rewrite(model: ir.Model) -> ir.Model:
+        return revseq.inline(
+            model,
+            strategy=args.strategy,
+            as_function=args.as_function,
+            target=target,
+            simplify=not args.no_simplify,
+        )
+
+    return rewrite_file(args, console, "inline", rewrite)
+
+
+def cmd_restore(args: argparse.Namespace, console: Console) -> int:
+    restore = getattr(revseq, "restore", None)
+    if restore is None:
+        load(args.input)  # a bad input is still reported as such
+        raise RevseqError("restore is not available in this version of revseq")
+    return rewrite_file(args, console, "restore", restore)
+
+
+def cmd_check(args: argparse.Namespace, console: Console) -> int:
+    if args.per_node:
+        if args.candidate is not None:
+            raise RevseqError("--per-node checks one model; give only REF")
+        if args.whole_model:
+            raise RevseqError("--per-node and --whole-model exclude each other")
+        model = load(args.reference)
+        try:
+            reports = check_nodes(
+                model,
+                strategy=args.strategy,
+                trials=args.trials,
+                seed=args.seed,
+                backend=args.backend,
+            )
+        except RevseqError as e:
+            raise file_error(args.reference, e) from e
+        errors = [r for r in reports if r.error is not None]
+        if errors:
+            raise RevseqError(f"{args.reference}: {errors[0]}")
+        failed = 0
+        for report in reports:
+            console.result(str(report))
+            failed += not report.ok
+        console.result(f"{len(reports) - failed} of {len(reports)} node(s) identical")
+        if failed:
+            return EXIT_DIFFERENT
+        if not any(r.longest >= 2 for r in reports):
+            raise RevseqError(
+                f"{args.reference}: no ReverseSequence reversed 2 or more steps: the check "
+                "cannot tell a reversal from the identity"
+            )
+        return EXIT_OK
+    if args.candidate is None:
+        raise RevseqError("check needs REF and CAND (or --per-node with one model)")
+    if args.whole_model and args.backend is None:
+        raise RevseqError("--whole-model compares across runtimes: name a --backend")
+    reference = load(args.reference)
+    candidate = load(args.candidate)
+    labels = (str(args.reference), str(args.candidate))
+    report = check_models(reference, candidate, args, console, labels)
+    console.result(str(report))
+    if not report.ok:
+        return EXIT_DIFFERENT
+    if not report.exercised:
+        raise RevseqError(f"{args.reference}: inconclusive: {report.message}")
+    return EXIT_OK
+
+
+def cmd_info(args: argparse.Namespace, console: Console) -> int:
+    info = describe(load(args.input))
+    if args.json:
+        console.result(json.dumps(info.to_json(), indent=2))
+    else:
+        console.result(f"{args.input}\n{info}")
+    invalid = info.invalid_nodes
+    if invalid:  # after the summary, so that every invalid node is listed first
+        first = invalid[0]
+        raise RevseqError(
+            f"{args.input}: {len(invalid)} invalid ReverseSequence node(s); "
+            f"{first.name or '(unnamed)'} in {first.scope}: {first.invalid}"
+        )
+    return EXIT_OK
+
+
+def cmd_targets(args: argparse.Namespace, console: Console) -> int:
+    profiles = revseq.TARGETS
+    if args.json:
+        console.result(
+            json.dumps(
+                {n: p.to_json() for n, p in profiles.items() if p.static_ops is not None},
+                indent=2,
+            )
+        )
+        return EXIT_OK
+    console.result(
+        "| target | source | backend | native op | dynamic shapes | forms (static / dynamic) |"
+    )
+    console.result("|---|---|---|---|---|---|")
+    for name, p in profiles.items():
+        source = {"probe": "verified by execution", "documents": "from documents only"}.get(
+            p.source, p.source
+        )
+        native = {True: "yes", False: "no", None: "?"}[p.native]
+        dynamic = "any op" if p.dynamic_ops is None else ("yes" if p.dynamic_ops else "no")
+        forms = "-"
+        if p.forms is not None:
+            forms = " / ".join(
+                ", ".join(sorted(p.forms.get(k, ()))) or "none" for k in SHAPE_KINDS
+            )
+        version = p.backend_version or "-"
+        console.result(f"| {name} | {source} | {version} | {native} | {dynamic} | {forms} |")
+    return EXIT_OK
+
+
+def cmd_webgpu_setup(args: argparse.Namespace, console: Console) -> int:
+    from revseq.backends import webgpu
+
+    try:
+        folder = webgpu.install(progress=console.progress)
+    except RuntimeError as e:
+        raise RevseqError(f"webgpu-setup: {e}") from e
+    console.result(f"onnxruntime-web {webgpu.version()} installed in {folder}")
+    missing = webgpu.missing_requirement()
+    if missing is not None:
+        raise RevseqError(missing)
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace, console: Console) -> int:
+    folder = pathlib.Path(args.models) if args.models else None
+    table, ok = run_demo(folder, trials=args.trials, seed=args.seed, progress=console.progress)
+    console.result(table)
+    return EXIT_OK if ok else EXIT_DIFFERENT

@@ -1,0 +1,257 @@
+"""The arguments of each ``revseq`` command, and the handler that runs it."""
+
+from __future__ import annotations
+
+__all__ = ["build_parser"]
+
+import argparse
+from collections.abc import Callable
+
+import revseq
+from revseq.backends import ADAPTERS
+from revseq.cli._commands import (
+    Console,
+    cmd_check,
+    cmd_demo,
+    cmd_info,
+    cmd_inline,
+    cmd_restore,
+    cmd_targets,
+    cmd_webgpu_setup,
+)
+from revseq.cli._probe import cmd_probe
+from revseq.measure.bench import passes_count
+from revseq.ops.forms import FORMS
+
+_STRATEGY_HELP = "auto: the fastest form that fits each node; " + "; ".join(
+    f"{form.name}: {form.description}" for form in FORMS.values()
+)
+
+
+class _HelpFormat(argparse.HelpFormatter):
+    """Shows each option's default where it has one worth showing (not None or off)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _tolerance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def _add_check_options(parser: argparse.ArgumentParser, *, trials: int = 3) -> None:
+    parser.add_argument(
+        "--trials", type=_positive_int, default=trials, help="random input sets (>= 1)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed for the random inputs")
+
+
+def _add_rewrite_command(
+    commands: argparse._SubParsersAction,
+    common: argparse.ArgumentParser,
+    name: str,
+    summary: str,
+    handler: Callable[[argparse.Namespace, Console], int],
+) -> argparse.ArgumentParser:
+    """A command that reads a model, rewrites it and writes it: inline, restore."""
+    parser = commands.add_parser(
+        name, parents=[common], help=summary, formatter_class=_HelpFormat
+    )
+    parser.add_argument("input", help="the model to rewrite (.onnx)")
+    parser.add_argument("-o", "--output", required=True, help="where to write the result")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the result against the input (bit for bit, in onnxruntime) before "
+        "writing it",
+    )
+    _add_check_options(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    common.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+
+    parser = argparse.ArgumentParser(
+        prog="revseq",
+        description="Rewrite ONNX models around ReverseSequence and prove them identical.",
+        formatter_class=_HelpFormat,
+    )
+    parser.set_defaults(quiet=False, debug=False)
+    parser.add_argument("--version", action="version", version=f"revseq {revseq.__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    inline = _add_rewrite_command(
+        commands, common, "inline", "replace ReverseSequence with standard ops", cmd_inline
+    )
+    inline.add_argument(
+        "--strategy", choices=revseq.STRATEGIES, default="auto", help=_STRATEGY_HELP
+    )
+    inline.add_argument(
+        "--as-function", action="store_true", help="emit model-local functions + calls"
+    )
+    inline.add_argument(
+        "--no-simplify",
+        action="store_true",
+        help="decompose trivial nodes too (lengths all <= 1 or all full) instead of "
+        "Identity or a step -1 Slice",
+    )
+    inline.add_argument(
+        "--target",
+        action="append",
+        metavar="NAME_OR_OP",
+        help=f"a backend profile ({', '.join(revseq.TARGETS)}) or an allowed op type; "
+        "repeat it: several profiles give output that runs on each of them, op types "
+        "are allowed together",
+    )
+    _add_rewrite_command(
+        commands,
+        common,
+        "restore",
+        "fuse decompositions back into ReverseSequence",
+        cmd_restore,
+    )
+
+    check = commands.add_parser(
+        "check",
+        parents=[common],
+        help="prove CAND computes what REF does: the whole models in onnxruntime, each "
+        "decomposition alone on the backend",
+        formatter_class=_HelpFormat,
+    )
+    check.add_argument("reference", metavar="REF", help="the model taken as right (.onnx)")
+    check.add_argument(
+        "candidate",
+        metavar="CAND",
+        nargs="?",
+        help="the rewritten model to check against REF (.onnx); omit with --per-node",
+    )
+    check.add_argument(
+        "--per-node",
+        action="store_true",
+        help="check each ReverseSequence node of REF against revseq's decomposition of it",
+    )
+    check.add_argument(
+        "--strategy", choices=revseq.STRATEGIES, default="auto", help=_STRATEGY_HELP
+    )
+    _add_check_options(check)
+    check.add_argument(
+        "--backend",
+        choices=sorted(ADAPTERS),
+        metavar="BACKEND",
+        help="run each decomposition of CAND alone on this installed backend, in a child "
+        "process, on the values its node receives in REF: " + ", ".join(sorted(ADAPTERS)),
+    )
+    check.add_argument(
+        "--whole-model",
+        action="store_true",
+        help="instead, run the whole of CAND on --backend and compare its outputs with "
+        "REF's in onnxruntime within --rtol/--atol (finite inputs; arithmetic may round "
+        "differently across runtimes, so this is never reported as bit-identical)",
+    )
+    check.add_argument(
+        "--rtol", type=_tolerance, default=0.0, help="relative tolerance of --whole-model"
+    )
+    check.add_argument(
+        "--atol", type=_tolerance, default=0.0, help="absolute tolerance of --whole-model"
+    )
+    check.set_defaults(handler=cmd_check)
+
+    info = commands.add_parser(
+        "info", parents=[common], help="what a model holds", formatter_class=_HelpFormat
+    )
+    info.add_argument("input", help="the model to describe (.onnx)")
+    info.add_argument("--json", action="store_true", help="machine-readable output")
+    info.set_defaults(handler=cmd_info)
+
+    targets = commands.add_parser(
+        "targets",
+        parents=[common],
+        help="list the target profiles and where they come from",
+        formatter_class=_HelpFormat,
+    )
+    targets.add_argument("--json", action="store_true", help="machine-readable output")
+    targets.set_defaults(handler=cmd_targets)
+
+    probe = commands.add_parser(
+        "probe",
+        parents=[common],
+        help="run probe models on an installed backend and print its profile",
+        formatter_class=_HelpFormat,
+    )
+    probe.add_argument(
+        "backend",
+        choices=sorted(ADAPTERS),
+        metavar="BACKEND",
+        help="the backend to probe (run in a child process): " + ", ".join(sorted(ADAPTERS)),
+    )
+    probe.add_argument(
+        "--write", action="store_true", help="save the profile where inline reads it"
+    )
+    probe.add_argument("--json", action="store_true", help="print the profile as JSON")
+    costs = probe.add_mutually_exclusive_group()
+    costs.add_argument(
+        "--no-costs",
+        dest="costs",
+        action="store_false",
+        help="skip timing the forms (the profile then has no costs: the planner falls "
+        "back to its fixed order of forms)",
+    )
+    costs.add_argument(
+        "--keep-costs",
+        action="store_true",
+        help="keep the costs of the saved profile (same backend version) instead of "
+        "timing the forms again: re-certify what runs without re-measuring speed (what "
+        "it has no cost for, a form or class added since, is timed)",
+    )
+    probe.add_argument(
+        "--passes",
+        type=passes_count,
+        default=1,
+        metavar="N",
+        help="time each cost case in N passes of fresh runners, the median counting "
+        "(steadier costs; N times the timing)",
+    )
+    probe.set_defaults(handler=cmd_probe)
+
+    setup = commands.add_parser(
+        "webgpu-setup",
+        parents=[common],
+        help="npm install the pinned onnxruntime-web that the webgpu backend runs "
+        "(into ~/.cache/revseq, or $REVSEQ_CACHE)",
+        formatter_class=_HelpFormat,
+    )
+    setup.set_defaults(handler=cmd_webgpu_setup)
+
+    demo = commands.add_parser(
+        "demo",
+        parents=[common],
+        help="inline and check the bundled sample models",
+        formatter_class=_HelpFormat,
+    )
+    demo.add_argument("--models", help="a folder of .onnx models (default: the bundled ones)")
+    _add_check_options(demo)
+    demo.set_defaults(handler=cmd_demo)
+    return parser

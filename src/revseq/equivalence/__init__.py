@@ -1,0 +1,23 @@
+"""Equivalence checking: is the candidate the reference, bit for bit, where it will run?
+
+:func:`check` answers two questions on the same generated inputs: the whole models in
+onnxruntime (graph optimisations off and on), and each decomposition alone on a backend
+against the native op. :func:`check_nodes` checks each node of one model against
+revseq's decomposition of it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckError",
+    "CheckReport",
+    "Counterexample",
+    "NodeReport",
+    "check",
+    "check_nodes",
+    "generate_inputs",
+]
+
+from revseq.equivalence._check import check, check_nodes, generate_inputs
+from revseq.equivalence.errors import CheckError
+from revseq.equivalence.reports import CheckReport, Counterexample, NodeReport

@@ -1,0 +1,343 @@
+"""Equivalence checking: is the candidate the reference, bit for bit, where it will run?
+
+Two questions, answered on the same generated inputs:
+
+- **The whole model, in onnxruntime**: both models run in onnxruntime (graph
+  optimisations off and on), every output compared bit for bit. This proves the rewrite
+  changed nothing else.
+- **Each decomposition, node by node, on the backend** (onnxruntime when none is named):
+  for every ReverseSequence of the reference, the candidate's replacement of it is cut
+  out (:mod:`~revseq.equivalence._counterparts`) and run alone on the backend, on the
+  values the node actually receives in a reference run, with the model's own lengths
+  and with generated ones spanning 0, 1 and T; its output is compared bit for bit with
+  the native op's. Only the reversal is compared across runtimes, so a MatMul that
+  rounds differently on the backend, or an RNN the backend lacks, stands in nobody's
+  way.
+
+Comparing the whole model across runtimes is available too (``whole_model=True``), with
+an explicit tolerance, and is reported as such. A check in which no reversal of two or
+more steps happened cannot tell a reversal from the identity: it says so (``exercised``)
+and never calls that "bit-identical".
+"""
+
+from __future__ import annotations
+
+__all__ = ["check", "check_nodes", "generate_inputs"]
+
+import logging
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from revseq.equivalence._node_check import nodes_report
+from revseq.equivalence._runners import (
+    Engine,
+    ModelLike,
+    Runner,
+    capture,
+    runners,
+    to_proto,
+    with_definition,
+)
+from revseq.equivalence.compare import first_difference, first_difference_beyond
+from revseq.equivalence.errors import CheckError
+from revseq.equivalence.inputs import InputGenerator, Inputs
+from revseq.equivalence.reports import CheckReport, Counterexample, NodeReport
+from revseq.ops.errors import RevseqError
+from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
+
+logger = logging.getLogger(__name__)
+
+
+def _guard(proto: onnx.ModelProto, label: str) -> None:
+    """Refuse invalid ReverseSequence nodes before a runtime sees them.
+
+    onnxruntime aborts the whole process (SIGABRT) on a rank-1 ReverseSequence and
+    misreads negative axes; revseq's validation rejects both with a clear message.
+    """
+    try:
+        InlineReverseSequencePass().requires(ir.from_proto(proto))
+    except RevseqError as e:
+        raise CheckError(f"{label}: {e}") from e
+
+
+def _run_inputs(proto: onnx.ModelProto) -> list[str]:
+    initializers = {t.name for t in proto.graph.initializer}
+    return [i.name for i in proto.graph.input if i.name not in initializers]
+
+
+def _has_reverse_sequence(proto: onnx.ModelProto) -> bool:
+    return any(is_reverse_sequence(s.node) for s in walk(ir.from_proto(proto)))
+
+
+def _compare_whole(
+    ref_runners: dict[str, Runner],
+    cand_runners: dict[str, Runner],
+    input_sets: Sequence[Inputs],
+    output_names: Sequence[str],
+    levels: Sequence[str],
+    *,
+    tolerance: tuple[float, float] | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[int, Counterexample | None, str]:
+    """Whole-model outputs: (compared, first counterexample, where it was)."""
+    compared = 0
+    for trial, feeds in enumerate(input_sets):
+        for level in levels:
+            try:
+                expected = ref_runners[level](feeds)
+                got = cand_runners[level](feeds)
+            except RevseqError:
+                raise
+            except Exception as e:
+                raise CheckError(
+                    f"running trial {trial} failed: {' '.join(str(e).split())[:200]}"
+                ) from e
+            for name, a, b in zip(output_names, expected, got, strict=True):
+                compared += 1
+                if tolerance is None:
+                    difference = first_difference(a, b)
+                else:
+                    rtol, atol = tolerance
+                    difference = first_difference_beyond(a, b, rtol=rtol, atol=atol)
+                if difference is None:
+                    continue
+                example = Counterexample(
+                    trial, feeds, name, difference.index, difference.expected, difference.got
+                )
+                return (
+                    compared,
+                    example,
+                    (
+                        f"output {name!r} differs {difference.where} in trial {trial} "
+                        f"(optimisations {level})"
+                    ),
+                )
+        if progress is not None:
+            progress(f"check: trial {trial + 1}/{len(input_sets)} of the whole models done")
+    return compared, None, ""
+
+
+def _exercised(
+    nodes: Sequence[NodeReport], generator: InputGenerator, input_sets: Sequence[Inputs]
+) -> bool:
+    """Whether some reversal of 2 or more steps happened.
+
+    Nodes run alone say so themselves; without them (the op only in the candidate),
+    lengths of 2 or more in a lengths input (never above its nodes' T), or constant
+    lengths of a node that reverse 2 or more steps, say so.
+    """
+    if nodes:
+        return any(n.longest >= 2 for n in nodes)
+    return (
+        any(
+            feeds[name].size and int(np.max(feeds[name])) >= 2
+            for feeds in input_sets
+            for name in generator.lengths
+            if name in feeds
+        )
+        or generator.constant_steps >= 2
+    )
+
+
+def check(
+    reference: ModelLike,
+    candidate: ModelLike,
+    *,
+    trials: int = 3,
+    seed: int = 0,
+    inputs: Sequence[Inputs] | None = None,
+    optimize: bool | None = None,
+    labels: tuple[str, str] = ("reference", "candidate"),
+    progress: Callable[[str], None] | None = None,
+    backend: str | None = None,
+    whole_model: bool = False,
+    rtol: float = 0.0,
+    atol: float = 0.0,
+) -> CheckReport:
+    """Check that ``candidate`` computes what ``reference`` does, where it will run.
+
+    Args:
+        reference: The model taken as right (ModelProto, onnx_ir.Model or path).
+        candidate: The model to check against it.
+        trials: Input sets to generate (ignored when ``inputs`` is given).
+        seed: Seed of the generated inputs.
+        inputs: Your own input sets, instead of generated ones.
+        optimize: Run onnxruntime with graph optimisations only off (False) or only on
+            (True); by default both.
+        labels: How errors name the two models (the CLI passes their paths).
+        progress: Called with a line after each trial (the CLI prints it to stderr).
+        backend: Run each ReverseSequence's decomposition alone on this backend (a name
+            in ``revseq.backends.ADAPTERS``), in a child process, instead of in
+            onnxruntime. The whole models are still compared in onnxruntime.
+        whole_model: Instead of node by node, run the whole candidate on ``backend`` and
+            compare its outputs with the reference's in onnxruntime within ``rtol`` and
+            ``atol`` (on finite generated inputs): a comparison across runtimes, whose
+            arithmetic may round differently; never reported as bit-identical.
+        rtol: Relative tolerance of ``whole_model``.
+        atol: Absolute tolerance of ``whole_model``.
+
+    Returns:
+        A report; a difference is ``ok=False``, not an exception.
+
+    Raises:
+        CheckError: The models cannot be compared (different inputs or outputs, a model
+            no runtime can run, an invalid ReverseSequence node, no trials).
+        BackendError: The backend is not installed, refuses a decomposition or crashes.
+    """
+    if inputs is None and trials < 1:
+        raise CheckError(f"trials must be at least 1, got {trials}")
+    if whole_model and backend is None:
+        raise CheckError("a whole-model comparison across runtimes needs a backend")
+    if rtol < 0 or atol < 0:
+        raise CheckError(f"tolerances must be >= 0, got rtol={rtol}, atol={atol}")
+    ref = with_definition(to_proto(reference))
+    cand = with_definition(to_proto(candidate))
+    ref_inputs, cand_inputs = _run_inputs(ref), _run_inputs(cand)
+    if sorted(ref_inputs) != sorted(cand_inputs):
+        raise CheckError(f"the models take different inputs: {ref_inputs} vs {cand_inputs}")
+    if len(ref.graph.output) != len(cand.graph.output):
+        raise CheckError(
+            f"the models have different output counts: {len(ref.graph.output)} vs "
+            f"{len(cand.graph.output)}"
+        )
+    _guard(ref, labels[0])
+    _guard(cand, labels[1])
+    if optimize is None:
+        levels: tuple[str, ...] = ("on",) if whole_model else ("off", "on")
+    else:
+        levels = ("on",) if optimize else ("off",)
+    generator = InputGenerator(
+        [ref, cand], seed=seed, capture=capture, specials=not whole_model
+    )
+    input_sets = (
+        list(inputs) if inputs is not None else [generator.trial(t) for t in range(trials)]
+    )
+    engine = Engine(backend)  # a backend that is not installed fails here, first
+    ref_runners, ref_engine = runners(ref, levels)
+    output_names = [o.name for o in ref.graph.output]
+    if whole_model:
+        runner = engine.prepare(cand)
+        cand_runners = dict.fromkeys(levels, runner)
+        cand_engine = engine.label
+        tolerance: tuple[float, float] | None = (rtol, atol)
+    else:
+        cand_runners, cand_engine = runners(cand, levels)
+        tolerance = None
+    compared, example, where = _compare_whole(
+        ref_runners, cand_runners, input_sets, output_names, levels,
+        tolerance=tolerance, progress=progress,
+    )  # fmt: skip
+    nodes: list[NodeReport] = []
+    if not whole_model:
+        nodes = nodes_report(ref, cand, input_sets, engine, seed=seed, progress=progress)
+    engines = {"reference": ref_engine, "candidate": cand_engine}
+    if nodes:
+        engines["decompositions"] = engine.label
+    if backend is not None and not whole_model:
+        _require_checked(nodes, backend, labels[0])
+    checked = [n for n in nodes if n.error is None]
+    different = [n for n in checked if n.difference is not None]
+    ok = example is None and not different
+    exercised = True
+    if nodes or _has_reverse_sequence(ref) or _has_reverse_sequence(cand):
+        exercised = _exercised(checked, generator, input_sets)
+    if different:
+        first = different[0]
+        message = f"node {first.name or '(unnamed)'} in {first.scope}: {first.difference}"
+        if example is not None:
+            message += f"; whole model: {where}"
+    elif example is not None:
+        message = where
+    elif tolerance is not None:
+        message = (
+            f"{len(input_sets)} trial(s), {compared} whole-model outputs compared across "
+            f"runtimes, within rtol={rtol:g}, atol={atol:g}"
+        )
+    else:
+        message = (
+            f"{len(input_sets)} trial(s) x {len(levels)} optimisation level(s), "
+            f"{compared} outputs compared"
+        )
+        if checked:
+            message += f"; {len(checked)} decomposition(s) run alone on {engine.label}"
+        message += (
+            ", bit-identical"
+            if exercised
+            else ", identical, but no ReverseSequence reversed 2 or more steps: this "
+            "cannot tell a reversal from the identity"
+        )
+    return CheckReport(
+        ok=ok,
+        trials=len(input_sets),
+        outputs_compared=compared,
+        engines=engines,
+        optimizations=levels,
+        counterexample=example,
+        message=message,
+        nodes=tuple(nodes),
+        exercised=exercised,
+        tolerance=tolerance,
+    )
+
+
+def _require_checked(nodes: Sequence[NodeReport], backend: str, label: str) -> None:
+    """On a backend, every node must be checked: the whole model ran in onnxruntime."""
+    if not nodes:
+        raise CheckError(
+            f"{label} holds no ReverseSequence: nothing to check on {backend} node by node "
+            "(compare the whole models across runtimes with --whole-model and a tolerance)"
+        )
+    for node in nodes:
+        if node.error is not None:
+            raise CheckError(
+                f"node {node.name or '(unnamed)'} in {node.scope}: not checked on {backend}: "
+                f"{node.error}"
+            )
+
+
+def check_nodes(
+    model: ModelLike,
+    *,
+    strategy: str = "auto",
+    trials: int = 3,
+    seed: int = 0,
+    backend: str | None = None,
+) -> list[NodeReport]:
+    """Check every ReverseSequence node of ``model`` against its decomposition, alone.
+
+    The model is inlined (``revseq.inline(..., strategy=strategy)``); each node's
+    replacement is then run alone (on ``backend``, or in onnxruntime) on the values the
+    node receives in a run of the model, with its own and generated lengths, and compared
+    bit for bit with the native op. A user learns which node, if any, breaks.
+
+    Raises:
+        CheckError: No trials, or the model cannot be run.
+        RevseqError: A node is invalid or cannot be inlined.
+    """
+    from revseq._api import inline
+
+    if trials < 1:
+        raise CheckError(f"trials must be at least 1, got {trials}")
+    reference = with_definition(to_proto(model))
+    _guard(reference, "model")
+    candidate = with_definition(inline(reference, strategy=strategy))
+    generator = InputGenerator([reference], seed=seed, capture=capture)
+    input_sets = [generator.trial(t) for t in range(trials)]
+    engine = Engine(backend)
+    return nodes_report(reference, candidate, input_sets, engine, seed=seed, progress=None)
+
+
+def generate_inputs(
+    proto: onnx.ModelProto, trial: int, seed: int, *, also: onnx.ModelProto | None = None
+) -> Inputs:
+    """The inputs :func:`check` generates for trial ``trial`` of ``proto``.
+
+    Symbolic dims get sizes that vary by trial (1 among them); an input that feeds a
+    ``sequence_lens`` gets lengths in [0, T] that include 0, 1 and T across trials, T
+    being what its nodes actually see; everything else gets random values of its type.
+    """
+    models = [proto] if also is None else [proto, also]
+    return InputGenerator(models, seed=seed, capture=capture).trial(trial)

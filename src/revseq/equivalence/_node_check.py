@@ -1,0 +1,295 @@
+"""Each decomposition alone on an engine, against the native op, bit for bit.
+
+For every ReverseSequence of the reference, the candidate's replacement of it (cut out
+by :mod:`~revseq.equivalence._counterparts`) runs by itself on the engine (onnxruntime
+or a backend's worker process), on the values the node receives in a run of the
+reference, with the node's own lengths and with generated ones (0, 1 and T); the native
+op runs on the same values in onnxruntime. Nodes inside subgraphs and functions, whose
+values a run cannot read out, get generated data of their inferred type and shape.
+"""
+
+from __future__ import annotations
+
+__all__ = ["nodes_report"]
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from revseq.equivalence._counterparts import Counterpart, counterparts
+from revseq.equivalence._runners import Engine, Native, Runner, capture, with_definition
+from revseq.equivalence.compare import first_difference
+from revseq.equivalence.errors import CheckError
+from revseq.equivalence.inputs import Inputs, lengths_pattern
+from revseq.equivalence.placement import harmful_nodes, harmless_size
+from revseq.equivalence.reports import NodeReport
+from revseq.equivalence.values import random_array
+from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
+from revseq.ops.errors import RevseqError
+
+logger = logging.getLogger(__name__)
+
+# Sizes of a nested node's unknown dims, trial after trial (its data is generated).
+_NESTED_SIZES = (3, 4, 2, 5)
+# Ranks a nested node of unknown rank is checked at (those its axes allow).
+_UNKNOWN_RANKS = (2, 3, 4)
+
+
+def nodes_report(
+    reference: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    input_sets: Sequence[Inputs],
+    engine: Engine,
+    *,
+    seed: int,
+    progress: Callable[[str], None] | None,
+) -> list[NodeReport]:
+    """Each ReverseSequence of ``reference``: its replacement in ``candidate``, alone."""
+    found = counterparts(ir.from_proto(reference), ir.from_proto(candidate))
+    if not found:
+        return []
+    return _check_counterparts(
+        reference, candidate, found, input_sets, engine, seed=seed, progress=progress
+    )
+
+
+def _native_opset(proto: onnx.ModelProto, cp: Counterpart) -> int:
+    # The revseq definition needs opset 14; the ONNX op exists from 10 (11 inlines).
+    return max(default_opset(proto) or 17, 14 if cp.domain == REVSEQ_DOMAIN else 10)
+
+
+@dataclasses.dataclass
+class _NodeState:
+    cp: Counterpart
+    runners: dict[tuple, Runner] = dataclasses.field(default_factory=dict)
+    runs: int = 0
+    longest: int = 0
+    difference: str | None = None
+    note: str = ""
+
+
+def _check_counterparts(
+    reference: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    found: Sequence[Counterpart],
+    input_sets: Sequence[Inputs],
+    engine: Engine,
+    *,
+    seed: int,
+    progress: Callable[[str], None] | None,
+) -> list[NodeReport]:
+    """Run each counterpart alone against the native op on every input set."""
+    native = Native()
+    found = [_alone(cp) for cp in found]
+    states = {id(cp): _NodeState(cp) for cp in found if cp.error is None}
+    main = [s for s in states.values() if s.cp.scope == "main"]
+    wanted = sorted({n for s in main for n in (*s.cp.inputs, s.cp.data, s.cp.lengths)})
+    for trial, feeds in enumerate(input_sets):
+        values = capture(reference, feeds, wanted) if main else {}
+        rng = np.random.default_rng([seed, trial, 1])
+        for state in states.values():
+            cases = (
+                [(values, "")]
+                if state.cp.scope == "main"
+                else _nested_cases(state.cp, trial, rng)
+            )
+            for case, note in cases:
+                if state.difference is None:
+                    state.note = note
+                    _run_case(
+                        state,
+                        case,
+                        trial,
+                        rng=rng,
+                        reference=reference,
+                        candidate=candidate,
+                        native=native,
+                        engine=engine,
+                    )
+        if progress is not None:
+            progress(f"check: trial {trial + 1}/{len(input_sets)} of the decompositions done")
+    reports = []
+    for cp in found:
+        state = states.get(id(cp))
+        if state is None:
+            reports.append(NodeReport(cp.name, cp.scope, engine.label, error=cp.error))
+            continue
+        reports.append(
+            NodeReport(
+                cp.name,
+                cp.scope,
+                engine.label,
+                runs=state.runs,
+                longest=state.longest,
+                difference=state.difference,
+                note=state.note,
+            )
+        )
+    return reports
+
+
+def _alone(cp: Counterpart) -> Counterpart:
+    """``cp``, or why it cannot run alone: a nested node's other inputs are not known."""
+    extra = [n for n in cp.inputs if n not in (cp.data, cp.lengths)]
+    if cp.error is None and cp.scope != "main" and extra:
+        return dataclasses.replace(
+            cp,
+            error=f"its replacement reads {extra[0]!r} from outside the node, inside a "
+            "subgraph or function: checked in the whole model only",
+        )
+    return cp
+
+
+def _nested_cases(
+    cp: Counterpart, trial: int, rng: np.random.Generator
+) -> list[tuple[Inputs, str]]:
+    """Generated inputs for a node whose actual inputs a reference run cannot read out.
+
+    The data has the node's inferred type and dims (unknown dims get sizes that vary by
+    trial; an unknown rank is tried at each rank the axes allow); the lengths are zeros,
+    which :func:`_run_case` replaces by generated ones. Each case comes with a note.
+    """
+    elem = int(cp.data_dtype or ir.DataType.FLOAT)
+    lens_type = onnx.helper.tensor_dtype_to_np_dtype(
+        int(cp.lengths_dtype or ir.DataType.INT64)
+    )
+    if cp.data_dims is not None:
+        shapes = [cp.data_dims]
+        note = " (data generated: the node runs inside a subgraph or function)"
+    else:
+        low = max(cp.batch_axis, cp.time_axis, -cp.batch_axis - 1, -cp.time_axis - 1) + 1
+        shapes = [(None,) * rank for rank in _UNKNOWN_RANKS if rank >= low]
+        note = (
+            f" (data generated, rank unknown: checked at ranks "
+            f"{', '.join(str(len(s)) for s in shapes)})"
+        )
+    cases = []
+    for i, dims in enumerate(shapes):
+        concrete = tuple(
+            d if isinstance(d, int) else _NESTED_SIZES[(trial + i + axis) % len(_NESTED_SIZES)]
+            for axis, d in enumerate(dims)
+        )
+        data = random_array(rng, elem, concrete)
+        lens = np.zeros((data.shape[cp.batch_axis % data.ndim],), lens_type)
+        cases.append(({cp.data: data, cp.lengths: lens}, note))
+    return cases
+
+
+def _run_case(
+    state: _NodeState,
+    values: Inputs,
+    trial: int,
+    *,
+    rng: np.random.Generator,
+    reference: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    native: Native,
+    engine: Engine,
+) -> None:
+    """The node's own lengths, then generated ones (0, 1 and T among them)."""
+    cp = state.cp
+    data = np.asarray(values[cp.data])
+    time_len = data.shape[cp.time_axis % data.ndim]
+    own = np.asarray(values[cp.lengths])
+    variants = [own] if cp.scope == "main" else []
+    if cp.lengths_vary:
+        # 0, 1 and T across trials, and every batch entry at T (a batch of 1 sees T too).
+        variants.append(lengths_pattern(rng, time_len, own.shape, trial).astype(own.dtype))
+        variants.append(np.full(own.shape, time_len, own.dtype))
+    opset = _native_opset(reference, cp)
+    for lens in variants:
+        feeds = {name: np.asarray(values[name]) for name in cp.inputs}
+        if cp.lengths in feeds:
+            feeds[cp.lengths] = lens
+        expected = np.asarray(
+            native(
+                data,
+                lens,
+                domain=cp.domain,
+                batch_axis=cp.batch_axis,
+                time_axis=cp.time_axis,
+                opset=opset,
+            )
+        )
+        runner = _counterpart_runner(state, feeds, expected, candidate, engine)
+        if runner is None:  # placed off the device: state.difference says where
+            return
+        try:
+            got = runner(feeds)[0]
+        except RevseqError as e:
+            raise CheckError(f"{cp.label}: {e}") from e
+        state.runs += 1
+        reversed_steps = int(np.clip(lens, 0, time_len).max()) if lens.size else 0
+        state.longest = max(state.longest, reversed_steps)
+        difference = first_difference(expected, got)
+        if difference is not None:
+            shown = lens.reshape(-1)[:16].tolist()
+            state.difference = (
+                f"output {cp.output!r} differs {difference.where}: native "
+                f"{difference.expected!r}, candidate {difference.got!r} (trial {trial}, "
+                f"T={time_len}, lengths {shown})"
+            )
+            return
+
+
+def _declared_dims(
+    known: tuple[int | str | None, ...] | None, rank: int
+) -> tuple[int | str | None, ...]:
+    """The dims a cut model declares for an input: what the candidate knows of them.
+
+    Unknown dims stay symbolic (None), at the rank of the value that feeds them (a
+    nested node of unknown rank is fed generated data of several ranks): no backend
+    converts a value of unknown rank, and declaring the generated sizes instead would
+    show the backend static dims the decomposition was not emitted for (TVM then
+    cannot broadcast its run-time index to them).
+    """
+    if known is None or len(known) != rank:
+        return (None,) * rank
+    return known
+
+
+def _counterpart_runner(
+    state: _NodeState,
+    feeds: Inputs,
+    expected: np.ndarray,
+    candidate: onnx.ModelProto,
+    engine: Engine,
+) -> Runner | None:
+    """The cut model on the engine, prepared once per input signature.
+
+    On an execution-provider backend, a placement that takes the work off the device is
+    a failure of the form: it is recorded as the node's difference and None returned.
+    """
+    cp = state.cp
+    types = {n: onnx.helper.np_dtype_to_tensor_dtype(a.dtype) for n, a in feeds.items()}
+    output_type = onnx.helper.np_dtype_to_tensor_dtype(expected.dtype)
+    dims = tuple(
+        _declared_dims(d, feeds[n].ndim) for n, d in zip(cp.inputs, cp.input_dims, strict=True)
+    )
+    key = (tuple(sorted(types.items())), output_type, dims)
+    if key not in state.runners:
+        cut = dataclasses.replace(cp, input_dims=dims)
+        model = with_definition(
+            cut.model(
+                types,
+                output_type,
+                functions=list(candidate.functions),
+                ir_version=candidate.ir_version,
+            )
+        )
+        try:
+            runner = state.runners[key] = engine.prepare(model)
+        except RevseqError as e:
+            raise CheckError(f"{cp.label}: {e}") from e
+        placement = getattr(runner, "placement", None)
+        if placement is not None:
+            limit = harmless_size(expected.shape, cp.time_axis, cp.batch_axis)
+            harmful = harmful_nodes(model, placement, feeds, limit=limit)
+            if harmful:
+                state.difference = f"placed off the device: {'; '.join(harmful)}"
+                return None
+    return state.runners[key]

@@ -1,0 +1,122 @@
+"""What a check reports: per model, per node, the first difference."""
+
+from __future__ import annotations
+
+__all__ = ["CheckReport", "Counterexample", "NodeReport"]
+
+import dataclasses
+
+from revseq.equivalence.inputs import Inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class Counterexample:
+    """The first difference found in the whole models' outputs."""
+
+    trial: int
+    inputs: Inputs
+    output_name: str
+    index: tuple[int, ...] | None
+    reference_value: object
+    candidate_value: object
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeReport:
+    """The outcome of running one node's decomposition alone against the native op.
+
+    Attributes:
+        name: The reference node's name ("" when unnamed).
+        scope: Where it sits.
+        engine: What ran the decomposition ("onnxruntime", "tract 0.23.9", ...).
+        runs: Runs compared (trials x lengths sets).
+        longest: The longest reversal that happened (the largest min(length, T)).
+        difference: The first difference: the element, both values, the trial and the
+            lengths; None when every run was bit-identical.
+        error: Why the node could not be checked alone.
+        note: What the check assumed (a nested node's generated data).
+    """
+
+    name: str
+    scope: str
+    engine: str
+    runs: int = 0
+    longest: int = 0
+    difference: str | None = None
+    error: str | None = None
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether every run was bit-identical to the native op."""
+        return self.error is None and self.difference is None
+
+    def __str__(self) -> str:
+        label = f"{self.name or '(unnamed)'} in {self.scope}"
+        if self.error is not None:
+            return f"NOT CHECKED {label}: {self.error}"
+        if self.difference is not None:
+            return f"DIFFERENT {label} on {self.engine}: {self.difference}"
+        verdict = "bit-identical" if self.longest >= 2 else "INCONCLUSIVE (no reversal >= 2)"
+        return (
+            f"OK {label} on {self.engine}: {self.runs} run(s) against the native op, "
+            f"{verdict}, longest reversal {self.longest}{self.note}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckReport:
+    """The outcome of :func:`check`.
+
+    Attributes:
+        ok: No difference: every whole-model output and every node's decomposition
+            matched (bit for bit, or within ``tolerance`` where one was given).
+        trials: Input sets run.
+        outputs_compared: Whole-model output tensors compared (trials x levels x outputs).
+        engines: What ran each model: "onnxruntime", "onnx.reference (why)", a backend.
+        optimizations: The onnxruntime optimisation levels run ("off", "on").
+        counterexample: The first whole-model difference, when there is one.
+        message: One line saying what happened.
+        nodes: Each ReverseSequence's decomposition, run alone against the native op.
+        exercised: Some reversal of two or more steps happened (else the check cannot
+            tell a reversal from the identity). True for models without the op.
+        tolerance: (rtol, atol) where the whole models were compared across runtimes.
+    """
+
+    ok: bool
+    trials: int
+    outputs_compared: int
+    engines: dict[str, str]
+    optimizations: tuple[str, ...]
+    counterexample: Counterexample | None
+    message: str
+    nodes: tuple[NodeReport, ...] = ()
+    exercised: bool = True
+    tolerance: tuple[float, float] | None = None
+
+    @property
+    def verdict(self) -> str:
+        """OK, DIFFERENT or INCONCLUSIVE (no difference, but no real reversal either)."""
+        if not self.ok:
+            return "DIFFERENT"
+        return "OK" if self.exercised else "INCONCLUSIVE"
+
+    def __str__(self) -> str:
+        engines = ", ".join(f"{k}: {v}" for k, v in self.engines.items())
+        lines = [
+            f"{self.verdict}: {self.message}",
+            f"  trials: {self.trials}, optimisation levels: {', '.join(self.optimizations)}, "
+            f"outputs compared: {self.outputs_compared}",
+            f"  engines: {engines}",
+        ]
+        lines.extend(f"  node {node}" for node in self.nodes)
+        c = self.counterexample
+        if c is not None:
+            lines.append(f"  first difference: trial {c.trial}, output {c.output_name!r}")
+            if c.index is not None:
+                lines.append(f"  at index {list(c.index)}:")
+            lines.append(f"    reference: {c.reference_value!r}")
+            lines.append(f"    candidate: {c.candidate_value!r}")
+            for name, value in c.inputs.items():
+                lines.append(f"  input {name}: {value.dtype} {list(value.shape)}")
+        return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""Random values of every element type, holding what a copy must keep byte for byte.
+
+Floats hold a quiet NaN with a payload, a signalling NaN with its sign set, infinities,
+-0.0 and subnormals: a candidate that computes on the data instead of moving it
+(``x * 1`` sets a signalling NaN's quiet bit) differs there.
+"""
+
+from __future__ import annotations
+
+__all__ = ["NAN_PAYLOADS", "random_array"]
+
+import ml_dtypes
+import numpy as np
+import onnx
+
+_COMPLEX = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}
+
+
+def random_array(
+    rng: np.random.Generator, elem: int, shape: tuple[int, ...], *, specials: bool = True
+) -> np.ndarray:
+    """Random values of the ONNX element type ``elem``.
+
+    With ``specials``, floats include the NaNs of ``NAN_PAYLOADS`` (a quiet one with a
+    payload, a signalling one with its sign set, each in several places), infinities,
+    -0.0 and subnormals: a copy must keep every byte. Without, they are finite normals,
+    for comparisons across runtimes whose arithmetic may round differently.
+    """
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    size = int(np.prod(shape))
+    if elem == onnx.TensorProto.STRING:
+        words = np.array(["", "a", "revseq", "ñandú", "🙂", "two words"], dtype=object)
+        return rng.choice(words, size=shape).astype(object)
+    if elem == onnx.TensorProto.BOOL:
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if elem in _COMPLEX:
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_type)
+    if np.issubdtype(np_type, np.integer):
+        info = np.iinfo(np_type)
+        return rng.integers(info.min, info.max, shape, dtype=np_type, endpoint=True)
+    if elem == onnx.TensorProto.BFLOAT16:
+        np_type = ml_dtypes.bfloat16
+    values = rng.standard_normal(size).astype(np.float64)
+    if not specials:
+        return values.astype(np_type).reshape(shape)
+    for special in [-0.0, np.inf, -np.inf, 1e-40, -1e-310][: size // 4]:
+        values[rng.integers(0, size)] = special  # NaNs: NAN_PAYLOADS, below
+    array = values.astype(np_type).reshape(shape)
+    payloads = NAN_PAYLOADS.get(np.dtype(np_type), ())
+    # Each at several places: a vectorised kernel may quiet a NaN in some lanes only.
+    places = rng.permutation(size)[: len(payloads) * max(1, size // 16)]
+    bits = array.reshape(-1).view(np.dtype(f"u{array.itemsize}"))
+    for i, payload in enumerate(payloads):
+        bits[places[i :: len(payloads)]] = payload
+    return array
+
+
+NAN_PAYLOADS: dict[np.dtype, tuple[int, ...]] = {
+    np.dtype(np.float16): (0x7E01, 0xFC01),
+    np.dtype(np.float32): (0x7FC00123, 0xFF800123),
+    np.dtype(np.float64): (0x7FF8000000000123, 0xFFF0000000000123),
+    np.dtype(ml_dtypes.bfloat16): (0x7FC1, 0xFF81),
+}
+"""NaNs that a copy must keep bit for bit, per float type: a quiet NaN with a payload,
+and a signalling one with its sign set. Arithmetic quiets a signalling NaN (``x * 1``
+sets its quiet bit), and some kernels canonicalise a NaN's sign or payload: a
+decomposition that computes on the data instead of moving it shows here."""

@@ -1,0 +1,325 @@
+"""``python -m revseq.measure.bench --backend NAME``: the forms timed on an installed backend.
+
+revseq's output runs where ReverseSequence is missing, so there is no native kernel to
+compare with: the floor is a copy of the data, the slower of numpy's copy and the
+backend's own Identity of the same tensor (its per-run overhead included). Each variant
+runs interleaved with the others in this process, and ratios are paired medians, as for
+onnxruntime.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BACKEND_SUITE",
+    "PAGE_INTRO",
+    "backend_models",
+    "floor_ratio",
+    "floor_runners",
+    "format_backend",
+    "goal_lines",
+    "ratio_cells",
+    "run_backend",
+    "table_head",
+    "time_on_floor",
+    "time_pass",
+]
+
+import functools
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+import revseq
+from revseq import backends
+from revseq.measure._cases import Case, copy_model, fed, native_model, numpy_copy
+from revseq.measure._timing import (
+    PLACEMENTS,
+    Models,
+    Timed,
+    Unusable,
+    rows_of_passes,
+    time_variants,
+)
+from revseq.ops.errors import one_line
+from revseq.ops.forms import FORMS
+from revseq.ops.targets import TARGETS
+
+PAGE_INTRO = """\
+Paired medians of interleaved runs in one process, on the backend itself. Each cell is a
+variant's median time over the **copy floor** of the same rounds (the slower of numpy's
+copy of the data and the backend's own Identity of it, per-run overhead included), its
+node count in brackets. Float32 time-major data, lengths given at run time, each shape
+with its dims declared (`static`), with the time and batch dims symbolic (`time+batch`,
+as exporters write sequence models) and with every dim symbolic (`all`). `default` is
+the output with no target; `own target` the output for the backend's own target (the
+form its probe measured cheapest there); the form columns are each form as emitted for
+that target; `gather alone` is the own target's output for the same lengths given as a
+constant, static dims (the gather the backend's own costs pick, its index folded: what
+the index arithmetic adds to); `native` the backend's own ReverseSequence where it has
+one. Identical models (the own target is one of the form columns, but where it gathers
+single-element rows by the row form's Gather, which the named `gather_rows` gathers as
+GatherElements does) are timed once and show the same figure. Each row is the median
+of its passes, each pass with every runner made anew; ratios still move between runs
+on a shared machine, by more on the small tensor.
+"""
+
+BACKEND_SUITE: tuple[Case, ...] = (
+    Case((2000, 16), 1, 0, "float32"),
+    Case((64, 32, 256), 1, 0, "float32"),
+    Case((256, 64, 256), 1, 0, "float32"),
+)
+"""Time-major float32, a small tensor, 2 MiB and 16 MiB: what sequence models hold."""
+
+
+def backend_models(
+    name: str, case: Case, dims: str, lens: np.ndarray
+) -> dict[str, onnx.ModelProto | str]:
+    """Each variant's model, or why it has none.
+
+    The default, the backend's own target, and each named form emitted for that target
+    (for "any" where the backend has no profile).
+    """
+    native = native_model(case, dims=dims)
+    models: dict[str, onnx.ModelProto | str] = {"default": revseq.inline(native)}
+    target = name if name in TARGETS else "any"
+    for label, strategy in (("own target", "auto"), *((f, f) for f in FORMS)):
+        try:
+            models[label] = revseq.inline(native, strategy=strategy, target=target)
+        except revseq.StrategyError:
+            models[label] = "refused"
+    # The backend's own gather: the default's (GatherND where tinygrad cannot take a
+    # constant Gather index) cost tract twice its row Gather, a floor that flattered it.
+    models["gather alone"] = revseq.inline(native_model(case, lens), target=target)
+    models["native"] = native
+    return models
+
+
+def run_backend(
+    name: str,
+    cases: Sequence[Case],
+    dims_kinds: Sequence[str],
+    rounds: int,
+    budget_s: float,
+    *,
+    passes: int = 1,
+) -> list[dict[str, object]]:
+    """Time each case and dims on backend ``name``; one row per (case, dims).
+
+    Each row is ``passes`` passes of fresh runners (the floor's too), the median
+    counting.
+    """
+    backend = backends.get(name)
+    native_op = bool(TARGETS[name].native) if name in TARGETS else True
+
+    rows = rows_of_passes(
+        cases,
+        dims_kinds,
+        lambda case, dims, lens: backend_models(name, case, dims, lens),
+        functools.partial(time_pass, backend, rounds=rounds, budget_s=budget_s),
+        passes,
+    )
+    for row in rows:
+        notes: dict[str, str] = row["notes"]  # type: ignore[assignment]
+        if "native" in notes and not native_op:
+            notes["native"] = "no ReverseSequence"
+    return rows
+
+
+def floor_runners(backend: backends.Backend, case: Case) -> list[backends.Runner]:
+    """The backend's Identity of the case's data, one runner per placement."""
+    return [backend.prepare(copy_model(case), repeated=True) for _ in range(PLACEMENTS)]
+
+
+def time_pass(
+    backend: backends.Backend,
+    case: Case,
+    feeds: dict[str, np.ndarray],
+    models: Models,
+    *,
+    rounds: int,
+    budget_s: float,
+) -> Timed:
+    """One pass of ``time_on_floor`` with runners made anew, the floor's too."""
+    identities = floor_runners(backend, case)
+    return time_on_floor(backend, identities, feeds, models, rounds=rounds, budget_s=budget_s)
+
+
+def time_on_floor(
+    backend: backends.Backend,
+    identities: Sequence[backends.Runner],
+    feeds: dict[str, np.ndarray],
+    models: Models,
+    *,
+    rounds: int,
+    budget_s: float,
+) -> Timed:
+    """Time ``models`` on ``backend`` interleaved with the floor's two copies of the data.
+
+    ``identities`` run the backend's own Identity of ``feeds["x"]`` (``floor_runners``);
+    each model gets ``PLACEMENTS`` runners, warmed up once. Ratios are over the faster
+    Identity's; ``memcpy`` is numpy's copy (not on a backend whose data lives on a
+    device). See :func:`revseq.measure._timing.time_variants`.
+    """
+    data = {"x": feeds["x"]}
+
+    def prepare(model: onnx.ModelProto) -> list[Callable[[], object]]:
+        its_feeds = fed(model, feeds)
+        try:
+            runners = [backend.prepare(model, repeated=True) for _ in range(PLACEMENTS)]
+            for runner in runners:
+                runner(its_feeds)
+        except backends.BackendError as e:
+            raise Unusable(one_line(e)) from e
+        return [lambda r=runner, f=its_feeds: r(f) for runner in runners]
+
+    after = {} if backend.resident else {"memcpy": [numpy_copy(feeds["x"])]}
+    return time_variants(
+        {"Identity": [lambda r=identity: r(data) for identity in identities]},
+        models,
+        prepare,
+        rounds=rounds,
+        budget_s=budget_s,
+        after=after,
+    )
+
+
+def floor_ratio(result: Mapping[str, tuple[float, float]]) -> float:
+    """The copy floor as a ratio to the backend's Identity: the slower of it and numpy's.
+
+    The Identity alone where numpy's copy was not timed (data resident on a device).
+    """
+    return max(1.0, result["memcpy"][1]) if "memcpy" in result else 1.0
+
+
+_COLUMNS = ("default", "own target", *FORMS, "gather alone", "native")
+
+
+def _floor(row: dict[str, object]) -> tuple[float, float, str]:
+    """(seconds, ratio to Identity, name) of the slower copy: the floor."""
+    result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
+    floor = floor_ratio(result)
+    which = "memcpy" if floor > 1.0 else "Identity"
+    return result[which][0], floor, which
+
+
+def _over_floor(row: dict[str, object], name: str) -> float | None:
+    """Variant ``name`` of ``row`` x the copy floor, or None where it did not run."""
+    result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
+    return result[name][1] / _floor(row)[1] if name in result else None
+
+
+# The speed goal on tensors of a MiB or more: the default within 1.5x of the copy floor
+# and the backend's own target within 1.3x, or, where the backend's gather alone (its
+# index a constant) costs more than that, within 1.2x of that gather.
+GOAL = {"default": 1.5, "own target": 1.3}
+GOAL_OVER_GATHER = 1.2
+GOAL_MIN_BYTES = 1 << 20
+
+Over = Callable[[dict[str, object], str], float | None]
+"""A variant of a row x the row's floor, by the variant's name (None: it did not run)."""
+
+
+def goal_bound(name: str, gather_alone: float | None) -> float:
+    """The most ``name`` ("default" or "own target") may cost, x the copy floor."""
+    if gather_alone is None:
+        return GOAL[name]
+    return max(GOAL[name], GOAL_OVER_GATHER * gather_alone)
+
+
+def _gather_alone(rows: list[dict[str, object]], over: Over) -> dict[Case, float]:
+    """Each case's gather alone x the floor (``over``): the median over the case's rows.
+
+    The gather alone is one model (static dims, the lengths a constant) whatever dims a
+    row declares, so a case's rows measure one ratio again and again; single rows
+    scatter (onnx2torch's measured 2.80x, 2.62x and 1.31x the floor in the three rows
+    of 2 MiB on one run).
+    """
+    measured: dict[Case, list[float]] = {}
+    for row in rows:
+        ratio = over(row, "gather alone")
+        if ratio is not None:
+            measured.setdefault(row["case"], []).append(ratio)  # type: ignore[arg-type]
+    return {case: statistics.median(ratios) for case, ratios in measured.items()}
+
+
+def goal_lines(rows: list[dict[str, object]], over: Over) -> list[str]:
+    """Which rows of a MiB or more meet the speed goal (``GOAL``), and which miss it.
+
+    ``over(row, name)`` is variant ``name`` of ``row`` x the floor (None where it did
+    not run): the copy floor on a CPU backend's page, the device copy on a GPU's.
+    """
+    lines = []
+    gathers = _gather_alone(rows, over)
+    for name, limit in GOAL.items():
+        met, misses = 0, []
+        for row in rows:
+            case: Case = row["case"]  # type: ignore[assignment]
+            ratio = over(row, name)
+            if case.nbytes < GOAL_MIN_BYTES or ratio is None:
+                continue
+            bound = goal_bound(name, gathers.get(case))
+            if ratio <= bound:
+                met += 1
+            else:
+                misses.append(f"{case.label} {row['dims']} {ratio:.2f}x > {bound:.2f}x")
+        if met or misses:
+            miss = f"; misses: {', '.join(misses)}" if misses else ""
+            lines.append(
+                f"{name}, goal (1 MiB and up, {limit}x the floor or "
+                f"{GOAL_OVER_GATHER}x the gather alone, its median over the shape's rows): "
+                f"met in {met} of {met + len(misses)}{miss}  "
+            )
+    return lines
+
+
+def table_head(columns: Sequence[str]) -> list[str]:
+    """A Markdown table's header and rule."""
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
+def ratio_cells(
+    row: dict[str, object], columns: Sequence[str], over: Callable[[str], float | None]
+) -> list[str]:
+    """Each column's ratio ``over(name)`` with its node count, or why it has none."""
+    notes: dict[str, str] = row["notes"]  # type: ignore[assignment]
+    nodes: dict[str, int] = row["nodes"]  # type: ignore[assignment]
+    cells = []
+    for name in columns:
+        ratio = over(name)
+        if ratio is None:
+            cells.append(notes.get(name, "-"))
+        else:
+            counted = f" ({nodes[name]})" if name in nodes else ""
+            cells.append(f"{ratio:.2f}x{counted}")
+    return cells
+
+
+def format_backend(label: str, rows: list[dict[str, object]]) -> str:
+    """The table (x the copy floor, node counts in brackets) and its summary."""
+    lines = [
+        f"{label}: median ms of the floor, then each variant x the floor (nodes); the "
+        "named forms as emitted for the backend's own target\n",
+        *table_head(["shape", "dims", "MiB", "floor ms", *_COLUMNS]),
+    ]
+    for row in rows:
+        case: Case = row["case"]  # type: ignore[assignment]
+        seconds, _, which = _floor(row)
+        cells = ratio_cells(row, _COLUMNS, lambda name, row=row: _over_floor(row, name))
+        lines.append(
+            f"| {case.label} | {row['dims']} | {case.nbytes / 2**20:.2f} | "
+            f"{seconds * 1e3:.3f} ({which}) | " + " | ".join(cells) + " |"
+        )
+    lines.append("")
+    lines.extend(goal_lines(rows, _over_floor))
+    for dims in dict.fromkeys(r["dims"] for r in rows):
+        for name in ("default", "own target"):
+            over = (_over_floor(r, name) for r in rows if r["dims"] == dims)
+            ratios = [ratio for ratio in over if ratio is not None]
+            if ratios:
+                lines.append(
+                    f"{name}, {dims} dims: geomean {statistics.geometric_mean(ratios):.2f}x "
+                    f"the floor, worst {max(ratios):.2f}x  "
+                )
+    return "\n".join(lines)

@@ -1,0 +1,243 @@
+"""The probe models and the inputs each runs on (see :mod:`revseq.measure.probe`).
+
+An op probe's model from its text; each gather on each element type; each type's round
+trip through its carrier; each form end to end, in the layouts of ``FORM_LAYOUTS``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FORM_LAYOUTS",
+    "carrier_input",
+    "carrier_model",
+    "form_inputs",
+    "gather_index",
+    "gather_model",
+    "probe_inputs",
+    "probe_model",
+]
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnx.shape_inference
+
+from revseq.equivalence.values import random_array
+from revseq.measure._op_probes import Probe
+from revseq.measure._probe_text import CONSTANTS, EMPTY_SIZES, OPSET, SIZES
+from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, GATHER_ND_BATCH_DIMS
+
+
+def probe_model(
+    probe: Probe, dynamic: bool, itype: str = "int64", *, float_output: bool = True
+) -> onnx.ModelProto:
+    """The probe's model with ``itype`` index arithmetic.
+
+    With ``float_output``, an integer result leaves as float32 (exact for these small
+    values): tract keeps shape arithmetic as symbolic dims, which its Python API cannot
+    hand back. Not on a backend that reports placement: there the Cast itself (none
+    from int64 on WebGPU) would be the CPU fallback the probe saw.
+    """
+    batch_major = probe.name == GATHER_ND_BATCH_DIMS
+    t, b = ("T", "B") if dynamic else ((4, 5) if batch_major else (5, 4))
+    dims = f"[{b}, {t}, 3]" if batch_major else f"[{t}, {b}, 3]"
+    if batch_major and not dynamic:
+        dims = "[4, 4, 3]"
+    lens_dim = "B" if dynamic else (4 if batch_major else b)
+    text = f"""
+    <ir_version: 9, opset_import: ["" : {OPSET}]>
+    probe (float{dims} x, int64[{lens_dim}] lens) => (y) {{
+    {CONSTANTS}
+    {probe.body(dynamic, itype)}
+    }}
+    """
+    model = onnx.parser.parse_model(text)
+    # The output's type is whatever the probe computes: infer it for the runtimes.
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.output)}
+    result = types.get("y")
+    if result is None or not result.tensor_type.elem_type:
+        raise ValueError(f"probe {probe.name}: no output type")
+    output = model.graph.output[0]
+    output.type.CopyFrom(result)
+    if float_output and result.tensor_type.elem_type != onnx.TensorProto.FLOAT:
+        model.graph.node.append(onnx.helper.make_node("Cast", ["y"], ["y_float"], to=1))
+        output.name = "y_float"
+        output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    for node in model.graph.node:  # placement logs name nodes: each needs its own
+        node.name = node.output[0]
+    return model
+
+
+def probe_inputs(probe: Probe, dynamic: bool, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    batch_major = probe.name == GATHER_ND_BATCH_DIMS
+    if not dynamic:
+        sizes: tuple[tuple[int, int], ...] = ((4, 4) if batch_major else (5, 4),)
+    else:
+        sizes = SIZES + EMPTY_SIZES if probe.empty else SIZES
+    feeds = []
+    for time_len, batch in sizes:
+        shape = (batch, time_len, 3) if batch_major else (time_len, batch, 3)
+        x = rng.standard_normal(shape).astype(np.float32)
+        lens = np.array(([0, 1, time_len, 3] * batch)[:batch], dtype=np.int64)
+        feeds.append({"x": x, "lens": np.minimum(lens, time_len)})
+    return feeds
+
+
+def gather_model(gather: str, elem: int, *, run_time_index: bool = False) -> onnx.ModelProto:
+    """``gather`` reversing the time axis of a static [4, 3, 2] tensor of type ``elem``.
+
+    Gather reads the rows of a Flatten view and is reshaped back, as the row form
+    feeds it (WebGPU runs a uint8 Gather but not its Flatten on the GPU);
+    ``GatherElements:flat`` reads the 1-D view of the data by a flat index and is
+    reshaped back, as the forms gather single-element rows with static dims. The index
+    is a constant, or with ``run_time_index`` computed from the int32 input ``steps``
+    (``gather_index``) as the forms compute theirs from lengths given at run time: an
+    Add, for GatherElements an Expand over the rows, and a Cast to int64. A backend may
+    take another kernel for each: tinygrad 0.14 quiets a signalling float16 NaN in every
+    gather by such an index, and in none by a constant one or an index given as an input.
+    """
+    from onnx import helper
+
+    shape = onnx.numpy_helper.from_array(np.array([4, 3, 2]), "shape")
+    flat = gather == FLAT_GATHER_ELEMENTS
+    expands = run_time_index and gather == "GatherElements"
+    initializers = [shape] if gather == "Gather" or expands or flat else []
+    nodes = []
+    inputs = [helper.make_tensor_value_info("x", elem, [4, 3, 2])]
+    if run_time_index:
+        steps = gather_index(gather, run_time=True)
+        inputs.append(
+            helper.make_tensor_value_info("steps", onnx.TensorProto.INT32, steps.shape)
+        )
+        initializers.append(onnx.numpy_helper.from_array(np.array(0, np.int32), "zero"))
+        nodes.append(helper.make_node("Add", ["steps", "zero"], ["sum"], name="sum"))
+        if expands:  # in int32: WebGPU expands no int64 on its GPU
+            nodes.append(helper.make_node("Expand", ["sum", "shape"], ["sums"], name="sums"))
+        last = nodes[-1].output[0]
+        int64 = onnx.TensorProto.INT64
+        nodes.append(helper.make_node("Cast", [last], ["index"], name="index", to=int64))
+    else:
+        initializers.append(onnx.numpy_helper.from_array(gather_index(gather), "index"))
+    if gather == "Gather":
+        nodes += [
+            helper.make_node("Flatten", ["x"], ["rows"], name="rows", axis=1),
+            helper.make_node("Gather", ["rows", "index"], ["g"], name="g", axis=0),
+            helper.make_node("Reshape", ["g", "shape"], ["y"], name="y"),
+        ]
+    elif flat:
+        size = onnx.numpy_helper.from_array(np.array([24]), "size")
+        initializers.append(size)
+        nodes += [
+            helper.make_node("Reshape", ["x", "size"], ["view"], name="view"),
+            helper.make_node("GatherElements", ["view", "index"], ["g"], name="g", axis=0),
+            helper.make_node("Reshape", ["g", "shape"], ["y"], name="y"),
+        ]
+    else:
+        attrs = {"axis": 0} if gather == "GatherElements" else {}
+        nodes.append(helper.make_node(gather, ["x", "index"], ["y"], name="y", **attrs))
+    graph = helper.make_graph(
+        nodes,
+        "probe",
+        inputs,
+        [helper.make_tensor_value_info("y", elem, [4, 3, 2])],
+        initializer=initializers,
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=9
+    )
+
+
+def gather_index(gather: str, *, run_time: bool = False) -> np.ndarray:
+    """The index with which ``gather_model``'s ``gather`` reverses the time axis.
+
+    With ``run_time``, what its input ``steps`` takes (int32; for GatherElements before
+    its Expand over the rows).
+    """
+    rev = np.arange(3, -1, -1, dtype=np.int64)
+    if gather == "Gather":
+        index = rev
+    elif gather == FLAT_GATHER_ELEMENTS:
+        index = np.flip(np.arange(24).reshape(4, 3, 2), axis=0).reshape(-1)
+    elif gather == "GatherElements":
+        index = (
+            rev[:, None, None] if run_time else np.broadcast_to(rev[:, None, None], (4, 3, 2))
+        )
+    else:
+        t, b = np.meshgrid(rev, np.arange(3), indexing="ij")
+        index = np.stack([t, b], axis=-1)
+    return np.ascontiguousarray(index, dtype=np.int32 if run_time else np.int64)
+
+
+def carrier_model(gather: str, elem: int, carrier: int) -> onnx.ModelProto:
+    """``gather_model`` in the ``carrier`` type, on data of type ``elem`` cast to it and back.
+
+    What the planner emits where a target's gathers lack ``elem`` (``ops/carriers.py``).
+    """
+    from onnx import helper
+
+    model = gather_model(gather, carrier)
+    graph = model.graph
+    for node in graph.node:
+        node.input[:] = ["x_carried" if name == "x" else name for name in node.input]
+        node.output[:] = ["y_carried" if name == "y" else name for name in node.output]
+    graph.node.insert(
+        0, helper.make_node("Cast", ["x"], ["x_carried"], name="x_carried", to=carrier)
+    )
+    graph.node.append(
+        helper.make_node("Cast", ["y_carried"], ["y"], name="y_carried", to=elem)
+    )
+    graph.input[0].type.tensor_type.elem_type = elem
+    graph.output[0].type.tensor_type.elem_type = elem
+    return model
+
+
+def carrier_input(elem: int, rng: np.random.Generator) -> np.ndarray:
+    """A [4, 3, 2] tensor of type ``elem`` holding its extremes: the round trip's hard cases.
+
+    The least and greatest values, 0 and 1, and for unsigned types the values with the
+    top bit set (uint64's wrap to negative int64 values), the rest random.
+    """
+    x = random_array(rng, elem, (4, 3, 2))
+    if x.dtype == np.bool_:
+        return x
+    info = np.iinfo(x.dtype)
+    extremes = [info.min, info.max, 0, 1]
+    if info.min == 0:
+        top = 1 << (info.bits - 1)
+        extremes += [top, top + 1, info.max - 1]
+    x.reshape(-1)[: len(extremes)] = np.array(extremes, dtype=x.dtype)
+    return x
+
+
+# Layouts the form probes run: (dims with T and B placeholders, batch_axis, time_axis).
+# Rows of three elements time-major, of six batch-major, and single-element rows (the
+# matrix form: squeezed, and at the static (5, 4) transposed too); and general axes
+# (revseq's op): a leading axis before the time axis and the batch axis after it (GatherND
+# tuples of three coordinates, or batch_dims with two: MNN 3.6 read those wrong), and the
+# time axis last. Ranks 2 to 5: a matrix (no trailing dim: the rank-2 form, which
+# gathers the data's transpose where the batch is short) and rows of three trailing
+# dims, one of size 1.
+FORM_LAYOUTS = (
+    (("T", "B", 3), 1, 0),
+    (("B", "T", 2, 3), 0, 1),
+    (("T", "B", 1), 1, 0),
+    ((2, "T", 3, "B"), 3, 1),
+    ((3, "B", "T"), 1, 2),
+    (("T", "B"), 1, 0),
+    (("T", "B", 2, 1, 3), 1, 0),
+)
+
+
+def form_inputs(layout: tuple, dynamic: bool, *, invalid: bool) -> list[dict[str, np.ndarray]]:
+    """Lengths 0, 1, T and one between; with ``invalid``, also -1 and T+2."""
+    dims = layout[0]
+    rng = np.random.default_rng(2)
+    feeds = []
+    for time_len, batch in SIZES if dynamic else SIZES[:1]:
+        shape = tuple(time_len if d == "T" else batch if d == "B" else d for d in dims)
+        pattern = [time_len + 2, -1, 0, 1] if invalid else [time_len, 0, 1, min(2, time_len)]
+        lens = np.array((pattern * batch)[:batch], np.int64)
+        feeds.append({"x": rng.standard_normal(shape).astype(np.float32), "lens": lens})
+    return feeds

@@ -1,0 +1,314 @@
+"""Running the probes: each probe model on the backend, compared bit for bit with the truth.
+
+The truth is onnx's ReferenceEvaluator for op probes and revseq's numpy reference for
+forms. On an execution-provider backend (webgpu) a model placed off the device fails
+too: a probe certifies what runs there, not on a fallback.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ProbeResult",
+    "moved",
+    "reference",
+    "run_carrier_probes",
+    "run_dtype_probes",
+    "run_exact",
+    "run_form_probes",
+    "run_native_probe",
+    "run_op_probes",
+]
+
+import dataclasses
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import onnx
+
+import revseq
+from revseq.backends import Backend, BackendError, IsolatedBackend
+from revseq.backends import onnxruntime as ort_adapter
+from revseq.equivalence.compare import first_difference
+from revseq.equivalence.placement import harmful_nodes, harmless_size
+from revseq.equivalence.values import NAN_PAYLOADS, random_array
+from revseq.measure._op_probes import OP_PROBES
+from revseq.measure._probe_models import (
+    FORM_LAYOUTS,
+    carrier_input,
+    carrier_model,
+    form_inputs,
+    gather_index,
+    gather_model,
+    probe_inputs,
+    probe_model,
+)
+from revseq.measure._probe_text import OPSET
+from revseq.ops.carriers import CARRIERS, carrier_variant
+from revseq.ops.forms import FORMS
+from revseq.ops.profile import Profile
+from revseq.ops.reference import reference_evaluator, reverse_sequence, reverse_sequence_model
+from revseq.ops.vocabulary import (
+    DYNAMIC,
+    ELEMENT_TYPES,
+    GATHER_KINDS,
+    GATHERS,
+    SHAPE_KINDS,
+    STATIC,
+    variant_names,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeResult:
+    """The outcome of one probe model: None when exact, else what went wrong."""
+
+    name: str
+    kind: str
+    certifies: tuple[str, ...]
+    failure: str | None
+    index: str = "int64"
+
+
+def _same(expected: np.ndarray, got: np.ndarray) -> bool:
+    return first_difference(expected, got) is None
+
+
+def run_exact(
+    backend: Backend | IsolatedBackend,
+    model: onnx.ModelProto,
+    feeds: Iterable[dict[str, np.ndarray]],
+    truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
+    *,
+    axes: tuple[int, int] = (0, 1),
+) -> str | None:
+    """None when every output on every input set is bit-identical, else why not.
+
+    On an execution-provider backend (webgpu) a model placed off the device fails too
+    (:func:`~revseq.equivalence.placement.harmful_nodes`; ``axes`` are the time and
+    batch axes of the probe's ``x``): a probe certifies what runs there, not on a
+    fallback. A worker in which a model failed is not used again
+    (``IsolatedBackend.restart``).
+    """
+    failure = _first_failure(backend, model, feeds, truth, axes=axes)
+    if failure is not None and isinstance(backend, IsolatedBackend):
+        backend.restart()
+    return failure
+
+
+def _first_failure(
+    backend: Backend | IsolatedBackend,
+    model: onnx.ModelProto,
+    feeds: Iterable[dict[str, np.ndarray]],
+    truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
+    *,
+    axes: tuple[int, int],
+) -> str | None:
+    try:
+        runner = backend.prepare(model)
+        placement = getattr(runner, "placement", None)
+        for inputs in feeds:
+            if placement is not None:
+                limit = harmless_size(inputs["x"].shape, *axes)
+                harmful = harmful_nodes(model, placement, inputs, limit=limit)
+                if harmful:
+                    return f"placed off the device: {'; '.join(harmful)}"
+                placement = None  # where nodes run does not change with the inputs
+            got = runner(inputs)
+            expected = truth(inputs)
+            for e, g in zip(expected, got, strict=True):
+                if not _same(e, g):
+                    shapes = {k: list(v.shape) for k, v in inputs.items()}
+                    return f"wrong values (got {g.dtype} {list(np.shape(g))}) at {shapes}"
+    except BackendError as e:
+        return f"{e.stage} failed: {e.detail}"
+    return None
+
+
+def reference(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
+    """The truth for a probe model: onnx's reference evaluator.
+
+    It cannot Flatten an empty tensor (numpy's reshape of size 0 with -1): for empty
+    inputs onnxruntime, the control, gives the truth (one session, made when needed).
+    """
+    evaluator = reference_evaluator(model)
+    control: list[Callable[[dict[str, np.ndarray]], list[np.ndarray]]] = []
+
+    def truth(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if all(array.size for array in feeds.values()):
+            return evaluator.run(None, feeds)
+        if not control:
+            control.append(ort_adapter.prepare(model))
+        return control[0](feeds)
+
+    return truth
+
+
+def run_op_probes(
+    backend: Backend | IsolatedBackend, *, float_output: bool = True
+) -> list[ProbeResult]:
+    """Every op probe, static and dynamic, with each of its index types."""
+    results = []
+    for probe in OP_PROBES:
+        for itype in probe.index_types:
+            name = probe.name if itype == "int64" else f"{probe.name} [{itype} index]"
+            for dynamic in (False, True):
+                model = probe_model(probe, dynamic, itype, float_output=float_output)
+                failure = run_exact(
+                    backend, model, probe_inputs(probe, dynamic), reference(model)
+                )
+                kind = DYNAMIC if dynamic else STATIC
+                results.append(ProbeResult(name, kind, probe.certifies, failure, itype))
+    return results
+
+
+def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
+    """Every gather on every element type, static, by a constant index and by a computed one.
+
+    The gathers are ``GATHER_KINDS`` (GatherElements on a 1-D view too). A gather moves
+    a type where both ran exactly (``moved``); the second runs only where the first did.
+    Float data holds the NaNs a copy must keep in two of every three places: a kernel
+    may quiet a signalling NaN in some places only.
+    """
+    results = []
+    for gather in GATHER_KINDS:
+        for name in ELEMENT_TYPES:
+            elem = ELEMENT_TYPES[name]
+            x = random_array(np.random.default_rng(1), elem, (4, 3, 2))
+            payloads = NAN_PAYLOADS.get(x.dtype, ())
+            if payloads:
+                bits = x.reshape(-1).view(np.dtype(f"u{x.itemsize}"))
+                for i, payload in enumerate(payloads):
+                    bits[i :: len(payloads) + 1] = payload
+            expected = np.flip(x, axis=0).copy()
+            for run_time in (False, True):
+                model = gather_model(gather, elem, run_time_index=run_time)
+                feeds = {"x": x}
+                if run_time:
+                    feeds["steps"] = gather_index(gather, run_time=True)
+                failure = run_exact(backend, model, [feeds], lambda _, e=expected: [e])
+                label = f"{gather}[{name}]" + (" (run-time index)" if run_time else "")
+                results.append(ProbeResult(label, STATIC, (gather, name), failure))
+                if failure is not None:
+                    break
+    return results
+
+
+def moved(types: list[ProbeResult]) -> set[tuple[str, str]]:
+    """The (gather, element type) pairs whose every dtype probe ran exactly."""
+    failed = {r.certifies for r in types if r.failure is not None}
+    return {r.certifies for r in types} - failed
+
+
+def run_carrier_probes(
+    backend: Backend | IsolatedBackend, types: list[ProbeResult]
+) -> list[ProbeResult]:
+    """Each element type's round trip through its carrier (``ops/carriers.py``).
+
+    The data cast to the carrier, reversed by a gather that moved the carrier exactly
+    (``types``), and cast back, on values that include the type's extremes; the variant
+    ``Cast:<type>><carrier>`` passes where some such gather gave every byte back. A Cast
+    has no symbolic-dim arithmetic: the verdict stands for static and dynamic shapes.
+    """
+    moving = moved(types)
+    results = []
+    for dtype, carrier in CARRIERS.items():
+        variant = carrier_variant(dtype)
+        elem = ELEMENT_TYPES[dtype]
+        x = carrier_input(elem, np.random.default_rng(4))
+        expected = np.flip(x, axis=0).copy()
+        failure: str | None = f"no gather moves {carrier}"
+        for gather in GATHERS:
+            if (gather, carrier) not in moving:
+                continue
+            model = carrier_model(gather, elem, ELEMENT_TYPES[carrier])
+            failure = run_exact(backend, model, [{"x": x}], lambda _, e=expected: [e])
+            if failure is None:
+                break
+        for kind in SHAPE_KINDS:
+            results.append(ProbeResult(variant, kind, (variant,), failure))
+    return results
+
+
+def run_form_probes(
+    backend: Backend | IsolatedBackend, ops: Profile, *, invalid: bool = False
+) -> list[ProbeResult]:
+    """Every form end to end, float32: valid lengths, or with ``invalid`` also -1, T+2.
+
+    Each form is emitted as the planner emits it for ``ops`` (the backend's probed op
+    types and variants): GatherND without ``batch_dims`` where the backend lacks it.
+    Where the backend runs index arithmetic in int32 and int64, each form also runs
+    with symbolic dims as ``form@int32``: its index computed in int32, as the default
+    computes it and as the planner may choose where it is faster
+    (``Profile.narrowed``). Where it has the lean index's variants, each form also runs
+    with symbolic dims as ``form@lean`` (and ``form@lean@int32``), the name alone
+    standing for the form without them (``Profile.variant``).
+    ONNX requires lengths in [0, T]; revseq's forms also clamp invalid ones. A form
+    certified for a profile must be exact on valid lengths; the clamping run is
+    reported, not required. A layout the planner does not emit the form for on this
+    backend (an op the form needs there, such as the row form's Reshape back to rank 4,
+    is missing) is skipped: the planner never emits it there either. The first layout
+    (time-major, rows of several elements: what the costs are timed on) must be emitted.
+    """
+    results = []
+    for name in variant_names(FORMS):
+        form, emitted_for = ops.variant(name)
+        if emitted_for is None:
+            continue
+        for dynamic in (False, True) if name == form else (True,):
+            failure = None
+            for layout in FORM_LAYOUTS:
+                dims, batch_axis, time_axis = layout
+                static = tuple(5 if d == "T" else 4 if d == "B" else d for d in dims)
+                model = reverse_sequence_model(
+                    dims if dynamic else static,
+                    onnx.TensorProto.FLOAT,
+                    batch_axis=batch_axis,
+                    time_axis=time_axis,
+                    domain="" if {batch_axis, time_axis} == {0, 1} else "revseq",
+                    opset=OPSET,
+                    ir_version=9,
+                    name="probe",
+                )
+                try:
+                    inlined = revseq.inline(model, strategy=form, target=emitted_for)
+                except revseq.RevseqError as e:
+                    if layout == FORM_LAYOUTS[0]:
+                        failure = f"not emitted: {e}"
+                        break
+                    continue
+
+                def truth(feeds, b=batch_axis, t=time_axis):
+                    return [
+                        reverse_sequence(feeds["x"], feeds["lens"], batch_axis=b, time_axis=t)
+                    ]
+
+                feeds = form_inputs(layout, dynamic, invalid=invalid)
+                failure = run_exact(
+                    backend, inlined, feeds, truth, axes=(time_axis, batch_axis)
+                )
+                if failure is not None:
+                    failure = f"rank {len(dims)}: {failure}"
+                    break
+            kind = DYNAMIC if dynamic else STATIC
+            label = f"{name} (invalid lengths)" if invalid else name
+            results.append(ProbeResult(label, kind, (name,), failure))
+    return results
+
+
+def run_native_probe(backend: Backend | IsolatedBackend) -> ProbeResult:
+    """Whether the backend runs ReverseSequence itself (valid lengths, float32)."""
+    model = reverse_sequence_model(
+        (5, 4, 3), onnx.TensorProto.FLOAT, opset=OPSET, ir_version=9, name="probe"
+    )
+    rng = np.random.default_rng(3)
+    feeds = [
+        {
+            "x": rng.standard_normal((5, 4, 3)).astype(np.float32),
+            "lens": np.array([5, 1, 3, 2]),
+        }
+    ]
+
+    def truth(inputs):
+        return [reverse_sequence(inputs["x"], inputs["lens"])]
+
+    return ProbeResult("ReverseSequence", STATIC, (), run_exact(backend, model, feeds, truth))

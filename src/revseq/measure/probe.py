@@ -1,0 +1,231 @@
+"""Probe a backend: run small models on it and record what it runs exactly, as a profile.
+
+Three kinds of probe, each a small ONNX model compared bit for bit with the truth
+(:mod:`revseq.measure._probe_runs`):
+
+- op probes: each op (or variant) the forms emit, used the way the forms use it, with
+  static shapes and with symbolic dims (run at several sizes);
+- element-type probes: each gather on every type, and each type's round trip through
+  its carrier type (``ops/carriers.py``);
+- form probes: every form end to end, static and dynamic, in several layouts.
+
+Then each form that ran exactly is timed against the backend's copy floor
+(:mod:`revseq.measure.costs`), and its own output in both index layouts
+(:mod:`revseq.measure.layouts`). ``revseq probe NAME`` prints the resulting profile;
+``--write`` saves it where the planner reads it (``ops/profiles/NAME.json``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["ProbeError", "ProbeResult", "probe_backend"]
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Callable
+
+from revseq.backends import (
+    ADAPTERS,
+    PLACED,
+    UNTIMED,
+    Backend,
+    IsolatedBackend,
+    adapter_module,
+    isolated,
+)
+from revseq.measure._probe_runs import (
+    ProbeResult,
+    moved,
+    run_carrier_probes,
+    run_dtype_probes,
+    run_form_probes,
+    run_native_probe,
+    run_op_probes,
+)
+from revseq.measure.costs import form_costs, timed_forms
+from revseq.measure.layouts import layout_costs
+from revseq.ops.errors import RevseqError
+from revseq.ops.profile import Cost, Profile
+from revseq.ops.vocabulary import COST_CLASSES, DYNAMIC, GATHER_KINDS, SHAPE_KINDS, STATIC
+
+
+class ProbeError(RevseqError):
+    """A probe that cannot be run as asked."""
+
+
+def probe_backend(
+    name: str,
+    *,
+    progress: Callable[[str], None] | None = None,
+    costs: bool = True,
+    passes: int = 1,
+    keep: Profile | None = None,
+) -> tuple[Profile, list[ProbeResult]]:
+    """Run every probe on the installed backend ``name``; return its profile and results.
+
+    The backend runs in a worker process: a probe model that crashes it (a panic, an
+    abort) is recorded as that probe's failure, and the next probe gets a fresh worker.
+    With ``costs``, each form that ran exactly is then timed in this process against
+    the backend's copy floor (:mod:`revseq.measure.costs`), but on a backend whose
+    run times say nothing of its speed (``UNTIMED``), each case in ``passes`` passes.
+    With ``keep`` (the saved profile of the same backend version), its costs are kept
+    instead of timed again, for the forms that still ran exactly: what runs is probed
+    anew, while the timings, the slow and noisy part, stay as measured; only what they
+    lack (a form or cost class added since) is timed, with ``costs``.
+
+    Raises:
+        ProbeError: ``keep`` was probed with another version of the backend.
+    """
+    backend = isolated(name)
+    if keep is not None and keep.backend_version != backend.label:
+        raise ProbeError(
+            f"the saved profile of {name!r} was probed with {keep.backend_version}, "
+            f"this is {backend.label}: its costs must be timed again (drop --keep-costs)"
+        )
+    say = progress or (lambda _: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        say(f"probe: {backend.label}: op probes")
+        ops = run_op_probes(backend, float_output=name not in PLACED)
+        say(f"probe: {backend.label}: element-type probes")
+        types = run_dtype_probes(backend)
+        say(f"probe: {backend.label}: carrier probes")
+        ops = [*ops, *run_carrier_probes(backend, types)]
+        ops_profile = _profile(name, backend, ops, types, native=None, forms=None, results=[])
+        say(f"probe: {backend.label}: form probes")
+        form_results = run_form_probes(backend, ops_profile)
+        clamping = run_form_probes(backend, ops_profile, invalid=True)
+        native = run_native_probe(backend)
+    results = [*ops, *types, *form_results, *clamping, native]
+    forms = {
+        kind: frozenset(r.name for r in form_results if r.kind == kind and r.failure is None)
+        for kind in SHAPE_KINDS
+    }
+    measured = None
+    if keep is not None:
+        measured = _kept_costs(keep, forms)
+    if (keep is None or measured is not None) and costs and name not in UNTIMED:
+        # With kept costs, only what they lack (a form or class added since) is timed.
+        only = None if measured is None else _untimed(timed_forms(forms), measured)
+        if only is None or any(only.values()):
+            say(f"probe: {backend.label}: timing the forms")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                timed = form_costs(name, ops_profile, forms, passes=passes, say=say, only=only)
+            measured = _merged(measured or {}, timed)
+    profile = _profile(
+        name, backend, ops, types, native=native.failure is None, forms=forms, results=results
+    )
+    profile = dataclasses.replace(profile, costs=measured)
+    if measured is not None and costs and name not in UNTIMED:
+        profile = _with_layouts(
+            profile, keep if keep is not None and keep.costs else None, passes=passes, say=say
+        )
+    return profile, results
+
+
+def _with_layouts(
+    profile: Profile, keep: Profile | None, *, passes: int, say: Callable[[str], None]
+) -> Profile:
+    """``profile`` with the index layouts its own output ran cheapest in, per class.
+
+    Kept from ``keep`` (its costs were kept, and the layouts were timed on the output
+    they choose) where it has them; the other classes are timed
+    (:func:`revseq.measure.costs.layout_costs`).
+    """
+    kept = dict(keep.layouts or {}) if keep is not None else {}
+    missing = frozenset(COST_CLASSES) - kept.keys()
+    timed = {}
+    if missing:
+        say(f"probe: {profile.backend_version}: timing the index layouts")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            timed = layout_costs(profile.name, profile, passes=passes, say=say, only=missing)
+    layouts = {**kept, **timed}
+    return dataclasses.replace(profile, layouts=layouts or None)
+
+
+def _untimed(
+    timing: dict[str, frozenset[str]], kept: dict[str, dict[str, Cost]]
+) -> dict[str, frozenset[str]]:
+    """Per class, the forms ``timing`` would time that ``kept`` has no cost for."""
+    return {cls: ran - kept.get(cls, {}).keys() for cls, ran in timing.items()}
+
+
+def _merged(
+    kept: dict[str, dict[str, Cost]], timed: dict[str, dict[str, Cost]]
+) -> dict[str, dict[str, Cost]]:
+    """``kept``'s costs with ``timed``'s added, per class."""
+    classes = [*kept, *(cls for cls in timed if cls not in kept)]
+    return {cls: {**kept.get(cls, {}), **timed.get(cls, {})} for cls in classes}
+
+
+def _kept_costs(
+    saved: Profile, forms: dict[str, frozenset[str]]
+) -> dict[str, dict[str, Cost]] | None:
+    """The saved costs of the forms that ran exactly now (static or dynamic)."""
+    if saved.costs is None:
+        return None
+    ran = forms.get(STATIC, frozenset()) | forms.get(DYNAMIC, frozenset())
+    return {
+        kind: {form: cost for form, cost in costs.items() if form in ran}
+        for kind, costs in saved.costs.items()
+    }
+
+
+# What differs between two runs of the same failure: a temporary folder (IREE compiles
+# in one), the port of WebGPU's page server. A profile written again keeps its lines.
+_RUN_SPECIFIC = (
+    (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
+    (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
+)
+
+
+def _stable(line: str) -> str:
+    """A failure line without the names of one run (``_RUN_SPECIFIC``)."""
+    for pattern, replacement in _RUN_SPECIFIC:
+        line = pattern.sub(replacement, line)
+    return line
+
+
+def _profile(
+    name: str,
+    backend: Backend | IsolatedBackend,
+    ops: list[ProbeResult],
+    types: list[ProbeResult],
+    *,
+    native: bool | None,
+    forms: dict[str, frozenset[str]] | None,
+    results: list[ProbeResult],
+) -> Profile:
+    def certified(kind: str) -> frozenset[str]:
+        # A feature passes when, for some index type, all its probes of that type did.
+        passed: dict[tuple[str, str], bool] = {}
+        for r in ops:
+            if r.kind == kind:
+                for feature in r.certifies:
+                    key = (feature, r.index)
+                    passed[key] = passed.get(key, True) and r.failure is None
+        return frozenset(f for (f, _), ok in passed.items() if ok)
+
+    moving = moved(types)
+    dtypes = {
+        gather: frozenset(name for g, name in moving if g == gather) for gather in GATHER_KINDS
+    }
+    failures = tuple(
+        _stable(f"{r.name} ({r.kind}): {r.failure}") for r in results if r.failure
+    )
+    return Profile(
+        name=name,
+        source="probe",
+        description=ADAPTERS[name],
+        backend_version=backend.label,
+        native=native,
+        static_ops=certified(STATIC),
+        dynamic_ops=certified(DYNAMIC),
+        dtypes=dtypes,
+        forms=forms,
+        failures=failures,
+        falls_back=name in PLACED,
+        device=getattr(adapter_module(name), "DEVICE", None),
+    )
