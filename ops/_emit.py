@@ -165,8 +165,8 @@ def clamped_lengths(
 
     ``time_len`` is a 1-element tensor. Less+Where: tract cannot evaluate Min of a
     run-time value and a symbolic dim ("Undetermined symbol") but selects fine, and
-    onnx2torch's Min and Max broadcast through a stack of their operands, 2-4x the time
-    of a Less and a Where there; Min only where a target lacks them. Negatives act as 0
+    onnx2torch's Min and Max broadcast through a stack of their operands, dearer than a
+    Less and a Where there; Min only where a target lacks them. Negatives act as 0
     downstream. For int32 arithmetic with a static T see ``lengths_in_range``; int32
     lengths are clamped as they are, against T cast to int32 (onnxruntime-web would
     otherwise cast them to int64 on the GPU and copy them back for the int64 clamp its

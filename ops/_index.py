@@ -34,11 +34,6 @@ from revseq.ops.errors import StrategyError
 from revseq.ops.signature import MAX_FOLDED_ELEMENTS, OpBuilder, Signature, source_index_numpy
 from revseq.ops.vocabulary import INT32_INDEX, INT64_INDEX, MUL_DIM, int32_index_variant
 
-_INT32_MIN_ELEMENTS = 1 << 12
-"""Static indexes of at least this many elements are computed in int32 where every value
-provably fits (onnxruntime's int32 Where, Less and Sub run at about twice the int64
-speed); below it the extra Cast costs more than it saves."""
-
 
 def int64_arithmetic(sig: Signature) -> bool:
     """Whether the target runs the index arithmetic in int64 (``INT64_INDEX``)."""
@@ -77,7 +72,7 @@ def _int32_arithmetic(sig: Signature) -> bool:
     return (
         lead is not None
         and clamps(sig)
-        and lead[sig.time_axis] * lead[sig.batch_axis] >= _INT32_MIN_ELEMENTS
+        and lead[sig.time_axis] * lead[sig.batch_axis] >= sig.tuning.int32_min_elements
     )
 
 

@@ -3,8 +3,8 @@
 onnxruntime's broadcasting loops over the innermost dimension, and a short one is slow:
 a time-major node with a short batch computes its index as ``[B, T]`` and transposes
 it, and single-element rows are gathered on the data's ``[B, T]`` transpose. Those
-thresholds were measured on onnxruntime (docs/forms.md, "The index layout"); a target
-whose probe timed its own output cheaper in place (``Index:in_place``) skips both.
+thresholds (``Signature.tuning``) were measured on onnxruntime (docs/choices.md); a
+target whose probe timed its own output cheaper in place (``Index:in_place``) skips both.
 """
 
 from __future__ import annotations
@@ -13,14 +13,6 @@ __all__ = ["gathers_flat", "gathers_matrix", "position", "time_inner", "transpos
 
 from revseq.ops.signature import Signature
 from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, INDEX_IN_PLACE
-
-_TIME_INNER_MAX_BATCH = 16
-"""Time-major nodes with rows of several elements and at most this many batch entries
-compute their index as [B, T] and transpose it."""
-
-_TRANSPOSE_DATA_MAX_BATCH = 32
-"""Time-major single-element rows with at most this many batch entries are gathered on
-the data's [B, T] transpose and transposed back."""
 
 
 def _short_batch(sig: Signature, most: int) -> bool:
@@ -45,7 +37,7 @@ def time_inner(sig: Signature) -> bool:
         return False
     if sig.takes(INDEX_IN_PLACE):
         return False
-    return _short_batch(sig, _TIME_INNER_MAX_BATCH)
+    return _short_batch(sig, sig.tuning.time_inner_max_batch)
 
 
 def transposes_data(sig: Signature) -> bool:
@@ -61,7 +53,7 @@ def transposes_data(sig: Signature) -> bool:
         or sig.takes(INDEX_IN_PLACE)
     ):
         return False
-    return _short_batch(sig, _TRANSPOSE_DATA_MAX_BATCH)
+    return _short_batch(sig, sig.tuning.transpose_data_max_batch)
 
 
 def gathers_matrix(sig: Signature) -> bool:

@@ -25,8 +25,8 @@ from revseq.ops.signature import OpBuilder, Signature
 def gather_matrix(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
     """GatherElements on the data as a [T, B] or [B, T] matrix (single-element rows).
 
-    Trailing size-1 axes are squeezed off first and put back after: GatherElements on
-    ``[T, B, 1]`` runs 4x slower in onnxruntime than on ``[T, B]``. A time-major matrix
+    Trailing size-1 axes are squeezed off first and put back after: onnxruntime's
+    GatherElements runs ``[T, B, 1]`` several times slower than ``[T, B]``. A time-major matrix
     with a short batch is gathered transposed (``transposes_data``), so that its index
     is computed with time innermost.
     """

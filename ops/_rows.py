@@ -99,18 +99,15 @@ def _row_view(sig: Signature) -> RowView:
 
     ``flatten``: a Flatten after the leading axes, wherever one dim trails them and the
     target Flattens these dims (rows of one element aside, gathered as a 1-D view): the
-    same view as a Reshape to ``[rows, trailing]``, without a shape to read, which
-    onnx2torch's Reshape reads element by element (on the CPU 29 us a call against
-    Flatten's 10, `[64, 32, 256]` float32; on CUDA each element read syncs the host).
+    same view as a Reshape to ``[rows, trailing]`` without a shape to read (onnx2torch's
+    Reshape reads its shape element by element, a host round trip each on CUDA).
     ``static``: every dim static, ``[rows, *trailing]`` as constants. ``inferred``:
     static trailing dims, ``[-1, *trailing]`` (tract, tinygrad and OpenVINO cannot
     Flatten symbolic leading dims). ``read``: ``[rows, *trailing]`` read from the
     shape, where the target reshapes to a computed shape (``Reshape:view``) and several
     dims trail at run time (a Flatten view would need its gather's output reshaped
-    back, and that Reshape copies where it makes the graph output: onnxruntime profile,
-    `[50, 16, 8, 64]` float32 with every dim symbolic, 41 us of the form's 150) or one
-    that the target cannot Flatten (tract: "square of symbols"). ``flatten`` also
-    where none of these fits.
+    back, a copy where that is the graph output) or one the target cannot Flatten
+    (tract: "square of symbols"). ``flatten`` also where none of these fits.
     """
     one_trailing = sig.dims is not None and sig.rank == sig.lead_rank + 1
     if one_trailing and sig.allows("Flatten") and not gathers_flat(sig):

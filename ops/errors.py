@@ -26,11 +26,15 @@ def one_line(error: BaseException, limit: int | None = 300, *, typed: bool = Fal
     """An error as one line of a message, the one rendering every layer uses.
 
     Whitespace is collapsed (backends and the onnx checker print pages of frames and
-    context), the text cut at ``limit`` characters (None: not cut, for revseq's own
-    messages), and the type put first when ``typed`` (a backend's own exception type
-    says what went wrong).
+    context) and the type put first when ``typed`` (a backend's own exception type says
+    what went wrong). A text longer than ``limit`` characters (None: never cut, for
+    revseq's own messages) keeps its start and its end, the middle elided: runtimes
+    put where they failed first and why last ("... Status Message: sequence_lens shape
+    must be {batch_size}").
     """
     text = " ".join(str(error).split()) or type(error).__name__
     if limit is not None and len(text) > limit:
-        text = text[: limit - 1] + "…"
+        head = limit // 3
+        tail = limit - head - 3
+        text = f"{text[:head]} … {text[-tail:]}"
     return f"{type(error).__name__}: {text}" if typed else text

@@ -27,6 +27,7 @@ import onnx.defs
 
 from revseq.ops.carriers import CARRIER_VARIANTS
 from revseq.ops.errors import ProfileError
+from revseq.ops.tuning import Tuning
 from revseq.ops.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
@@ -106,6 +107,8 @@ class Profile:
             host. The default is computed from host backends only.
         layouts: Per cost class, the index layout the probe timed cheaper there; None
             where not measured (the swapped layout).
+        tuning: The thresholds its forms switch layout or index type at; None for
+            ``DEFAULT_TUNING`` (``revseq.measure.choices`` forces each side so).
     """
 
     name: str
@@ -124,6 +127,7 @@ class Profile:
     lean: bool = False
     device: str | None = None
     layouts: Mapping[str, Layout] | None = None
+    tuning: Tuning | None = None
 
     @property
     def verified(self) -> bool:
@@ -239,6 +243,8 @@ class Profile:
             data["falls_back"] = True
         if self.device is not None:
             data["device"] = self.device
+        if self.tuning is not None:
+            data["tuning"] = dataclasses.asdict(self.tuning)
         return data
 
     @classmethod
@@ -290,6 +296,7 @@ class Profile:
                 _known(kind, COST_CLASSES, "layout class"): Layout(**layout)
                 for kind, layout in layouts.items()
             },
+            tuning=None if data.get("tuning") is None else Tuning(**data["tuning"]),
         )
 
     @classmethod
@@ -321,6 +328,7 @@ _KEYS = frozenset(
         "failures",
         "falls_back",
         "device",
+        "tuning",
     }
 )
 

@@ -11,6 +11,7 @@ from typing import Protocol
 import numpy as np
 import onnx_ir as ir
 
+from revseq.ops.tuning import DEFAULT_TUNING, Tuning
 from revseq.ops.vocabulary import data_variant
 
 MAX_FOLDED_ELEMENTS = 1 << 16
@@ -41,6 +42,7 @@ class Signature:
         opset: Version of the default ONNX domain the emitted nodes must belong to.
         allowed: Op types the target accepts, or None for any standard op. A gather's
             variant ``<gather>:data`` says it moves this node's element type there.
+        tuning: The thresholds the forms choose a layout and an index type by.
     """
 
     batch_axis: int
@@ -52,6 +54,7 @@ class Signature:
     lens: tuple[int, ...] | None
     opset: int
     allowed: frozenset[str] | None = None
+    tuning: Tuning = DEFAULT_TUNING
 
     @property
     def lead_rank(self) -> int:

@@ -251,8 +251,7 @@ class Template:
         is always copied. With ``weights``, the graph the nodes go into, each constant
         the nodes read becomes an initializer of it rather than a Constant node: a
         converter that makes each node a module call (onnx2torch) pays for a Constant
-        on every run (the default on ``[64, 32, 256]`` float32: 0.98x the time side by
-        side; other backends fold constants either way).
+        on every run; other backends fold constants either way.
         """
         mapping: dict[int, ir.Value] = {id(self._data): data, id(self._lens): lens}
         nodes = []

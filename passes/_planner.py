@@ -22,6 +22,7 @@ from revseq.ops.errors import StrategyError
 from revseq.ops.profile import Profile
 from revseq.ops.signature import Signature
 from revseq.ops.targets import combine
+from revseq.ops.tuning import DEFAULT_TUNING
 from revseq.ops.vocabulary import (
     CLIP_CAST,
     DYNAMIC,
@@ -96,8 +97,8 @@ def runs_trivial(kind: str, sig: Signature, profile: Profile) -> bool:
 
     An Identity everywhere; a step -1 Slice where the profile lists ``Slice:reverse``
     for the node's dims, and over data of rank 4 and more (or of a rank unknown) its
-    ``Slice:reverse:high_rank``: tract 0.23.9 has the Slice with static dims only
-    ("Streaming dimensions with strides are not supported"), MNN 3.6.1 up to rank 3.
+    ``Slice:reverse:high_rank`` (their profiles: tract has the Slice with static dims
+    only, MNN up to rank 3).
     """
     if kind != "Slice":
         return True
@@ -114,7 +115,7 @@ def reversal_plan(sig: Signature, profile: Profile) -> Plan | None:
     The Gather along time of ``REVERSE_ALL`` where the target has its op types and
     its Gather moves the type, else None (the node is then decomposed as any other).
     """
-    fitted = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
+    fitted = _fitted(sig, profile)
     if _misfit(fitted, REVERSE_ALL, profile, probed=False) is not None:
         return None
     return Plan(fitted, REVERSE_ALL, recorded(fitted, REVERSE_ALL))
@@ -161,6 +162,12 @@ def _misfit(
     return None
 
 
+def _fitted(sig: Signature, profile: Profile) -> Signature:
+    """``sig`` as the target sees it: what it accepts for this node, its thresholds."""
+    tuning = profile.tuning or DEFAULT_TUNING
+    return dataclasses.replace(sig, allowed=_capabilities(sig, profile), tuning=tuning)
+
+
 def _capabilities(sig: Signature, profile: Profile) -> frozenset[str] | None:
     """The op types the target accepts for this node (None: any op, any type).
 
@@ -182,7 +189,7 @@ def _capabilities(sig: Signature, profile: Profile) -> frozenset[str] | None:
 
 def _fit(strategy: str, sig: Signature, profile: Profile) -> tuple[Plan | None, list[str]]:
     """The first candidate form that fits the node and the target, and why others do not."""
-    fitted = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
+    fitted = _fitted(sig, profile)
     candidates = auto_order(fitted, profile) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
@@ -191,11 +198,7 @@ def _fit(strategy: str, sig: Signature, profile: Profile) -> tuple[Plan | None, 
         form, emitted_for = profile.variant(name)
         if emitted_for is None:
             continue
-        candidate = (
-            fitted
-            if emitted_for is profile
-            else dataclasses.replace(sig, allowed=_capabilities(sig, emitted_for))
-        )
+        candidate = fitted if emitted_for is profile else _fitted(sig, emitted_for)
         if form == GATHER_ROWS and strategy == "auto":
             candidate = _row_gather(candidate)
         reason = _misfit(candidate, form, profile, ran_as=name)
@@ -275,7 +278,7 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     yielding = _without_fallbacks(profile)
     if yielding is not None:
         return plan(strategy, sig, scoped, yielding)
-    sig = dataclasses.replace(sig, allowed=_capabilities(sig, profile))
+    sig = _fitted(sig, profile)
     shapes = DYNAMIC if is_dynamic(sig) else STATIC
     where = f"target {profile.name!r} with {shapes} shapes"
     if profile.backend_version:

@@ -11,6 +11,7 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from revseq.ops.domains import FUNCTION_DOMAIN
+from revseq.ops.errors import one_line
 from revseq.ops.targets import Target, resolve_target
 from revseq.passes import _planner
 from revseq.passes._builder import Template, gc_paused
@@ -169,7 +170,7 @@ def _upgrade_to_decomposition_opset(model: ir.Model) -> None:
         raise UnsupportedOpsetError(
             f"the model is at opset {version} and onnx's version converter could not "
             f"convert it to opset {DECOMPOSITION_MIN_OPSET}, which the decomposition "
-            f"needs: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            f"needs: {one_line(e)}"
         ) from e
     converted = ir.from_proto(proto)
     model.graph = converted.graph

@@ -585,7 +585,7 @@ def test_a_profile_keeps_its_failure_lines_from_one_probe_to_the_next():
     """IREE compiles in a temporary folder and WebGPU's page is served on a free port:
     the failure lines a profile records name neither, so that writing it again changes
     no line that did not change."""
-    from revseq.measure.probe import _stable
+    from revseq.measure.pages import stable_line as _stable
 
     iree = "error: /tmp/tmpyv4d1k9q/model.mlir:7:10: failed to legalize"
     webgpu = "at S (http://127.0.0.1:41777/dist/ort.webgpu.min.mjs:7:3301)"

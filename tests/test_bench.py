@@ -182,8 +182,8 @@ def test_median_of_passes_takes_each_label_over_the_passes_that_have_it():
 def test_each_pass_times_sessions_made_anew(monkeypatch):
     """A pass's sessions are its own: where their buffers land is drawn again."""
     made: list[int] = []
-    session = _ort_bench._session
-    monkeypatch.setattr(_ort_bench, "_session", lambda *a: made.append(1) or session(*a))
+    session = _ort_bench.session
+    monkeypatch.setattr(_ort_bench, "session", lambda *a: made.append(1) or session(*a))
     case = _cases.Case((20, 4), 1, 0, "float32")
 
     def sessions_made(passes: int) -> int:

@@ -45,7 +45,7 @@ from revseq.equivalence.compare import first_difference, first_difference_beyond
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.reports import CheckReport, Counterexample, NodeReport
-from revseq.ops.errors import RevseqError
+from revseq.ops.errors import RevseqError, one_line
 from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
 
 logger = logging.getLogger(__name__)
@@ -92,9 +92,7 @@ def _compare_whole(
             except RevseqError:
                 raise
             except Exception as e:
-                raise CheckError(
-                    f"running trial {trial} failed: {' '.join(str(e).split())[:200]}"
-                ) from e
+                raise CheckError(f"running trial {trial} failed: {one_line(e)}") from e
             for name, a, b in zip(output_names, expected, got, strict=True):
                 compared += 1
                 if tolerance is None:

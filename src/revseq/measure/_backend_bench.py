@@ -42,6 +42,7 @@ from revseq.measure._timing import (
     rows_of_passes,
     time_variants,
 )
+from revseq.measure.pages import stable_line
 from revseq.ops.errors import one_line
 from revseq.ops.forms import FORMS
 from revseq.ops.targets import TARGETS
@@ -171,7 +172,7 @@ def time_on_floor(
             for runner in runners:
                 runner(its_feeds)
         except backends.BackendError as e:
-            raise Unusable(one_line(e)) from e
+            raise Unusable(stable_line(one_line(e))) from e
         return [lambda r=runner, f=its_feeds: r(f) for runner in runners]
 
     after = {} if backend.resident else {"memcpy": [numpy_copy(feeds["x"])]}

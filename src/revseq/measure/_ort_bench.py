@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["run_speed"]
+__all__ = ["run_speed", "session"]
 
 from collections.abc import Callable, Sequence
 
@@ -32,7 +32,7 @@ from revseq.measure._timing import (
 from revseq.ops.vocabulary import STATIC
 
 
-def _session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
+def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -48,7 +48,7 @@ def _variants(
     variants: dict[str, list[Callable[[], object]]] = {}
     for name, model in models.items():
         its_feeds = fed(model, feeds)
-        sessions = [_session(model, threads) for _ in range(PLACEMENTS)]
+        sessions = [session(model, threads) for _ in range(PLACEMENTS)]
         variants[name] = [lambda s=s, f=its_feeds: s.run(None, f) for s in sessions]
     variants["memcpy"] = [numpy_copy(feeds["x"])]
     return variants

@@ -4,7 +4,7 @@ On a GPU the data lives on the device: a model there is called with tensors alre
 it, and its time is what a caller waits for, the device synchronised after each call (so
 onnx2torch's Python and any host round trip its converted ops make are in it, as they
 are for a user). The floor is a copy of the data on the device (``clone``). Beside it,
-two hand-written torch versions of the op, what a user who writes torch by hand gets:
+two hand-written torch versions of the op, what a user who writes the op in torch gets:
 ``torch gather`` (``where(t < L, L-1-t, t)`` then ``torch.gather`` with that index
 expanded over the features) and ``torch rows`` (the same steps as row numbers of the
 data viewed as rows of features, then ``index_select``). Every output is checked against
@@ -61,7 +61,7 @@ PAGE_INTRO = """\
 onnx2torch's converted modules run by torch on the device named, the data resident
 there. Each cell is a variant's median time per call, the device synchronised after it,
 over a **copy of the data on the device** (`clone`) in the same rounds; node counts in
-brackets. `torch gather` and `torch rows` are the op written by hand in torch (an index
+brackets. `torch gather` and `torch rows` are the op written directly in torch (an index
 `where(t < L, L-1-t, t)`, then `torch.gather` with it expanded over the features, or
 `index_select` of the data's rows): what a user gets without ONNX. `default` is the
 output with no target, `own target` the output for the device's own target
@@ -139,7 +139,7 @@ def _source_steps(x, lens, case: Case):
 
 
 def hand_written(case: Case) -> dict[str, Callable]:
-    """The op written by hand in torch, for the case's layout: each takes (x, lens)."""
+    """The op written directly in torch, for the case's layout: each takes (x, lens)."""
     import torch
 
     if {case.batch_axis, case.time_axis} != {0, 1}:

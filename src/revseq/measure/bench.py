@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DEVICE",
         help="with --backend onnx2torch: run the converted modules on this torch device "
         "(cuda, cuda:1, cpu), the data resident there, against a copy on the device and "
-        "the op written by hand in torch",
+        "the op written directly in torch",
     )
     parser.add_argument(
         "--node-costs",

@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--write",
         metavar="PATH",
-        help="also write the tables as a Markdown page (docs/backends.md is written so)",
+        help="also write the tables as a Markdown page (docs/matrix.md is written so)",
     )
     args = parser.parse_args(argv)
     names = args.backends or [n for n in backends.ADAPTERS if backends.unavailable(n) is None]

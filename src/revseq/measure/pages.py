@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["write_measured_page"]
+__all__ = ["stable_line", "write_measured_page"]
 
 import os
+import re
 import time
 
 from revseq import __version__, files
@@ -23,3 +24,18 @@ def write_measured_page(
         f"{context}); run it again to bring it up to date."
     )
     files.write_text_atomically(path, f"# {title}\n\n{stamp}\n\n{body}")
+
+
+# What differs between two runs of the same failure: a temporary folder (IREE compiles
+# in one), the port of WebGPU's page server. A profile written again keeps its lines.
+_RUN_SPECIFIC = (
+    (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
+    (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
+)
+
+
+def stable_line(line: str) -> str:
+    """A failure line without the names of one run (``_RUN_SPECIFIC``)."""
+    for pattern, replacement in _RUN_SPECIFIC:
+        line = pattern.sub(replacement, line)
+    return line

@@ -20,7 +20,6 @@ from __future__ import annotations
 __all__ = ["ProbeError", "ProbeResult", "probe_backend"]
 
 import dataclasses
-import re
 import warnings
 from collections.abc import Callable
 
@@ -44,6 +43,7 @@ from revseq.measure._probe_runs import (
 )
 from revseq.measure.costs import form_costs, timed_forms
 from revseq.measure.layouts import layout_costs
+from revseq.measure.pages import stable_line
 from revseq.ops.errors import RevseqError
 from revseq.ops.profile import Cost, Profile
 from revseq.ops.vocabulary import COST_CLASSES, DYNAMIC, GATHER_KINDS, SHAPE_KINDS, STATIC
@@ -173,21 +173,6 @@ def _kept_costs(
     }
 
 
-# What differs between two runs of the same failure: a temporary folder (IREE compiles
-# in one), the port of WebGPU's page server. A profile written again keeps its lines.
-_RUN_SPECIFIC = (
-    (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
-    (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
-)
-
-
-def _stable(line: str) -> str:
-    """A failure line without the names of one run (``_RUN_SPECIFIC``)."""
-    for pattern, replacement in _RUN_SPECIFIC:
-        line = pattern.sub(replacement, line)
-    return line
-
-
 def _profile(
     name: str,
     backend: Backend | IsolatedBackend,
@@ -213,7 +198,7 @@ def _profile(
         gather: frozenset(name for g, name in moving if g == gather) for gather in GATHER_KINDS
     }
     failures = tuple(
-        _stable(f"{r.name} ({r.kind}): {r.failure}") for r in results if r.failure
+        stable_line(f"{r.name} ({r.kind}): {r.failure}") for r in results if r.failure
     )
     return Profile(
         name=name,
