@@ -38,24 +38,23 @@ class _HelpFormat(argparse.HelpFormatter):
         return text
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _at_least(convert: Callable[[str], float], least: float, what: str) -> Callable:
+    """An argument type: ``convert`` of the text, at least ``least`` (nan refused)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not value >= least:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {text}")
+        return value
+
+    return parse
 
 
-def _tolerance(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
-    return value
+_positive_int = _at_least(int, 1, "a whole number")
+_tolerance = _at_least(float, 0, "a number")
 
 
 def _add_check_options(parser: argparse.ArgumentParser, *, trials: int = 3) -> None:

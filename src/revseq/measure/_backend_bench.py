@@ -12,19 +12,19 @@ from __future__ import annotations
 __all__ = [
     "BACKEND_SUITE",
     "PAGE_INTRO",
+    "BackendTimer",
     "backend_models",
     "floor_ratio",
     "floor_runners",
     "format_backend",
     "goal_lines",
     "ratio_cells",
-    "run_backend",
     "table_head",
     "time_on_floor",
     "time_pass",
 ]
 
-import functools
+import dataclasses
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
@@ -39,7 +39,6 @@ from revseq.measure._timing import (
     Models,
     Timed,
     Unusable,
-    rows_of_passes,
     time_variants,
 )
 from revseq.measure.pages import stable_line
@@ -97,35 +96,32 @@ def backend_models(
     return models
 
 
-def run_backend(
-    name: str,
-    cases: Sequence[Case],
-    dims_kinds: Sequence[str],
-    rounds: int,
-    budget_s: float,
-    *,
-    passes: int = 1,
-) -> list[dict[str, object]]:
-    """Time each case and dims on backend ``name``; one row per (case, dims).
+@dataclasses.dataclass(frozen=True)
+class BackendTimer:
+    """A backend's page: the default, its own target and each form, over the copy floor."""
 
-    Each row is ``passes`` passes of fresh runners (the floor's too), the median
-    counting.
-    """
-    backend = backends.get(name)
-    native_op = bool(TARGETS[name].native) if name in TARGETS else True
+    backend: backends.Backend
+    rounds: int
+    budget_s: float
 
-    rows = rows_of_passes(
-        cases,
-        dims_kinds,
-        lambda case, dims, lens: backend_models(name, case, dims, lens),
-        functools.partial(time_pass, backend, rounds=rounds, budget_s=budget_s),
-        passes,
-    )
-    for row in rows:
-        notes: dict[str, str] = row["notes"]  # type: ignore[assignment]
-        if "native" in notes and not native_op:
+    @classmethod
+    def of(cls, name: str, *, rounds: int, budget_s: float) -> BackendTimer:
+        """The timer of installed backend ``name``."""
+        return cls(backends.get(name), rounds, budget_s)
+
+    def models(self, case: Case, dims: str, lens: np.ndarray) -> Models:
+        """The variants of ``backend_models``."""
+        return backend_models(self.backend.name, case, dims, lens)
+
+    def time(self, case: Case, feeds: dict[str, np.ndarray], models: Models) -> Timed:
+        """One pass of fresh runners (``time_pass``); a backend without the op says so."""
+        result, notes, nodes = time_pass(
+            self.backend, case, feeds, models, rounds=self.rounds, budget_s=self.budget_s
+        )
+        profile = TARGETS.get(self.backend.name)
+        if "native" in notes and profile is not None and not profile.native:
             notes["native"] = "no ReverseSequence"
-    return rows
+        return result, notes, nodes
 
 
 def floor_runners(backend: backends.Backend, case: Case) -> list[backends.Runner]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "PLACEMENTS",
     "Models",
+    "RowTimer",
     "Timed",
     "Unusable",
     "distinct_models",
@@ -28,6 +29,7 @@ __all__ = [
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 import onnx
@@ -169,25 +171,32 @@ def time_once(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def rows_of_passes(
-    cases: Sequence[Case],
-    dims_kinds: Sequence[str],
-    models_of: Callable[[Case, str, np.ndarray], Models],
-    one_pass: Callable[[Case, dict[str, np.ndarray], Models], Timed],
-    passes: int,
-) -> list[dict[str, object]]:
-    """One row per (case, dims): ``passes`` passes of ``one_pass``, the median counting.
+class RowTimer(Protocol):
+    """What one page times: a row's variants, and one pass over them with fresh runners."""
 
-    ``models_of(case, dims, lens)`` gives the variants' models (or why one has none);
-    each pass makes its runners anew. A label's note is kept only where no pass timed it.
+    def models(self, case: Case, dims: str, lens: np.ndarray) -> Models:
+        """Each variant's model for the row, or why it has none."""
+        ...
+
+    def time(self, case: Case, feeds: dict[str, np.ndarray], models: Models) -> Timed:
+        """One pass: every variant timed against the page's floor."""
+        ...
+
+
+def rows_of_passes(
+    timer: RowTimer, cases: Sequence[Case], dims_kinds: Sequence[str], passes: int
+) -> list[dict[str, object]]:
+    """One row per (case, dims): ``passes`` passes of ``timer``, the median counting.
+
+    Each pass makes its runners anew. A label's note is kept only where no pass timed it.
     """
     rng = np.random.default_rng(0)
     rows = []
     for case in cases:
         feeds = input_arrays(case, rng)
         for dims in dims_kinds:
-            models = models_of(case, dims, feeds["lens"])
-            timed = [one_pass(case, feeds, models) for _ in range(passes)]
+            models = timer.models(case, dims, feeds["lens"])
+            timed = [timer.time(case, feeds, models) for _ in range(passes)]
             result = median_of_passes([pass_result for pass_result, _, _ in timed])
             _, notes, nodes = timed[0]
             notes = {label: note for label, note in notes.items() if label not in result}

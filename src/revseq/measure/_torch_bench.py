@@ -16,19 +16,20 @@ from __future__ import annotations
 
 __all__ = [
     "DEVICE_SUITE",
+    "DeviceTimer",
     "PAGE_INTRO",
     "device_context",
     "format_device",
     "hand_written",
     "own_target",
-    "run_device",
     "synchronised",
     "unusable_device",
 ]
 
+import dataclasses
 import importlib.metadata
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -43,7 +44,6 @@ from revseq.measure._timing import (
     Models,
     Timed,
     Unusable,
-    rows_of_passes,
     time_variants,
 )
 from revseq.ops.errors import one_line
@@ -226,24 +226,23 @@ def _time_row(
     return result, {**written_notes, **notes}, nodes
 
 
-def run_device(
-    device: str,
-    cases: Sequence[Case],
-    dims_kinds: Sequence[str],
-    rounds: int,
-    budget_s: float,
-    *,
-    passes: int = 1,
-) -> list[dict[str, object]]:
-    """Time each case and dims through onnx2torch on ``device``; one row per (case, dims)."""
+@dataclasses.dataclass(frozen=True)
+class DeviceTimer:
+    """The GPU page: onnx2torch's modules on a torch device, over a copy on the device."""
 
-    def models_of(case: Case, dims: str, lens: np.ndarray) -> dict[str, onnx.ModelProto | str]:
-        return device_models(device, case, dims, lens)
+    device: str
+    rounds: int
+    budget_s: float
 
-    def one_pass(case: Case, feeds: dict[str, np.ndarray], models) -> Timed:
-        return _time_row(case, feeds, models, device, rounds=rounds, budget_s=budget_s)
+    def models(self, case: Case, dims: str, lens: np.ndarray) -> Models:
+        """The variants of ``device_models``."""
+        return device_models(self.device, case, dims, lens)
 
-    return rows_of_passes(cases, dims_kinds, models_of, one_pass, passes)
+    def time(self, case: Case, feeds: dict[str, np.ndarray], models: Models) -> Timed:
+        """One pass: each variant checked bit for bit, then timed (``_time_row``)."""
+        return _time_row(
+            case, feeds, models, self.device, rounds=self.rounds, budget_s=self.budget_s
+        )
 
 
 def _over(row: dict[str, object], name: str, base: str = "device copy") -> float | None:

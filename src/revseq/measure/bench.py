@@ -38,6 +38,7 @@ from revseq.measure._tables import (
     format_summary,
     page_body,
 )
+from revseq.measure._timing import rows_of_passes
 from revseq.measure.pages import write_measured_page
 
 
@@ -168,9 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     intro = None
     machine = f"Python {platform.python_version()}, {os.cpu_count()} CPUs"
     if args.device is not None:
-        rows = _bench_torch.run_device(
-            args.device, cases, args.dims, args.rounds, args.budget, passes=args.passes
-        )
+        timer = _bench_torch.DeviceTimer(args.device, args.rounds, args.budget)
+        rows = rows_of_passes(timer, cases, args.dims, args.passes)
         machine = f"{machine}, {_bench_torch.device_context(args.device)}"
         out.write(_bench_torch.format_device(f"onnx2torch on {args.device}", rows) + "\n")
         if args.node_costs:
@@ -181,9 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.write(_node_costs.format_node_costs(costs) + "\n")
         intro = _bench_torch.PAGE_INTRO
     elif args.backend is not None:
-        rows = _bench_backend.run_backend(
-            args.backend, cases, args.dims, args.rounds, args.budget, passes=args.passes
+        timer = _bench_backend.BackendTimer.of(
+            args.backend, rounds=args.rounds, budget_s=args.budget
         )
+        rows = rows_of_passes(timer, cases, args.dims, args.passes)
         label = backends.get(args.backend).label
         out.write(_bench_backend.format_backend(label, rows) + "\n")
         intro = _bench_backend.PAGE_INTRO
