@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["axis_grid", "lead_shape_of", "product_of_dims"]
+__all__ = ["axis_grid", "batch_lengths", "lead_shape_of", "product_of_dims"]
 
 import numpy as np
 import onnx_ir as ir
@@ -17,6 +17,18 @@ def lead_shape_of(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
     if static is not None:
         return const(op, list(static))
     return op.Slice(shape_of(op, data), const(op, [0]), const(op, [sig.lead_rank]))
+
+
+def batch_lengths(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
+    """The lengths gathered at 0 .. B-1, B read from the data: the same values, the data's dim.
+
+    Exporters declare the lengths with a symbolic dim of their own (tf2onnx: ``unk__18``
+    beside the data's ``unk__16``). A backend that tracks symbols (tract) cannot prove
+    it the data's batch dim where a value shaped by the lengths meets one shaped by the
+    data; gathered by an index counted from the data's batch dim, the lengths carry it.
+    """
+    batch = dim_vector(op, data, sig.batch_axis, sig)
+    return op.Gather(lens, iota(op, batch, sig.dim(sig.batch_axis), sig), axis=0)
 
 
 def axis_grid(

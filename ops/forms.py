@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops._axes import axis_grid, lead_shape_of
+from revseq.ops._axes import axis_grid, batch_lengths, lead_shape_of
 from revseq.ops._emit import const, dim_vector, iota, pad_trailing, shape_of, unsqueeze
 from revseq.ops._index import int64_arithmetic, source_index, typed_source_index
 from revseq.ops._layout import gathers_matrix
@@ -174,7 +174,8 @@ def emit(
     """Emit the named form for one node and return the value replacing its output.
 
     ``REVERSE_ALL`` too, which the planner takes for a node whose lengths all reach T
-    (never a strategy of its own: it ignores the lengths).
+    (never a strategy of its own: it ignores the lengths). Lengths declared with a dim
+    of their own are first given the data's batch dim (``batch_lengths``).
     """
     form = _FULL_LENGTHS if strategy == REVERSE_ALL else FORMS.get(strategy)
     if form is None:
@@ -184,4 +185,6 @@ def emit(
     reason = form.available(sig)
     if reason is not None:
         raise StrategyError(reason)
+    if sig.lens_own_dim and form is not _FULL_LENGTHS:
+        lens = batch_lengths(op, data, lens, sig)
     return form.build(op, data, lens, sig)

@@ -5,6 +5,7 @@ from __future__ import annotations
 __all__ = ["reverse_sequence", "reverse_sequence_model", "reference_evaluator"]
 
 from collections.abc import Sequence
+from types import EllipsisType
 
 import numpy as np
 import onnx
@@ -65,15 +66,18 @@ def reverse_sequence_model(
     domain: str = "",
     lens_elem: int = onnx.TensorProto.INT64,
     lens: np.ndarray | None = None,
+    lens_dim: int | str | EllipsisType | None = ...,
     opset: int = 17,
     ir_version: int = 10,
     name: str = "reverse_sequence",
 ) -> onnx.ModelProto:
     """A model of one ReverseSequence node: ``y = ReverseSequence(x, lens)``.
 
-    ``dims`` are the data's (a size, a symbol, or None); the lengths are an input of
-    the batch dim, or, given ``lens``, that constant (an initializer). The ``revseq``
-    domain (any axes, int32 lengths) is imported at version 1 where ``domain`` names it.
+    ``dims`` are the data's (a size, a symbol, or None); the lengths are an input
+    declared with ``lens_dim`` (by default the data's batch dim; exporters often give
+    them a symbol of their own), or, given ``lens``, that constant (an initializer).
+    The ``revseq`` domain (any axes, int32 lengths) is imported at version 1 where
+    ``domain`` names it.
     """
     node = onnx.helper.make_node(
         "ReverseSequence", ["x", "lens"], ["y"], domain=domain, batch_axis=batch_axis,
@@ -82,7 +86,7 @@ def reverse_sequence_model(
     inputs = [onnx.helper.make_tensor_value_info("x", elem, list(dims))]
     initializers = []
     if lens is None:
-        batch = dims[batch_axis % len(dims)]
+        batch = dims[batch_axis % len(dims)] if lens_dim is ... else lens_dim
         inputs.append(onnx.helper.make_tensor_value_info("lens", lens_elem, [batch]))
     else:
         initializers.append(onnx.numpy_helper.from_array(lens, "lens"))

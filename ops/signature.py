@@ -43,6 +43,9 @@ class Signature:
         allowed: Op types the target accepts, or None for any standard op. A gather's
             variant ``<gather>:data`` says it moves this node's element type there.
         tuning: The thresholds the forms choose a layout and an index type by.
+        lens_own_dim: Whether the lengths are declared with a dim not provably the
+            data's batch dim (exporters give them a symbol of their own): the forms then
+            build no value that a backend must prove shaped alike from both.
     """
 
     batch_axis: int
@@ -55,6 +58,7 @@ class Signature:
     opset: int
     allowed: frozenset[str] | None = None
     tuning: Tuning = DEFAULT_TUNING
+    lens_own_dim: bool = False
 
     @property
     def lead_rank(self) -> int:

@@ -227,6 +227,11 @@ class Template:
         """The recorded nodes, in order (the last one makes the output)."""
         return tuple(self._nodes)
 
+    @property
+    def lengths(self) -> ir.Value:
+        """The placeholder the recorded nodes read the lengths from."""
+        return self._lens
+
     @classmethod
     def record(cls, emit: Callable[[NodeBuilder, ir.Value, ir.Value], ir.Value]) -> Template:
         """Run ``emit`` once on placeholder inputs and keep what it produced."""

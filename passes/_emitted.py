@@ -58,15 +58,19 @@ def emitted(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[st
     """
     used = set()
     moving = set()
-    for node in recorded(sig, strategy).nodes:
+    template = recorded(sig, strategy)
+    for node in template.nodes:
         used.add(CLIP_CAST if _clip_cast(node) else node.op_type)
         if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
             used.add(GATHER_ND_BATCH_DIMS)
         if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
             used.add(_allowzero_variant(node))
         source = node.inputs[0] if node.inputs else None
-        if node.op_type in GATHERS and source is not None and source.const_value is None:
-            moving.add(gather_kind(node))  # not a lookup in a constant table of indices
+        looks_up = (
+            source is None or source.const_value is not None or source is template.lengths
+        )
+        if node.op_type in GATHERS and not looks_up:  # not in a table, not the lengths
+            moving.add(gather_kind(node))
             index = node.inputs[1] if len(node.inputs) > 1 else None
             if node.op_type == "Gather" and _constant_of_rank(index, at_least=2):
                 used.add(GATHER_CONSTANT_INDEX)

@@ -157,7 +157,16 @@ def signature_of(
         lens=tuple(int(v) for v in constant) if constant is not None else None,
         opset=opset,
         allowed=allowed,
+        lens_own_dim=constant is None
+        and batch is None
+        and _own_dim(table, data, lens, batch_axis),
     )
+
+
+def _own_dim(table: ShapeTable, data: ir.Value, lens: ir.Value, batch_axis: int) -> bool:
+    """Whether the lengths' dim is known and not provably the data's batch dim."""
+    own = table.dim_key(lens, 0)
+    return own is not None and own != table.dim_key(data, batch_axis)
 
 
 def validate_all(scoped_nodes: Iterable[ScopedNode]) -> None:

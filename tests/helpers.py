@@ -70,10 +70,15 @@ def model_of(
     *,
     domain: str = "",
     lens_type: int = onnx.TensorProto.INT64,
+    own_lens_dim: bool = False,
 ) -> onnx.ModelProto:
+    """A one-node model; ``own_lens_dim``: the lengths declared with a symbol of their own
+    (``N``), as exporters declare them, where the batch dim is symbolic."""
+    batch = dims[batch_axis % len(dims)]
+    lens_dim = "N" if own_lens_dim and not isinstance(batch, int) else ...
     return reverse_sequence_model(
         dims, ELEMENT_TYPES[dtype], batch_axis=batch_axis, time_axis=time_axis, domain=domain,
-        lens_elem=lens_type, opset=18, ir_version=9, name="rs",
+        lens_elem=lens_type, lens_dim=lens_dim, opset=18, ir_version=9, name="rs",
     )  # fmt: skip
 
 

@@ -287,3 +287,42 @@ def test_a_time_dim_no_input_sizes_still_fails_with_the_backends_word():
     model = time_shorter_than_lengths_model()
     with pytest.raises(api.RevseqError, match="Invalid sequence length"):
         api.check(model, api.inline(model), trials=1)
+
+
+def _tf2onnx_reverse_sequence() -> onnx.ModelProto:
+    """As tf2onnx exports ``tf.reverse_sequence(x, lens, seq_axis=1, batch_axis=0)``: the
+    lengths an int32 input declared with a symbol of its own, cast to int64."""
+    graph = oh.make_graph(
+        [
+            oh.make_node("Cast", ["lens"], ["lens_cast"], to=TP.INT64),
+            oh.make_node("ReverseSequence", ["x", "lens_cast"], ["y"], name="rs",
+                         batch_axis=0, time_axis=1),
+        ],  # fmt: skip
+        "tf2onnx",
+        [
+            oh.make_tensor_value_info("x", TP.FLOAT, ["unk__15", "unk__16", 3]),
+            oh.make_tensor_value_info("lens", TP.INT32, ["unk__18"]),
+        ],
+        [oh.make_tensor_value_info("y", TP.FLOAT, ["unk__15", "unk__16", 3])],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("per_node", [False, True], ids=["inlined", "per_node"])
+@pytest.mark.parametrize("name", sorted(set(backends.ADAPTERS) - {"onnx2torch-cuda"}))
+def test_an_exported_model_whose_lengths_have_their_own_dim_checks_on_the_backend(
+    name, per_node, tmp_path
+):
+    """The lengths always get the data's batch size, whatever dim they are declared with
+    (onnxruntime refuses others), and the default runs on every backend."""
+    _backend_or_skip(name)
+    onnx.save(_tf2onnx_reverse_sequence(), tmp_path / "model.onnx")
+    if per_node:
+        result = revseq("check", tmp_path / "model.onnx", "--per-node", "--backend", name)
+    else:
+        inlined = tmp_path / "inlined.onnx"
+        assert revseq("inline", tmp_path / "model.onnx", "-o", inlined).returncode == 0
+        result = revseq("check", tmp_path / "model.onnx", inlined, "--backend", name)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "bit-identical" in result.stdout

@@ -269,3 +269,12 @@ def test_a_run_the_native_op_refuses_is_one_line_without_onnxruntimes_log(tmp_pa
     assert_one_line_error(result, "Invalid sequence length: 6")
     assert "onnxruntime:" not in result.stderr.replace("[ONNXRuntimeError]", "")
     assert "sequential_executor" not in result.stderr
+
+
+def test_a_long_error_keeps_its_start_and_the_reason_at_its_end():
+    from revseq.ops.errors import one_line
+
+    error = RuntimeError("[ONNXRuntimeError] : 1 : FAIL : " + "frame " * 100 + "why: B=3")
+    text = one_line(error, 120)
+    assert len(text) <= 120 and text.startswith("[ONNXRuntimeError]")
+    assert text.endswith("why: B=3") and " … " in text

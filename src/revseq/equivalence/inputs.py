@@ -26,7 +26,7 @@ import onnx
 import onnx_ir as ir
 
 from revseq.equivalence.values import random_array
-from revseq.ops.domains import ONNX_DOMAINS
+from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.passes import is_reverse_sequence, walk
 
 logger = logging.getLogger(__name__)
@@ -57,14 +57,18 @@ class LengthsInput:
         data: The graph input the node's data comes from unchanged, if any.
         data_dims: The node's data dims as declared (a size, a symbol or None).
         time_axis: The node's time axis.
+        batch_axis: The node's batch axis: the lengths have the data's batch size there,
+            whatever dim they are declared with (exporters give them a symbol of their
+            own).
         observed: Main-graph data values whose time length the lengths must not exceed
-            (read from a first run), with their time axes.
+            (read from a first run), with their time and batch axes.
     """
 
     data: str | None
     data_dims: tuple[int | str | None, ...] | None
     time_axis: int
-    observed: tuple[tuple[str, int], ...] = ()
+    batch_axis: int = 1
+    observed: tuple[tuple[str, int, int], ...] = ()
 
 
 def _trace_to_input(value: ir.Value | None, inputs: set[str]) -> str | None:
@@ -109,13 +113,14 @@ def lengths_inputs(model: ir.Model) -> dict[str, LengthsInput]:
         if not is_reverse_sequence(node) or len(node.inputs) != 2:
             continue
         time_axis = node.attributes.get_int("time_axis", 0)
+        batch_axis = node.attributes.get_int("batch_axis", 1)
         for lens, data in zip(sources(node.inputs[1]), sources(node.inputs[0]), strict=False):
             source = _trace_to_input(lens, names)
             if source is None:
                 continue
             observed = found[source].observed if source in found else ()
             if data is not None and data.name and scoped.scope == "main":
-                observed = (*observed, (data.name, time_axis))
+                observed = (*observed, (data.name, time_axis, batch_axis))
             if source in found:
                 found[source] = dataclasses.replace(found[source], observed=observed)
                 continue
@@ -128,6 +133,7 @@ def lengths_inputs(model: ir.Model) -> dict[str, LengthsInput]:
                 data=_trace_to_input(data, names),
                 data_dims=dims,
                 time_axis=time_axis,
+                batch_axis=batch_axis,
                 observed=observed,
             )
     return found
@@ -276,12 +282,12 @@ class InputGenerator:
                 feeds[info.name] = random_array(
                     rng, elem, shapes[info.name], specials=self.specials
                 )
-        time_lengths = self._time_lengths(feeds, shapes)
+        spans = self._spans(feeds, shapes)
         for info in infos:
             if info.name in self.lengths:
-                values = lengths_pattern(
-                    rng, time_lengths[info.name], shapes[info.name], trial
-                )
+                time_len, batch = spans[info.name]
+                shape = shapes[info.name] if batch is None else (batch,)
+                values = lengths_pattern(rng, time_len, shape, trial)
                 elem = info.type.tensor_type.elem_type
                 feeds[info.name] = values.astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
         return {i.name: feeds[i.name] for i in infos}
@@ -319,29 +325,39 @@ class InputGenerator:
             shapes = {i.name: _concrete_dims(i, trial, symbols, self._floors) for i in infos}
         return shapes
 
-    def _time_lengths(
+    def _spans(
         self, feeds: Inputs, shapes: dict[str, tuple[int, ...]]
-    ) -> dict[str, int]:
-        """The time length each lengths input must stay within, for these inputs."""
-        lengths: dict[str, int] = {}
+    ) -> dict[str, tuple[int, int | None]]:
+        """For each lengths input, the time length it must stay within and its size.
+
+        The size is the batch size of the data its nodes reverse (None where unknown:
+        the shape drawn for the input then stands), read from the data input's shape or
+        from a first run with every length 0.
+        """
+        spans: dict[str, tuple[int, int | None]] = {}
         observed_by_model: dict[int, list[str]] = {}
         for name, spec in self.lengths.items():
             if spec.observed and self._capture is not None:
                 observed_by_model.setdefault(id(self._owners[name]), []).append(name)
                 continue
-            lengths[name] = _declared_time_length(spec, shapes)
+            spans[name] = _declared_span(spec, shapes)
         for names in observed_by_model.values():
             model = self._owners[names[0]]
+            # The reversals as Identities: lengths of any size are no invalid input there.
             zero = {n: _zeros(_elem(model, n), shapes[n]) for n in self.lengths if n in shapes}
-            wanted = sorted({d for n in names for d, _ in self.lengths[n].observed})
+            wanted = sorted({d for n in names for d, _, _ in self.lengths[n].observed})
             assert self._capture is not None
-            values = self._capture(model, {**feeds, **zero}, wanted)
+            values = self._capture(_reversals_as_identities(model), {**feeds, **zero}, wanted)
             for name in names:
-                lengths[name] = min(
-                    values[data].shape[axis % values[data].ndim]
-                    for data, axis in self.lengths[name].observed
+                observed = [
+                    (values[data].shape, time_axis, batch_axis)
+                    for data, time_axis, batch_axis in self.lengths[name].observed
+                ]
+                spans[name] = (
+                    min(shape[t % len(shape)] for shape, t, _ in observed),
+                    observed[0][0][observed[0][2] % len(observed[0][0])],
                 )
-        return lengths
+        return spans
 
 
 # How often a trial's symbolic dims grow for constant lengths along a computed time dim.
@@ -362,8 +378,9 @@ def _reversals_as_identities(model: onnx.ModelProto) -> onnx.ModelProto:
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     for node in probe.graph.node:
-        if node.op_type == "ReverseSequence" and node.domain in ONNX_DOMAINS:
+        if node.op_type == "ReverseSequence" and node.domain in {*ONNX_DOMAINS, REVSEQ_DOMAIN}:
             node.op_type = "Identity"
+            node.domain = ""
             del node.input[1:]
             del node.attribute[:]
     return probe
@@ -373,13 +390,19 @@ def _elem(model: onnx.ModelProto, name: str) -> int:
     return next(i.type.tensor_type.elem_type for i in model.graph.input if i.name == name)
 
 
-def _declared_time_length(spec: LengthsInput, shapes: dict[str, tuple[int, ...]]) -> int:
-    """T from the data input's shape, or its declared static time dim; else 1."""
+def _declared_span(
+    spec: LengthsInput, shapes: dict[str, tuple[int, ...]]
+) -> tuple[int, int | None]:
+    """T and B from the data input's shape, or its declared static dims; else 1, None."""
     if spec.data is not None and spec.data in shapes:
         dims = shapes[spec.data]
-        return dims[spec.time_axis % len(dims)]
+        return dims[spec.time_axis % len(dims)], dims[spec.batch_axis % len(dims)]
     if spec.data_dims is not None:
-        static = spec.data_dims[spec.time_axis % len(spec.data_dims)]
-        if isinstance(static, int):
-            return static
-    return 1
+        rank = len(spec.data_dims)
+        time_len = spec.data_dims[spec.time_axis % rank]
+        batch = spec.data_dims[spec.batch_axis % rank]
+        return (
+            time_len if isinstance(time_len, int) else 1,
+            batch if isinstance(batch, int) else None,
+        )
+    return 1, None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "FORM_LAYOUTS",
+    "FormLayout",
     "carrier_input",
     "carrier_model",
     "form_inputs",
@@ -17,6 +18,8 @@ __all__ = [
     "probe_model",
 ]
 
+import dataclasses
+
 import numpy as np
 import onnx
 import onnx.parser
@@ -25,6 +28,8 @@ import onnx.shape_inference
 from revseq.equivalence.values import random_array
 from revseq.measure._op_probes import Probe
 from revseq.measure._probe_text import CONSTANTS, EMPTY_SIZES, OPSET, SIZES
+from revseq.ops.domains import REVSEQ_DOMAIN
+from revseq.ops.reference import reverse_sequence_model
 from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, GATHER_ND_BATCH_DIMS
 
 
@@ -211,33 +216,86 @@ def carrier_input(elem: int, rng: np.random.Generator) -> np.ndarray:
     return x
 
 
-# Layouts the form probes run: (dims with T and B placeholders, batch_axis, time_axis).
-# Rows of three elements time-major, of six batch-major, and single-element rows (the
-# matrix form: squeezed, and at the static (5, 4) transposed too); and general axes
-# (revseq's op): a leading axis before the time axis and the batch axis after it (GatherND
-# tuples of three coordinates, or batch_dims with two: MNN 3.6 read those wrong), and the
-# time axis last. Ranks 2 to 5: a matrix (no trailing dim: the rank-2 form, which
-# gathers the data's transpose where the batch is short) and rows of three trailing
-# dims, one of size 1.
+@dataclasses.dataclass(frozen=True)
+class FormLayout:
+    """One layout the form probes run each form in.
+
+    Attributes:
+        dims: The data's dims, ``"T"`` and ``"B"`` standing for the time and batch
+            sizes (symbolic with symbolic dims).
+        batch_axis: The batch axis.
+        time_axis: The time axis.
+        lens_type: The lengths' type (int32: TensorFlow's, with revseq's op).
+        computed: Whether the lengths are computed in the graph (a Cast of an int32
+            input, as exporters cast them) rather than a graph input.
+    """
+
+    dims: tuple[int | str, ...]
+    batch_axis: int
+    time_axis: int
+    lens_type: int = onnx.TensorProto.INT64
+    computed: bool = False
+
+    def model(self, dynamic: bool) -> onnx.ModelProto:
+        """The one-node model; with symbolic dims the lengths have a dim of their own.
+
+        Exporters declare ``sequence_lens`` with a symbol of its own (tf2onnx's
+        ``unk__18`` beside the data's ``unk__16``), so the probes do.
+        """
+        dims = self.dims if dynamic else self.shape(5, 4)
+        model = reverse_sequence_model(
+            dims,
+            onnx.TensorProto.FLOAT,
+            batch_axis=self.batch_axis,
+            time_axis=self.time_axis,
+            domain="" if {self.batch_axis, self.time_axis} == {0, 1} else REVSEQ_DOMAIN,
+            lens_elem=onnx.TensorProto.INT32 if self.computed else self.lens_type,
+            lens_dim="N" if dynamic else ...,
+            opset=OPSET,
+            ir_version=9,
+            name="probe",
+        )
+        if self.computed:
+            graph = model.graph
+            graph.node[0].input[1] = "lens_cast"
+            cast = onnx.helper.make_node("Cast", ["lens"], ["lens_cast"], to=self.lens_type)
+            graph.node.insert(0, cast)
+        return model
+
+    def shape(self, time_len: int, batch: int) -> tuple[int, ...]:
+        """The data's shape at these sizes."""
+        return tuple(time_len if d == "T" else batch if d == "B" else d for d in self.dims)
+
+
 FORM_LAYOUTS = (
-    (("T", "B", 3), 1, 0),
-    (("B", "T", 2, 3), 0, 1),
-    (("T", "B", 1), 1, 0),
-    ((2, "T", 3, "B"), 3, 1),
-    ((3, "B", "T"), 1, 2),
-    (("T", "B"), 1, 0),
-    (("T", "B", 2, 1, 3), 1, 0),
+    FormLayout(("T", "B", 3), 1, 0),
+    FormLayout(("B", "T", 2, 3), 0, 1, computed=True),
+    FormLayout(("T", "B", 1), 1, 0),
+    FormLayout((2, "T", 3, "B"), 3, 1, lens_type=onnx.TensorProto.INT32),
+    FormLayout((3, "B", "T"), 1, 2),
+    FormLayout(("T", "B"), 1, 0),
+    FormLayout(("T", "B", 2, 1, 3), 1, 0),
 )
+"""Rows of three elements time-major, of six batch-major (its lengths computed), and
+single-element rows (the matrix form: squeezed, and at the static (5, 4) transposed
+too); general axes (revseq's op): a leading axis before the time axis and the batch
+axis after it, int32 lengths (GatherND tuples of three coordinates, or batch_dims with
+two: MNN reads those wrong), and the time axis last. Ranks 2 to 5: a matrix and rows of
+three trailing dims, one of size 1. The first is what the costs are timed on."""
 
 
-def form_inputs(layout: tuple, dynamic: bool, *, invalid: bool) -> list[dict[str, np.ndarray]]:
+def form_inputs(
+    layout: FormLayout, dynamic: bool, *, invalid: bool
+) -> list[dict[str, np.ndarray]]:
     """Lengths 0, 1, T and one between; with ``invalid``, also -1 and T+2."""
-    dims = layout[0]
     rng = np.random.default_rng(2)
+    lens_type = (
+        np.int32 if layout.computed or layout.lens_type == onnx.TensorProto.INT32 else np.int64
+    )
     feeds = []
     for time_len, batch in SIZES if dynamic else SIZES[:1]:
-        shape = tuple(time_len if d == "T" else batch if d == "B" else d for d in dims)
         pattern = [time_len + 2, -1, 0, 1] if invalid else [time_len, 0, 1, min(2, time_len)]
-        lens = np.array((pattern * batch)[:batch], np.int64)
-        feeds.append({"x": rng.standard_normal(shape).astype(np.float32), "lens": lens})
+        lens = np.array((pattern * batch)[:batch], lens_type)
+        x = rng.standard_normal(layout.shape(time_len, batch)).astype(np.float32)
+        feeds.append({"x": x, "lens": lens})
     return feeds

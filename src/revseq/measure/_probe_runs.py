@@ -257,18 +257,8 @@ def run_form_probes(
         for dynamic in (False, True) if name == form else (True,):
             failure = None
             for layout in FORM_LAYOUTS:
-                dims, batch_axis, time_axis = layout
-                static = tuple(5 if d == "T" else 4 if d == "B" else d for d in dims)
-                model = reverse_sequence_model(
-                    dims if dynamic else static,
-                    onnx.TensorProto.FLOAT,
-                    batch_axis=batch_axis,
-                    time_axis=time_axis,
-                    domain="" if {batch_axis, time_axis} == {0, 1} else "revseq",
-                    opset=OPSET,
-                    ir_version=9,
-                    name="probe",
-                )
+                batch_axis, time_axis = layout.batch_axis, layout.time_axis
+                model = layout.model(dynamic)
                 try:
                     inlined = revseq.inline(model, strategy=form, target=emitted_for)
                 except revseq.RevseqError as e:
@@ -287,7 +277,7 @@ def run_form_probes(
                     backend, inlined, feeds, truth, axes=(time_axis, batch_axis)
                 )
                 if failure is not None:
-                    failure = f"rank {len(dims)}: {failure}"
+                    failure = f"rank {len(layout.dims)}: {failure}"
                     break
             kind = DYNAMIC if dynamic else STATIC
             label = f"{name} (invalid lengths)" if invalid else name

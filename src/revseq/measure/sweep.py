@@ -61,6 +61,7 @@ class Case:
     opset: int
     own: bool
     general: bool  # the revseq domain's op (any axes, int32 lengths)
+    own_lens_dim: bool = True  # symbolic lengths declared with a dim of their own
 
     def __str__(self) -> str:
         target = "own target" if self.own else "default"
@@ -85,6 +86,7 @@ class Case:
             time_axis=self.time_axis,
             domain="revseq" if self.general else "",
             lens_elem=onnx.TensorProto.INT32 if self.general else onnx.TensorProto.INT64,
+            lens_dim="N" if self.own_lens_dim and self.kind != "static" else ...,
             opset=self.opset,
             ir_version=9,
             name="sweep",
@@ -103,7 +105,8 @@ def draw_cases(
     """``count`` random cases for backend ``name``.
 
     Every general-axes node, and a fifth of those in the ONNX layouts, is the revseq
-    domain's, each of its axes negative half the time.
+    domain's, each of its axes negative half the time; half the symbolic cases declare
+    their lengths with a dim of their own, as exporters do.
     """
     rng = random.Random(seed)
     types = types_of(name)
@@ -125,6 +128,7 @@ def draw_cases(
                 opset=rng.choice(list(opsets)),
                 own=name in TARGETS and rng.random() < 0.5,
                 general=general,
+                own_lens_dim=rng.random() < 0.5,
             )
         )
     return cases
