@@ -11,10 +11,12 @@ __all__ = [
     "Match",
     "NoMatch",
     "can_be",
+    "discard",
     "fused_domain",
     "made_lengths",
     "shaped_as",
     "through_carrier",
+    "with_onnx_lengths",
 ]
 
 import dataclasses
@@ -92,23 +94,53 @@ def can_be(declared: Sequence[int | str | None], dims: Sequence[int]) -> bool:
     )
 
 
-def made_lengths(match: Match) -> ir.Node | None:
-    """The Constant holding lengths read back from a constant index, not yet in a graph.
+def made_lengths(match: Match) -> list[ir.Node]:
+    """The nodes that make the fused node's lengths and are in no graph yet, in order.
 
-    The matcher makes it (``Matcher._match_constant``); whoever fuses places it.
+    The matcher makes them (lengths read back from a constant index, the full lengths
+    of a flip); whoever fuses places them.
     """
-    producer = match.lengths.producer()
-    return producer if producer is not None and producer.graph is None else None
+    made: list[ir.Node] = []
+
+    def visit(value: ir.Value | None) -> None:
+        producer = None if value is None else value.producer()
+        if producer is None or producer.graph is not None or producer in made:
+            return
+        for source in producer.inputs:
+            visit(source)
+        made.append(producer)  # after what it reads
+
+    visit(match.lengths)
+    return made
 
 
 def fused_domain(match: Match) -> str:
     """The domain of the node a match fuses into: ONNX's where its op can say it.
 
-    That is axes {0, 1} and int64 lengths. Lengths of unknown type (inside a function)
-    are taken as int64: an ONNX-domain node there could have had no other.
+    That is axes {0, 1}: ONNX's op takes int64 lengths only, so int32 lengths are cast
+    to it (``with_onnx_lengths``), which changes no value. Other axes are the ``revseq``
+    domain's op, which takes int32 and int64 lengths as they are.
     """
-    int64 = match.lengths.dtype in (ir.DataType.INT64, None)
-    return "" if {match.batch_axis, match.time_axis} == {0, 1} and int64 else REVSEQ_DOMAIN
+    return "" if {match.batch_axis, match.time_axis} == {0, 1} else REVSEQ_DOMAIN
+
+
+def with_onnx_lengths(match: Match) -> Match:
+    """The match with int32 lengths cast to int64 where it fuses into ONNX's op."""
+    lengths = match.lengths
+    if fused_domain(match) != "" or lengths.dtype != ir.DataType.INT32:
+        return match
+    cast = ir.node("Cast", [lengths], attributes={"to": ir.DataType.INT64})
+    wide = cast.outputs[0]
+    wide.name = f"{lengths.name}/int64"
+    wide.type, wide.shape = ir.TensorType(ir.DataType.INT64), lengths.shape
+    return dataclasses.replace(match, lengths=wide)
+
+
+def discard(match: Match) -> None:
+    """Let go of the nodes made for a match that is not fused: they read graph values."""
+    for node in made_lengths(match):
+        for i in range(len(node.inputs)):
+            node.replace_input_with(i, None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,7 +36,15 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.domains import ONNX_DOMAINS
-from revseq.passes._fusion import Match, NoMatch, can_be, shaped_as, through_carrier
+from revseq.passes._flips import match_slice, reversal_match
+from revseq.passes._fusion import (
+    Match,
+    NoMatch,
+    can_be,
+    shaped_as,
+    through_carrier,
+    with_onnx_lengths,
+)
 from revseq.passes._proof import (
     DECLARED,
     DimReads,
@@ -61,6 +69,7 @@ from revseq.passes._slices import (
     lengths_from_shapes,
     may_be_data,
     read_by_shapes_only,
+    shape_reads_only,
     slice_of,
 )
 
@@ -132,7 +141,7 @@ class Matcher:
         for (_, data), (_, output) in pairs:
             result = self._match_output(output, data, gather)
             if isinstance(result, Match):
-                return through_carrier(result)
+                return with_onnx_lengths(through_carrier(result))
             reasons.append(result.reason)
         return NoMatch(reasons[-1], gather)
 
@@ -143,17 +152,59 @@ class Matcher:
         if isinstance(found, NoMatch):
             return found
         nodes, leaves = found
+        shape_only = shape_reads_only(nodes, data)
+        if shape_only:  # another tensor's dims, read in the graph: stop at that tensor
+            nodes, leaves = slice_of(output, data, stops=shape_only)
         if data not in leaves:
             return NoMatch("the data is not read by the gather", output)
         others = [v for v in leaves if v is not data]
         if all(read_by_shapes_only(v, nodes) for v in others):
             # No run-time lengths: the lengths are computed from shapes (tf.reverse), or
-            # folded into a constant index.
+            # folded into a constant index, or the node reversed everything (a flip).
             result = self._match_any(output, data, gather, lengths_from_shapes(nodes))
-            if isinstance(result, Match) or others:
+            if isinstance(result, Match):
                 return result
-            return self._match_constant(output, data, gather, nodes)
+            if not others:
+                result = self._match_constant(output, data, gather, nodes)
+                if isinstance(result, Match):
+                    return result
+            flip = self._match_flip(output, data, gather, nodes, others)
+            return flip if isinstance(flip, Match) else result
         return self._judge(output, data, gather, nodes, others)
+
+    def _match_flip(
+        self,
+        output: ir.Value,
+        data: ir.Value,
+        gather: ir.Node,
+        nodes: list[ir.Node],
+        others: list[ir.Value],
+    ) -> Match | NoMatch:
+        """``reverse_all``'s gather (``revseq.passes._flips``), as a full reversal.
+
+        Its index may read the dims of another node's data where they provably equal
+        this data's (an index shared between two reversals).
+        """
+        dim_reads, left = self._dim_reads(data, nodes, others)
+        if left:
+            return NoMatch(f"the index reads {left[0].name!r}, not only the data", output)
+        problem = check_data_use(nodes, data, gather)
+        if problem is not None:
+            return NoMatch(problem, output)
+        dims = self.dims(data)
+        if dims is None:
+            return NoMatch("a flip of data of unknown rank", output)
+        return reversal_match(output, data, nodes, dims, gather, dim_reads=dim_reads)
+
+    def dims(self, data: ir.Value) -> list[int | str] | None:
+        """The data's dims as the proofs read them (declared, else inferred)."""
+        shaped = shaped_as(data)
+        return dims_of(shaped, self._shapes_for(shaped))
+
+    def match_slice(self, node: ir.Node) -> Match | NoMatch:
+        """A step -1 Slice inline wrote for a full reversal (``revseq.passes._flips``)."""
+        data = node.inputs[0] if node.inputs else None
+        return match_slice(node, None if data is None else self.dims(data))
 
     def _match_constant(
         self, output: ir.Value, data: ir.Value, gather: ir.Node, nodes: list[ir.Node]

@@ -64,11 +64,16 @@ def may_be_data(value: ir.Value) -> bool:
 
 
 def slice_of(
-    output: ir.Value, data: ir.Value, stop: ir.Value | None = None
+    output: ir.Value,
+    data: ir.Value,
+    stop: ir.Value | None = None,
+    *,
+    stops: frozenset[int] = frozenset(),
 ) -> tuple[list[ir.Node], list[ir.Value]]:
     """The nodes ``output`` depends on (topological order) and its run-time leaves.
 
-    ``stop``, if given, is a leaf too: the value taken as the lengths.
+    ``stop``, if given, is a leaf too: the value taken as the lengths; so is every value
+    whose id is in ``stops`` (``shape_reads_only``).
     """
     order: list[ir.Node] = []
     leaves: list[ir.Value] = []
@@ -87,8 +92,9 @@ def slice_of(
         if id(value) in seen_values:
             continue
         seen_values.add(id(value))
-        if value is data or value is stop or value.const_value is not None or node is None:
-            if value.const_value is None or value is stop:
+        stopped = value is stop or id(value) in stops
+        if value is data or stopped or value.const_value is not None or node is None:
+            if value.const_value is None or stopped:
                 leaves.append(value)
             continue
         if node.domain not in ONNX_DOMAINS or node.op_type not in SUPPORTED_OPS:
@@ -116,6 +122,32 @@ def check_data_use(nodes: Sequence[ir.Node], data: ir.Value, gather: ir.Node) ->
             continue
         return f"the index depends on the data's values (through {user.op_type})"
     return None
+
+
+def shape_reads_only(nodes: Sequence[ir.Node], data: ir.Value) -> frozenset[int]:
+    """The values a slice computes apart from the data and reads through Shape/Size alone.
+
+    An index shared between reversals reads the dims of another node's data, which may
+    be computed in the graph from other inputs: only its shape matters, so the slice
+    stops there (``Matcher._dim_reads`` maps its dims to the data's). Values computed
+    from the data stay in the slice: their shapes follow from the data's.
+    """
+    in_slice = {id(n) for n in nodes}
+    from_data: set[int] = {id(data)}
+    for node in nodes:  # topological: what each computed value was computed from
+        if any(id(v) in from_data for v in node.inputs if v is not None):
+            from_data.update(id(v) for v in node.outputs)
+    found = set()
+    for node in nodes:
+        for value in node.outputs:
+            users = [user for user, _ in value.uses() if id(user) in in_slice]
+            if (
+                id(value) not in from_data
+                and users
+                and all(u.op_type in SHAPE_READERS for u in users)
+            ):
+                found.add(id(value))
+    return frozenset(found)
 
 
 def read_by_shapes_only(value: ir.Value, nodes: Sequence[ir.Node]) -> bool:

@@ -26,7 +26,13 @@ import onnx_ir as ir
 
 from revseq.ops.domains import FUNCTION_DOMAIN, ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.passes._builder import gc_paused
-from revseq.passes._fusion import Match, NoMatch, fused_domain, made_lengths
+from revseq.passes._fusion import (
+    Match,
+    NoMatch,
+    fused_domain,
+    made_lengths,
+    with_onnx_lengths,
+)
 from revseq.passes._match import Matcher
 from revseq.passes._names import EMITTED_NAME
 from revseq.passes._node import remove_if_dead, validate_all
@@ -75,6 +81,10 @@ class RestoreReverseSequencePass(ir.passes.InPlacePass):
                 result = _match_call(node, model, matcher)
             elif node.op_type in GATHER_OPS and node.domain in ONNX_DOMAINS:
                 result = matcher.match(node)
+            elif node.op_type == "Slice" and node.domain in ONNX_DOMAINS:
+                result = matcher.match_slice(node)
+                if isinstance(result, NoMatch):
+                    continue  # a Slice is no candidate to give reasons for
             else:
                 continue
             if isinstance(result, NoMatch):
@@ -120,13 +130,15 @@ def _match_call(call: ir.Node, model: ir.Model, matcher: Matcher) -> Match | NoM
     if result.lengths is not function.inputs[1]:
         return NoMatch("the function computes its lengths", call)
     assert call.inputs[0] is not None and call.inputs[1] is not None
-    return Match(
-        call.outputs[0],
-        call.inputs[0],
-        call.inputs[1],
-        result.batch_axis,
-        result.time_axis,
-        (call,),
+    return with_onnx_lengths(
+        Match(
+            call.outputs[0],
+            call.inputs[0],
+            call.inputs[1],
+            result.batch_axis,
+            result.time_axis,
+            (call,),
+        )
     )
 
 
@@ -137,8 +149,8 @@ def _original_name(match: Match, anchor: ir.Node) -> str | None:
             found = EMITTED_NAME.match(node.name)
             if found:
                 return found.group("prefix")
-            if node.domain == FUNCTION_DOMAIN:
-                return node.name
+            if node.domain == FUNCTION_DOMAIN or node.op_type == "Slice":
+                return node.name  # a call, or a full reversal's Slice, keeps the name
     return None
 
 
@@ -160,11 +172,11 @@ def _fuse(anchor: ir.Node, match: Match) -> bool:
         name=_original_name(match, anchor),
         num_outputs=1,
     )
-    new_nodes = [node]
     made = made_lengths(match)
-    if made is not None:
-        made.name = f"{node.name or match.output.name}/lengths"
-        new_nodes.insert(0, made)
+    for i, maker in enumerate(made):
+        suffix = "" if len(made) == 1 else f"_{i}"
+        maker.name = f"{node.name or match.output.name}/lengths{suffix}"
+    new_nodes = [*made, node]
     ir.convenience.replace_nodes_and_values(
         graph, producer, [], new_nodes, [match.output], [node.outputs[0]]
     )

@@ -20,14 +20,45 @@ from __future__ import annotations
 __all__ = ["rules", "fuse_gather_rule", "fuse_gather_view_rule"]
 
 import onnx_ir as ir
-from onnxscript.rewriter import MatchResult, RewriteRuleClassBase, RewriteRuleSet
+from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase, RewriteRuleSet
+from onnxscript.rewriter.pattern import PatternMatcher, SimplePatternMatcher
 
-from revseq.passes._fusion import Match, NoMatch, fused_domain, made_lengths
+from revseq.passes._fusion import Match, NoMatch, discard, fused_domain, made_lengths
 from revseq.passes._match import Matcher
+
+
+class _ForgetfulMatcher(SimplePatternMatcher):
+    """onnxscript's matcher, keeping nothing of a graph once a match is done.
+
+    It holds the last graph and node it matched in: through the module-level ``rules``
+    that would keep the last model rewritten alive.
+    """
+
+    def match(self, *args, **kwargs):
+        try:
+            return super().match(*args, **kwargs)
+        finally:
+            self._graph = self._current_node = self._tracer = self._match = None
 
 
 class _FuseBase(RewriteRuleClassBase):
     """Shared check/rewrite: prove the root's output is ReverseSequence(X, L)."""
+
+    @classmethod
+    def rule(cls, *args, **kwargs) -> RewriteRule:
+        """The rule, matched by a matcher that keeps no graph (``_ForgetfulMatcher``)."""
+        instance = cls(*args, **kwargs)
+        matcher: type[PatternMatcher] = _ForgetfulMatcher
+        return RewriteRule(
+            instance.pattern,
+            instance.rewrite,
+            instance.check,
+            matcher,
+            name=instance.name,
+            remove_nodes=instance.remove_nodes,
+            graph_pre_visitor=instance.setup,
+            graph_post_visitor=instance.cleanup,
+        )
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
@@ -57,6 +88,7 @@ class _FuseBase(RewriteRuleClassBase):
         if isinstance(found, NoMatch):
             return result.fail(found.reason, found.subject)
         if found.output is not root.outputs[0]:
+            discard(found)
             return result.fail("the proven value is not this pattern's output", root)
         self._match = found
         return result
@@ -65,12 +97,13 @@ class _FuseBase(RewriteRuleClassBase):
         """One ReverseSequence node, in the domain restore would choose."""
         match, self._match = self._match, None
         assert match is not None
-        made = made_lengths(match)
-        lengths = (
-            match.lengths
-            if made is None
-            else op.Constant(value=made.attributes["value"].value)
-        )
+        made: dict[int, ir.Value] = {}
+        for node in made_lengths(match):  # lengths the model does not hold, made anew
+            inputs = [made.get(id(v), v) for v in node.inputs]
+            attributes = {name: attr.value for name, attr in node.attributes.items()}
+            made[id(node.outputs[0])] = getattr(op, node.op_type)(*inputs, **attributes)
+        lengths = made.get(id(match.lengths), match.lengths)
+        discard(match)  # made anew above
         return op.ReverseSequence(
             match.data,
             lengths,

@@ -102,9 +102,10 @@ def replace_trivial(
 ) -> None:
     """Replace the node by what ``trivial_form`` said: Identity, or a step -1 Slice.
 
-    The Slice's starts, ends, axes and steps are initializers of ``weights`` (named
-    ``prefix/Constant_<i>``, as a decomposition's are), else Constant nodes: a converter
-    that makes each node a module call (onnx2torch) pays for a Constant on every run.
+    The Slice's starts, ends, axes and steps are initializers of ``weights``, else
+    Constant nodes, named ``prefix/Constant_<i>`` as a decomposition's are (restore
+    reads a full reversal back by them): a converter that makes each node a module
+    call (onnx2torch) pays for a Constant on every run.
     """
     node = scoped.node
     graph = node.graph
@@ -128,8 +129,15 @@ def replace_trivial(
                 weights.register_initializer(bound)
         else:
             constants = [
-                ir.Node("", "Constant", [], attributes=[ir.AttrTensor("value", v)])
-                for v in values
+                ir.Node(
+                    "",
+                    "Constant",
+                    [],
+                    attributes=[ir.AttrTensor("value", v)],
+                    outputs=[ir.Value(name=emitted_name(prefix, "Constant", i))],
+                    name=emitted_name(prefix, "Constant", i),
+                )
+                for i, v in enumerate(values)
             ]
             graph.insert_before(node, constants)
             bounds = [c.outputs[0] for c in constants]

@@ -295,9 +295,15 @@ def _tf2onnx_reverse_sequence() -> onnx.ModelProto:
     graph = oh.make_graph(
         [
             oh.make_node("Cast", ["lens"], ["lens_cast"], to=TP.INT64),
-            oh.make_node("ReverseSequence", ["x", "lens_cast"], ["y"], name="rs",
-                         batch_axis=0, time_axis=1),
-        ],  # fmt: skip
+            oh.make_node(
+                "ReverseSequence",
+                ["x", "lens_cast"],
+                ["y"],
+                name="rs",
+                batch_axis=0,
+                time_axis=1,
+            ),
+        ],
         "tf2onnx",
         [
             oh.make_tensor_value_info("x", TP.FLOAT, ["unk__15", "unk__16", 3]),

@@ -269,10 +269,9 @@ def test_restore_fuses_random_constant_lengths(case):
     restored = revseq.restore(inlined)
     fused = [n for n in restored.graph.node if n.op_type == "ReverseSequence"]
     clamped = np.clip(lens, 0, shape[time_axis])
-    if case["symbolic_time"]:
-        reverses = lens.max() >= 2  # at the probes' sizes of T
-    else:  # an identity or a flip by the lengths read back is left as it is
-        reverses = clamped.max() >= 2 and not (clamped == shape[time_axis]).all()
+    # At the probes' sizes of a symbolic T; an identity is left as it is, and a flip
+    # inline wrote (reverse_all, at rank 4 and more) is fused with full lengths.
+    reverses = (lens if case["symbolic_time"] else clamped).max() >= 2
     if not reverses:
         assert not fused
         return
@@ -585,3 +584,77 @@ def test_the_rule_set_keeps_no_state_of_the_models_it_rewrote():
     # onnxscript's own SimplePatternMatcher keeps the last node it looked at, so the
     # last graph may stay reachable through it; every earlier one is gone.
     assert graphs[0]() is None
+
+
+@pytest.mark.parametrize("target", [None, "onnxruntime"])
+@pytest.mark.parametrize(
+    "dims", [[5, 4, 3], [5, 4, 3, 2], ["T", "B", 3], ["T", "B", "d2", "d3"]]
+)
+def test_a_full_reversal_inline_wrote_comes_back_with_full_lengths(dims, target):
+    """A Slice step -1 (onnxruntime's target) or reverse_all's Gather (the default at
+    rank 4 and more or with symbolic dims) comes back as one ReverseSequence whose
+    lengths are T for every batch entry; also through the onnxscript rule set."""
+    model = reverse_sequence_model(dims, FLOAT, lens=np.full(4, 5, np.int64))
+    if not isinstance(dims[0], int):  # lengths read from the shape, as tf.reverse
+        model = _lengths_from_shape(model)
+    inlined = revseq.inline(model, target=target)
+    assert not [n for n in inlined.graph.node if n.op_type == "ReverseSequence"]
+    restored = revseq.restore(inlined)
+    fused = [n for n in restored.graph.node if n.op_type == "ReverseSequence"]
+    assert len(fused) == 1 and fused[0].name == "rs"
+    assert (_attr(fused[0], "batch_axis"), _attr(fused[0], "time_axis")) == (1, 0)
+    onnx.checker.check_model(restored, full_check=True)
+    assert revseq.check(model, restored, trials=2).ok
+    ruled = rewriter.rewrite(ir.from_proto(inlined), pattern_rewrite_rules=rules)
+    if not any(
+        n.op_type == "Slice" for n in inlined.graph.node
+    ):  # the rules anchor on gathers
+        assert [n.op_type for n in ruled.graph].count("ReverseSequence") == 1
+
+
+def _lengths_from_shape(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its lengths ``Expand(Shape(x)[0:1], Shape(x)[1:2])``."""
+    graph = model.graph
+    del graph.initializer[:]
+    graph.node.insert(0, oh.make_node("Shape", ["x"], ["t"], start=0, end=1))
+    graph.node.insert(1, oh.make_node("Shape", ["x"], ["b"], start=1, end=2))
+    graph.node.insert(2, oh.make_node("Expand", ["t", "b"], ["lens"]))
+    return model
+
+
+def test_a_flip_inline_did_not_write_is_left_alone():
+    """torch.flip exports a step -1 Slice, and a Gather by a flipped index flips too: a
+    flip needs no ReverseSequence, so restore fuses only the flips inline wrote."""
+    model = reverse_sequence_model([5, 4, 3], FLOAT, lens=np.full(4, 5, np.int64))
+    graph = model.graph
+    del graph.initializer[:]
+    graph.node[0].CopyFrom(
+        oh.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"], name="flip")
+    )
+    for name, value in {"s": -1, "e": np.iinfo(np.int64).min, "a": 0, "st": -1}.items():
+        graph.initializer.append(onnx.numpy_helper.from_array(np.array([value]), name))
+    graph.node.append(oh.make_node("Identity", ["y"], ["y2"]))
+    restored = revseq.restore(model)
+    assert [n.op_type for n in restored.graph.node] == ["Slice", "Identity"]
+    flipped = reverse_sequence_model([5, 4, 3], FLOAT, lens=np.full(4, 5, np.int64))
+    flipped.graph.node[0].CopyFrom(oh.make_node("Gather", ["x", "i"], ["y"], name="g"))
+    flipped.graph.initializer[0].CopyFrom(
+        onnx.numpy_helper.from_array(np.arange(4, -1, -1, dtype=np.int64), "i")
+    )
+    result = RestoreReverseSequencePass()(ir.from_proto(flipped))
+    assert not result.modified
+    assert "a flip" in result.reasons[0][2]
+
+
+def test_the_rule_set_keeps_no_model_it_rewrote_alive():
+    """The module-level rules hold no graph once a rewrite is done: onnxscript's matcher
+    keeps the last graph it matched in, which would keep a whole model alive."""
+    import gc
+    import weakref
+
+    model = ir.from_proto(revseq.inline(onnx.load(MODELS / "batch_major.onnx")))
+    rewriter.rewrite(model, pattern_rewrite_rules=rules)
+    graph = weakref.ref(model.graph)
+    del model
+    gc.collect()
+    assert graph() is None
