@@ -3,6 +3,8 @@ on onnxruntime and on every installed backend, node by node, whatever feeds the 
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -289,46 +291,24 @@ def test_a_time_dim_no_input_sizes_still_fails_with_the_backends_word():
         api.check(model, api.inline(model), trials=1)
 
 
-def _tf2onnx_reverse_sequence() -> onnx.ModelProto:
-    """As tf2onnx exports ``tf.reverse_sequence(x, lens, seq_axis=1, batch_axis=0)``: the
-    lengths an int32 input declared with a symbol of its own, cast to int64."""
-    graph = oh.make_graph(
-        [
-            oh.make_node("Cast", ["lens"], ["lens_cast"], to=TP.INT64),
-            oh.make_node(
-                "ReverseSequence",
-                ["x", "lens_cast"],
-                ["y"],
-                name="rs",
-                batch_axis=0,
-                time_axis=1,
-            ),
-        ],
-        "tf2onnx",
-        [
-            oh.make_tensor_value_info("x", TP.FLOAT, ["unk__15", "unk__16", 3]),
-            oh.make_tensor_value_info("lens", TP.INT32, ["unk__18"]),
-        ],
-        [oh.make_tensor_value_info("y", TP.FLOAT, ["unk__15", "unk__16", 3])],
-    )
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
 @pytest.mark.backend
 @pytest.mark.parametrize("per_node", [False, True], ids=["inlined", "per_node"])
 @pytest.mark.parametrize("name", sorted(set(backends.ADAPTERS) - {"onnx2torch-cuda"}))
-def test_an_exported_model_whose_lengths_have_their_own_dim_checks_on_the_backend(
-    name, per_node, tmp_path
-):
-    """The lengths always get the data's batch size, whatever dim they are declared with
-    (onnxruntime refuses others), and the default runs on every backend."""
+def test_tf2onnx_s_reverse_sequence_checks_on_the_backend(name, per_node, tmp_path):
+    """tf2onnx's export of ``tf.reverse_sequence``: int32 lengths declared with a symbol
+    of their own, cast to int64. The check gives them the data's batch size whatever
+    dim they are declared with (onnxruntime refuses others), and the default runs on
+    every backend."""
     _backend_or_skip(name)
-    onnx.save(_tf2onnx_reverse_sequence(), tmp_path / "model.onnx")
+    model = FIXTURES / "tf_reverse_sequence_opset13.onnx"
     if per_node:
-        result = revseq("check", tmp_path / "model.onnx", "--per-node", "--backend", name)
+        result = revseq("check", model, "--per-node", "--backend", name)
     else:
         inlined = tmp_path / "inlined.onnx"
-        assert revseq("inline", tmp_path / "model.onnx", "-o", inlined).returncode == 0
-        result = revseq("check", tmp_path / "model.onnx", inlined, "--backend", name)
+        assert revseq("inline", model, "-o", inlined).returncode == 0
+        result = revseq("check", model, inlined, "--backend", name)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "bit-identical" in result.stdout
