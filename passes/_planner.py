@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = ["STRATEGIES", "Plan", "check_name", "plan", "reversal_plan", "runs_trivial"]
 
 import dataclasses
+import math
 
 import onnx_ir as ir
 
@@ -49,6 +50,33 @@ STRATEGIES: tuple[str, ...] = ("auto", *forms.FORMS)
 
 _ALWAYS_ALLOWED = frozenset({"Constant"})
 """Constants are weights to every backend: a target never has to list them."""
+
+_CHECKED_BY_REFERENCE = frozenset({"complex64", "complex128"})
+"""Types onnxruntime lacks, which only ``onnx.reference`` runs where revseq checks them."""
+
+_REFERENCE_CHOICES = 63
+"""onnx.reference's GatherElements takes the gathered axis's entries as ``np.choose``'s
+choices, 64 arrays at most with the index: a longer axis fails there (but for 2-D data)."""
+
+
+def _beyond_the_reference(sig: Signature) -> set[str]:
+    """The GatherElements kinds ``onnx.reference`` cannot run for ``sig``'s type and dims.
+
+    None for types onnxruntime has. For the others: GatherElements along a time axis
+    not known to hold at most ``_REFERENCE_CHOICES`` steps (a matrix, which it gathers
+    row by row, aside), and on a 1-D view larger than that.
+    """
+    if dtype_name(sig.dtype) not in _CHECKED_BY_REFERENCE:
+        return set()
+    beyond = set()
+    time_len = sig.dim(sig.time_axis)
+    short = time_len is not None and time_len <= _REFERENCE_CHOICES
+    if not (short or sig.index_covers_data()):
+        beyond.add(GATHER_ELEMENTS_KINDS[0])
+    size = sig.static_dims()
+    if size is None or math.prod(size) > _REFERENCE_CHOICES:
+        beyond.add(GATHER_ELEMENTS_KINDS[1])
+    return beyond
 
 
 def check_name(strategy: str) -> None:
@@ -150,6 +178,13 @@ def _misfit(
             who = ", ".join(blamed) or "the target"
             return f"strategy {strategy!r} needs {', '.join(missing)}, which {who} lacks"
     dtype = dtype_name(sig.dtype)
+    beyond = sorted(moving & _beyond_the_reference(sig)) if sig.allowed is not None else []
+    if beyond:  # a target's output is checked there; ``any`` emits what is asked
+        return (
+            f"strategy {strategy!r} gathers {dtype} with {beyond[0]}, which onnx.reference "
+            f"(where revseq checks that type) cannot run along more than "
+            f"{_REFERENCE_CHOICES} steps"
+        )
     for gather in sorted(moving):
         if not profile.moves(gather, dtype):
             who = ", ".join(profile.not_moving(gather, dtype)) or "the target"
@@ -182,9 +217,9 @@ def _capabilities(sig: Signature, profile: Profile) -> frozenset[str] | None:
     implied = {CLIP_CAST} if "Clip" in allowed else set()  # exact Clip: exact once cast
     if in_place(profile, cost_class(sig)):  # the layout its probe timed cheaper there
         implied.add(INDEX_IN_PLACE)
-    return (
-        allowed | implied | {data_variant(g) for g in GATHER_KINDS if profile.moves(g, dtype)}
-    )
+    moving = {g for g in GATHER_KINDS if profile.moves(g, dtype)}
+    moving -= _beyond_the_reference(sig)
+    return allowed | implied | {data_variant(g) for g in moving}
 
 
 def _fit(strategy: str, sig: Signature, profile: Profile) -> tuple[Plan | None, list[str]]:

@@ -19,6 +19,7 @@ from onnx.backend.test.case.node import collect_testcases
 
 import revseq
 from revseq.ops import reverse_sequence
+from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 
 TP = onnx.TensorProto
 TYPES = {
@@ -717,3 +718,49 @@ def test_a_node_no_form_fits_leaves_the_model_unchanged():
     with pytest.raises(revseq.StrategyError, match="does_not_fit"):
         revseq.inline(model, target="nnapi")
     assert ir.to_proto(model).SerializeToString() == before
+
+
+@pytest.mark.parametrize("target", [None, "iree", "onnx2torch"])
+@pytest.mark.parametrize("kind", ["static", "time+batch", "all"])
+@pytest.mark.parametrize(
+    ("rank", "trailing"), [(2, ()), (3, (3,)), (4, (1, 2)), (5, (2, 1, 3))]
+)
+def test_complex_data_runs_in_the_reference_runtime_at_every_rank(
+    rank, trailing, kind, target
+):
+    """onnxruntime has no complex types: onnx.reference runs them, and its GatherElements
+    takes at most 64 steps (np.choose's choices), so complex data is gathered otherwise."""
+    time_len, batch = 70, 3
+    dims: list = [time_len, batch, *trailing]
+    declared = list(dims)
+    if kind != "static":
+        declared[:2] = ["T", "B"]
+    if kind == "all":
+        declared = [d if isinstance(d, str) else f"d{i}" for i, d in enumerate(declared)]
+    for dtype, np_type in (
+        (onnx.TensorProto.COMPLEX64, np.complex64),
+        (onnx.TensorProto.COMPLEX128, np.complex128),
+    ):
+        model = reverse_sequence_model(declared, dtype)
+        inlined = revseq.inline(model, target=target)
+        rng = np.random.default_rng(0)
+        x = (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(np_type)
+        lens = np.array([time_len, 0, 2])
+        got = reference_evaluator(inlined).run(None, {"x": x, "lens": lens})[0]
+        assert_identical(got, reverse_sequence(x, lens))
+
+
+def test_complex_data_takes_no_gather_elements_the_reference_runtime_cannot_run():
+    """Named, GatherElements is refused for complex data along more than 63 steps; the
+    matrix form (which onnx.reference gathers row by row) and short axes keep it."""
+    long = reverse_sequence_model([70, 3, 2], onnx.TensorProto.COMPLEX64)
+    with pytest.raises(revseq.StrategyError, match=r"onnx\.reference"):
+        revseq.inline(long, strategy="gather_elements", target="iree")
+    short = reverse_sequence_model([60, 3, 2], onnx.TensorProto.COMPLEX64)
+    assert "GatherElements" in all_op_types(
+        revseq.inline(short, strategy="gather_elements", target="iree")
+    )
+    matrix = reverse_sequence_model([70, 3], onnx.TensorProto.COMPLEX64)
+    assert "GatherElements" in all_op_types(
+        revseq.inline(matrix, strategy="gather_elements", target="iree")
+    )

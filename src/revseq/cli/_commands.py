@@ -21,7 +21,13 @@ import revseq
 from revseq import files
 from revseq.cli.demo import run_demo
 from revseq.cli.info import describe
-from revseq.equivalence import CheckReport, check, check_nodes
+from revseq.equivalence import (
+    WHOLE_MODEL_ATOL,
+    WHOLE_MODEL_RTOL,
+    CheckReport,
+    check,
+    check_nodes,
+)
 from revseq.ops.errors import RevseqError
 from revseq.ops.targets import resolve_target
 from revseq.ops.vocabulary import SHAPE_KINDS
@@ -124,8 +130,8 @@ def check_models(
         progress=console.progress,
         backend=getattr(args, "backend", None),
         whole_model=getattr(args, "whole_model", False),
-        rtol=getattr(args, "rtol", 0.0),
-        atol=getattr(args, "atol", 0.0),
+        rtol=getattr(args, "rtol", WHOLE_MODEL_RTOL),
+        atol=getattr(args, "atol", WHOLE_MODEL_ATOL),
     )
     console.progress(f"check: {report.verdict} in {time.perf_counter() - started:.2f} s")
     return report

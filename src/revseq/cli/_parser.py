@@ -20,7 +20,7 @@ from revseq.cli._commands import (
     cmd_webgpu_setup,
 )
 from revseq.cli._probe import cmd_probe
-from revseq.measure.bench import passes_count
+from revseq.equivalence import WHOLE_MODEL_ATOL, WHOLE_MODEL_RTOL
 from revseq.ops.forms import FORMS
 
 _STRATEGY_HELP = "auto: the fastest form that fits each node; " + "; ".join(
@@ -171,10 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
         "differently across runtimes, so this is never reported as bit-identical)",
     )
     check.add_argument(
-        "--rtol", type=_tolerance, default=0.0, help="relative tolerance of --whole-model"
+        "--rtol",
+        type=_tolerance,
+        default=WHOLE_MODEL_RTOL,
+        help="relative tolerance of --whole-model (0 for exact equality)",
     )
     check.add_argument(
-        "--atol", type=_tolerance, default=0.0, help="absolute tolerance of --whole-model"
+        "--atol",
+        type=_tolerance,
+        default=WHOLE_MODEL_ATOL,
+        help="absolute tolerance of --whole-model (0 for exact equality)",
     )
     check.set_defaults(handler=cmd_check)
 
@@ -227,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.add_argument(
         "--passes",
-        type=passes_count,
+        type=_positive_int,
         default=1,
         metavar="N",
         help="time each cost case in N passes of fresh runners, the median counting "

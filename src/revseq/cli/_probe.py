@@ -8,8 +8,6 @@ import argparse
 import json
 
 from revseq.cli._commands import EXIT_OK, Console
-from revseq.measure.probe import probe_backend
-from revseq.measure.profile_file import saved_profile, write_profile
 from revseq.ops.vocabulary import DYNAMIC, MATRIX, MATRIX_STATIC, STATIC
 
 _COST_CLASS_LABELS = {
@@ -20,6 +18,10 @@ _COST_CLASS_LABELS = {
 
 
 def cmd_probe(args: argparse.Namespace, console: Console) -> int:
+    """Probe the backend; print its verdicts and costs, or its profile as JSON."""
+    from revseq.measure.probe import probe_backend  # the measuring, loaded when asked for
+    from revseq.measure.profile_file import saved_profile, write_profile
+
     keep = saved_profile(args.backend) if args.keep_costs else None
     profile, results = probe_backend(
         args.backend,

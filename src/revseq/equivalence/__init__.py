@@ -13,11 +13,19 @@ __all__ = [
     "CheckReport",
     "Counterexample",
     "NodeReport",
+    "WHOLE_MODEL_ATOL",
+    "WHOLE_MODEL_RTOL",
     "check",
     "check_nodes",
     "generate_inputs",
 ]
 
-from revseq.equivalence._check import check, check_nodes, generate_inputs
+from revseq.equivalence._check import (
+    WHOLE_MODEL_ATOL,
+    WHOLE_MODEL_RTOL,
+    check,
+    check_nodes,
+    generate_inputs,
+)
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.reports import CheckReport, Counterexample, NodeReport

@@ -50,6 +50,12 @@ from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
 
 logger = logging.getLogger(__name__)
 
+WHOLE_MODEL_RTOL = 1e-5
+"""The relative tolerance of a whole-model comparison across runtimes, by default."""
+
+WHOLE_MODEL_ATOL = 1e-6
+"""The absolute tolerance of a whole-model comparison across runtimes, by default."""
+
 
 def _guard(proto: onnx.ModelProto, label: str) -> None:
     """Refuse invalid ReverseSequence nodes before a runtime sees them.
@@ -152,8 +158,8 @@ def check(
     progress: Callable[[str], None] | None = None,
     backend: str | None = None,
     whole_model: bool = False,
-    rtol: float = 0.0,
-    atol: float = 0.0,
+    rtol: float = WHOLE_MODEL_RTOL,
+    atol: float = WHOLE_MODEL_ATOL,
 ) -> CheckReport:
     """Check that ``candidate`` computes what ``reference`` does, where it will run.
 
@@ -174,7 +180,8 @@ def check(
             compare its outputs with the reference's in onnxruntime within ``rtol`` and
             ``atol`` (on finite generated inputs): a comparison across runtimes, whose
             arithmetic may round differently; never reported as bit-identical.
-        rtol: Relative tolerance of ``whole_model``.
+        rtol: Relative tolerance of ``whole_model`` (by default float32 arithmetic's
+            last digits: a MatMul may round them differently across runtimes).
         atol: Absolute tolerance of ``whole_model``.
 
     Returns:
