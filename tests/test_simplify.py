@@ -207,3 +207,17 @@ def test_a_full_reversal_is_a_slice_where_the_target_steps_back_over_the_rank(
         assert len(gathers) == 1 and "Slice" not in ops[-1:]
     x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
     assert _run(out, {"x": x})[0].tobytes() == np.ascontiguousarray(x[::-1]).tobytes()
+
+
+@pytest.mark.parametrize("lens", [[2, 2, 2], [3, 3, 3], [3, 4, 4], [0, 1, 2]])
+def test_lengths_that_reverse_some_steps_are_no_trivial_node(lens):
+    """Lengths of 2 reverse two steps (no Identity), lengths of T-1 leave the last step in
+    place (no flip): such nodes are decomposed, and compute the reversal bit for bit."""
+    model = _const_lens_model(lens)  # T = 4
+    result = SimplifyReverseSequencePass()(ir.from_proto(model))
+    assert not result.modified
+    inlined = revseq.inline(model)
+    assert not {"Identity", "Slice"} & {n.op_type for n in inlined.graph.node}
+    x = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    expected = _run(model, {"x": x})[0]
+    assert _run(inlined, {"x": x})[0].tobytes() == expected.tobytes()
