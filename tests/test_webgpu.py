@@ -1,7 +1,7 @@
-"""revseq's output on onnxruntime-web's WebGPU EP in headless Chromium: exact, and where
-each node ran. Skipped with the reason where no browser or onnxruntime-web is installed
-(``apt-get install chromium``; ``pip install "revseq[webgpu]"``; ``revseq webgpu-setup``).
-One browser serves every case of a test session."""
+"""revseq's output on onnxruntime-web's WebGPU EP (Dawn, in Node): exact, and where each
+node ran. Skipped with the reason where node, onnxruntime-web, Dawn or a Vulkan driver
+is missing (``revseq webgpu-setup`` installs them). One worker serves every case of a
+test session."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ def webgpu() -> backends.Backend:
 
 
 def _adapter_has_f16() -> bool:
-    from revseq.backends.webgpu import _session_browser
+    from revseq.backends.webgpu import worker
 
-    return bool(_session_browser().adapter["f16"])
+    return bool(worker().adapter["f16"])
 
 
 def _dims(rank: int, time_axis: int, batch_axis: int, symbolic: bool) -> tuple:
@@ -47,7 +47,7 @@ def _dims(rank: int, time_axis: int, batch_axis: int, symbolic: bool) -> tuple:
 @pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "bool", "float16"])
 def test_output_runs_exactly_on_webgpu(webgpu, dtype, rank, symbolic, target):
     if dtype == "float16" and not _adapter_has_f16():
-        pytest.skip("the WebGPU adapter has no shader-f16 (SwiftShader lacks it)")
+        pytest.skip("the WebGPU adapter has no shader-f16")
     for time_axis, batch_axis in ((0, 1), (1, 0)):
         model = model_of(_dims(rank, time_axis, batch_axis, symbolic), dtype, batch_axis,
                          time_axis)  # fmt: skip

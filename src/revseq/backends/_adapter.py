@@ -47,13 +47,13 @@ ADAPTERS: dict[str, str] = {
     "tinygrad": "tinygrad's OnnxRunner on its CPU device",
     "tract": "Sonos tract, through its Python bindings",
     "mnn": "Alibaba MNN: its converter, then its nn Module API on the CPU",
-    "webgpu": "onnxruntime-web's WebGPU execution provider in headless Chromium (playwright)",
+    "webgpu": "onnxruntime-web's WebGPU execution provider on Dawn, in Node",
 }
 """Every adapter, by the name ``--backend`` and ``target=`` take, with what it runs."""
 
 UNTIMED: dict[str, str] = {
-    "webgpu": "its runs through the browser page are dominated by moving the tensors in "
-    "and out (about 0.36 s for 2 MiB, an Identity as much as anything): no timing there",
+    "webgpu": "its runs pass the tensors through a worker process, on a software Vulkan "
+    "where no GPU is there: no GPU's timing",
 }
 """Adapters whose run times say nothing about the backend's speed, and why."""
 

@@ -1,18 +1,19 @@
-"""onnxruntime-web's WebGPU execution provider, in headless Chromium, driven by playwright.
+"""onnxruntime-web's WebGPU execution provider, under Dawn, in Node.
 
 The people who inline ReverseSequence most often run in a browser, where onnxruntime-web's
 WebGPU EP has no kernel for it: a model holding the op is split between the GPU and the
-CPU. This adapter runs a model there: it serves onnxruntime-web's files and a small page
-from its own server on 127.0.0.1, starts its own Chromium (one per process, reused by
-every model), creates a session with ``executionProviders: ['webgpu']`` and reads
-onnxruntime's *Node placements* log, so that a run reports where each node ran.
+CPU. This adapter runs a model in that EP on Dawn, the WebGPU implementation Chrome
+ships, through its Node binding (npm ``webgpu``): one ``node`` process per Python
+process, reused by every model, creates a session with ``executionProviders:
+['webgpu']`` and reads onnxruntime's *Node placements* log, so that a run reports where
+each node ran.
 
-Without a GPU, Chromium's bundled SwiftShader (a software Vulkan) gives WebGPU a fallback
-adapter: exact results, not GPU timings, and no ``shader-f16`` (float16 cannot run).
-
-onnxruntime-web comes from npm, pinned, into a cache folder, by ``revseq webgpu-setup``;
-nothing is downloaded at import time. ``REVSEQ_CHROMIUM`` names the browser (default: the
-``chromium`` on the PATH), ``REVSEQ_CACHE`` the cache folder (default ``~/.cache/revseq``).
+``revseq webgpu-setup`` installs the pinned onnxruntime-web and ``webgpu`` with npm
+into a cache folder, and, where the machine has no Vulkan driver with ``shader-f16``,
+Mesa's lavapipe (a software Vulkan on the CPU, from Debian's bookworm-backports) beside
+them: exact results and float16, not a GPU's timings. ``REVSEQ_CACHE`` names the cache
+folder (default ``~/.cache/revseq``); ``REVSEQ_VULKAN_ICD`` a Vulkan driver's ICD file
+to use instead of lavapipe, or ``system`` for the machine's own drivers as they are.
 """
 
 from __future__ import annotations
@@ -21,14 +22,13 @@ import atexit
 import base64
 import collections
 import functools
-import http.server
 import json
 import os
 import pathlib
 import re
 import shutil
 import subprocess
-import threading
+import tempfile
 from collections.abc import Callable
 
 import numpy as np
@@ -39,11 +39,21 @@ from revseq.backends.placement import node_key
 
 DISTRIBUTION = "onnxruntime-web"
 EXTRA = "webgpu"
-IMPORTS = ("playwright",)
+IMPORTS = ()
 ORT_WEB_VERSION = "1.30.0"
 """The onnxruntime-web release ``revseq webgpu-setup`` installs."""
+DAWN_VERSION = "0.6.2"
+"""The release of npm's ``webgpu`` (Dawn for Node) ``revseq webgpu-setup`` installs."""
+LAVAPIPE = (
+    "mesa-vulkan-drivers/bookworm-backports",
+    "libdrm2/bookworm-backports",
+    "libdrm-amdgpu1/bookworm-backports",
+    "libvulkan1",
+)
+"""Debian's packages that make lavapipe, Mesa 25's software Vulkan (Debian 12's own Mesa
+22 gives Dawn no adapter: ``shaderUniform*ArrayDynamicIndexing required``)."""
 
-# Sessions kept alive in the page: a probe or a check creates one per model.
+# Sessions kept alive in the worker: a probe or a check creates one per model.
 _LIVE_SESSIONS = 16
 _PLACEMENT_LINE = re.compile(r"VerifyEachNodeIsAssignedToAnEp\]\s(.*)$")
 _PLACED = re.compile(r"(?:Node\(s\)|All nodes) placed on \[(\w+)\]")
@@ -66,53 +76,66 @@ _TYPES = {
 }
 _NUMPY = {ort_type: np.dtype(name) for name, (ort_type, _) in _TYPES.items()}
 
-_PAGE = """<!doctype html><meta charset="utf-8"><title>revseq webgpu</title>
-<script type="module">
-import * as ort from './dist/ort.webgpu.min.mjs';
-ort.env.wasm.numThreads = 1;
+_SERVER = r"""
+// revseq's WebGPU worker: JSON requests on stdin, one a line; each answer a line of
+// stdout after MARK (Dawn and onnxruntime may print their own lines there too).
+import { create, globals } from 'webgpu';
+import fs from 'node:fs';
+import readline from 'node:readline';
+Object.assign(globalThis, globals);
+globalThis.navigator = { gpu: create([]) };
+// Dawn's writeBuffer refuses views of a SharedArrayBuffer, which onnxruntime-web hands it.
+const writeBuffer = GPUQueue.prototype.writeBuffer;
+GPUQueue.prototype.writeBuffer = function (buffer, offset, data, ...rest) {
+  if (ArrayBuffer.isView(data) && data.buffer instanceof SharedArrayBuffer) {
+    data = new data.constructor(data.slice());
+  }
+  return writeBuffer.call(this, buffer, offset, data, ...rest);
+};
+const MARK = '@@revseq ';
 const ARRAYS = {ARRAYS};
-const sessions = new Map();
-let next = 0;
-// onnxruntime logs its node placements to the console while a session is created.
+// onnxruntime logs its node placements while a session is created: its wasm module
+// writes them to fds 1 and 2 (fs.writeSync), its JavaScript through console.
 const log = [];
 for (const level of ['log', 'info', 'warn', 'error', 'debug']) {
-  const original = console[level].bind(console);
-  console[level] = (...args) => { log.push(args.map(String).join(' ')); original(...args); };
+  console[level] = (...args) => { log.push(args.map(String).join(' ')); };
 }
-function bytes(b64) {
-  const s = atob(b64), out = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
-  return out.buffer;
-}
-function b64(buffer) {
-  const u = new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
-  let s = '';
-  for (let i = 0; i < u.length; i += 0x8000) {
-    s += String.fromCharCode(...u.subarray(i, i + 0x8000));
-  }
-  return btoa(s);
-}
-window.revseq = {
+const writeSync = fs.writeSync;
+fs.writeSync = (fd, data, ...rest) => {
+  if (fd !== 1 && fd !== 2) return writeSync(fd, data, ...rest);
+  log.push(...String(data).split('\n').filter((line) => line));
+  return typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
+};
+const ort = await import('onnxruntime-web/webgpu');
+ort.env.wasm.numThreads = 1;
+const sessions = new Map();
+let next = 0;
+const bytes = (b64) => new Uint8Array(Buffer.from(b64, 'base64'));
+const b64 = (a) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('base64');
+const handlers = {
   adapter: async () => {
-    if (!navigator.gpu) return null;
     const a = await navigator.gpu.requestAdapter();
     if (!a) return null;
     const info = a.info || {};
     return {vendor: info.vendor || '', architecture: info.architecture || '',
             f16: a.features.has('shader-f16')};
   },
-  create: async (model) => {
+  create: async ({model}) => {
     log.length = 0;
-    const session = await ort.InferenceSession.create(new Uint8Array(bytes(model)), {
+    const session = await ort.InferenceSession.create(bytes(model), {
       executionProviders: ['webgpu'], logSeverityLevel: 0, logVerbosityLevel: 1});
     const id = next++;
     sessions.set(id, session);
     return {id: id, log: log.splice(0)};
   },
-  run: async (id, feeds) => {
+  run: async ({id, feeds}) => {
     const session = sessions.get(id), inputs = {};
     for (const [name, f] of Object.entries(feeds)) {
-      inputs[name] = new ort.Tensor(f.type, new ARRAYS[f.type](bytes(f.data)), f.dims);
+      const data = bytes(f.data);
+      inputs[name] = new ort.Tensor(
+        f.type, new ARRAYS[f.type](data.buffer, data.byteOffset,
+                                   data.byteLength / ARRAYS[f.type].BYTES_PER_ELEMENT),
+        f.dims);
     }
     const results = await session.run(inputs), out = {};
     for (const name of session.outputNames) {
@@ -121,18 +144,28 @@ window.revseq = {
     }
     return out;
   },
-  release: async (id) => {
+  release: async ({id}) => {
     const s = sessions.get(id);
     sessions.delete(id);
     if (s) await s.release();
+    return null;
   },
 };
-window.revseqReady = true;
-</script>"""
+const answer = (a) => process.stdout.write(MARK + JSON.stringify(a) + '\n');
+for await (const line of readline.createInterface({input: process.stdin})) {
+  const request = JSON.parse(line);
+  try {
+    answer({ok: true, value: await handlers[request.op](request)});
+  } catch (e) {
+    answer({ok: false, error: String(e && e.message || e)});
+  }
+}
+"""
+_MARK = "@@revseq "
 
 
 def cache_folder() -> pathlib.Path:
-    """Where ``revseq webgpu-setup`` installs onnxruntime-web."""
+    """Where ``revseq webgpu-setup`` installs onnxruntime-web, Dawn and lavapipe."""
     root = os.environ.get("REVSEQ_CACHE") or os.path.join(
         pathlib.Path.home(), ".cache", "revseq"
     )
@@ -143,28 +176,28 @@ def _dist() -> pathlib.Path:
     return cache_folder() / "node_modules" / "onnxruntime-web" / "dist"
 
 
-def _browser() -> str | None:
-    named = os.environ.get("REVSEQ_CHROMIUM")
+def _lavapipe() -> pathlib.Path:
+    return cache_folder() / "vulkan"
+
+
+def _icd() -> str | None:
+    """The Vulkan driver Dawn is given: a file, "system", or None where there is none."""
+    named = os.environ.get("REVSEQ_VULKAN_ICD")
     if named:
-        return named if os.path.exists(named) else None
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+        return named if named == "system" or os.path.exists(named) else None
+    icd = _lavapipe() / "icd.json"
+    return str(icd) if icd.exists() else None
 
 
 def missing_requirement() -> str | None:
-    """The browser and onnxruntime-web's files must be there."""
-    if _browser() is None:
+    """Node, onnxruntime-web, Dawn and a Vulkan driver must be there."""
+    if shutil.which("node") is None:
+        return "backend 'webgpu' cannot run here: node is not on the PATH"
+    needed = [_dist() / "ort.webgpu.min.mjs", cache_folder() / "node_modules" / "webgpu"]
+    if not all(path.exists() for path in needed) or _icd() is None:
         return (
-            "backend 'webgpu' cannot run here: no Chromium (apt-get install chromium, or "
-            "name one in REVSEQ_CHROMIUM)"
-        )
-    if not (_dist() / "ort.webgpu.min.mjs").exists():
-        return (
-            f"backend 'webgpu' cannot run here: onnxruntime-web is not in {cache_folder()} "
-            "(run: revseq webgpu-setup)"
+            f"backend 'webgpu' cannot run here: onnxruntime-web, Dawn or lavapipe is not "
+            f"in {cache_folder()} (run: revseq webgpu-setup)"
         )
     return None
 
@@ -175,111 +208,155 @@ def version() -> str:
     return json.loads(package.read_text(encoding="utf-8"))["version"]
 
 
+def _run(command: list[str], what: str, **options) -> None:
+    done = subprocess.run(command, capture_output=True, text=True, check=False, **options)
+    if done.returncode != 0:
+        last = ((done.stderr or done.stdout).strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"{what} failed: {last}")
+
+
 def install(*, progress: Callable[[str], None] = print) -> pathlib.Path:
-    """``npm install`` the pinned onnxruntime-web into the cache folder; returns it.
+    """Install onnxruntime-web and Dawn with npm, and lavapipe, into the cache folder.
+
+    lavapipe comes from Debian's packages (``apt-get download`` with a configuration of
+    its own: the system's sources and state are left as they are), unpacked there.
 
     Raises:
-        RuntimeError: npm is missing or failed.
+        RuntimeError: npm, apt-get or dpkg-deb is missing or failed.
     """
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError("npm is not on the PATH (apt-get install npm)")
     folder = cache_folder()
     folder.mkdir(parents=True, exist_ok=True)
-    progress(f"webgpu-setup: npm install onnxruntime-web@{ORT_WEB_VERSION} into {folder}")
-    done = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", "--prefix", str(folder),
-         f"onnxruntime-web@{ORT_WEB_VERSION}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"npm install failed: {last}")
+    packages = [f"onnxruntime-web@{ORT_WEB_VERSION}", f"webgpu@{DAWN_VERSION}"]
+    progress(f"webgpu-setup: npm install {' '.join(packages)} into {folder}")
+    _run(
+        [npm, "install", "--no-audit", "--no-fund", "--prefix", str(folder), *packages],
+        "npm install",
+    )
+    if os.environ.get("REVSEQ_VULKAN_ICD"):
+        return folder
+    progress(f"webgpu-setup: lavapipe from Debian's packages into {_lavapipe()}")
+    _install_lavapipe(_lavapipe())
     return folder
 
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {  # noqa: RUF012  # the class attribute SimpleHTTPRequestHandler reads
-        **http.server.SimpleHTTPRequestHandler.extensions_map,
-        ".mjs": "text/javascript",
-        ".wasm": "application/wasm",
+def _install_lavapipe(target: pathlib.Path) -> None:
+    apt, unpack = shutil.which("apt-get"), shutil.which("dpkg-deb")
+    if apt is None or unpack is None:
+        raise RuntimeError(
+            "apt-get and dpkg-deb are needed to fetch lavapipe; or name a Vulkan driver "
+            "with shader-f16 in REVSEQ_VULKAN_ICD"
+        )
+    with tempfile.TemporaryDirectory() as scratch:
+        root = pathlib.Path(scratch)
+        for sub in ("lists/partial", "cache/archives/partial", "parts", "debs"):
+            (root / sub).mkdir(parents=True)
+        (root / "sources.list").write_text(
+            "deb http://deb.debian.org/debian bookworm main\n"
+            "deb http://deb.debian.org/debian bookworm-backports main\n"
+        )
+        (root / "preferences").write_text("")
+        (root / "apt.conf").write_text(
+            f'Dir::Etc::SourceList "{root}/sources.list";\n'
+            f'Dir::Etc::SourceParts "{root}/parts";\n'
+            f'Dir::Etc::Preferences "{root}/preferences";\n'
+            f'Dir::Etc::PreferencesParts "{root}/parts";\n'
+            f'Dir::State::Lists "{root}/lists";\n'
+            f'Dir::Cache "{root}/cache";\n'
+        )
+        env = {**os.environ, "APT_CONFIG": str(root / "apt.conf")}
+        _run([apt, "update", "-qq"], "apt-get update", env=env)
+        _run([apt, "download", *LAVAPIPE], "apt-get download", env=env, cwd=root / "debs")
+        shutil.rmtree(target, ignore_errors=True)
+        for deb in sorted((root / "debs").glob("*.deb")):
+            _run([unpack, "-x", str(deb), str(target)], "dpkg-deb")
+    library = target / "usr" / "lib" / "x86_64-linux-gnu" / "libvulkan_lvp.so"
+    icd = {
+        "file_format_version": "1.0.0",
+        "ICD": {"library_path": str(library), "api_version": "1.3.0"},
     }
-
-    def log_message(self, format: str, *args: object) -> None:
-        return  # quiet: the adapter's caller prints what matters
-
-    def do_GET(self) -> None:
-        if self.path in ("/", "/index.html"):
-            page = _PAGE.replace(
-                "{ARRAYS}",
-                json.dumps({t: a for t, a in _TYPES.values()}).replace('"', ""),
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(page)))
-            self.end_headers()
-            self.wfile.write(page)
-            return
-        super().do_GET()
+    (target / "icd.json").write_text(json.dumps(icd))
 
 
-class _Browser:
-    """One local server and one headless Chromium with the page loaded, for a process."""
+class _Worker:
+    """One ``node`` process running onnxruntime-web's WebGPU EP on Dawn, for a process."""
 
     def __init__(self) -> None:
-        from playwright.sync_api import sync_playwright
-
-        root = str(_dist().parent)
-        self.server = http.server.ThreadingHTTPServer(
-            ("127.0.0.1", 0), functools.partial(_Handler, directory=root)
+        script = cache_folder() / "revseq_worker.mjs"
+        arrays = json.dumps({t: a for t, a in _TYPES.values()}).replace('"', "")
+        source = _SERVER.replace("{ARRAYS}", arrays)
+        if not script.exists() or script.read_text(encoding="utf-8") != source:
+            script.write_text(source, encoding="utf-8")
+        env = dict(os.environ)
+        icd = _icd()
+        if icd not in (None, "system"):
+            env["VK_ICD_FILENAMES"] = icd
+            libraries = str(_lavapipe() / "usr" / "lib" / "x86_64-linux-gnu")
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                p for p in (libraries, env.get("LD_LIBRARY_PATH")) if p
+            )
+        # V8's optimising wasm compiler takes half a minute on onnxruntime-web's first
+        # run; its baseline compiler a few seconds.
+        self.process = subprocess.Popen(
+            ["node", "--liftoff-only", str(script)],
+            cwd=cache_folder(),
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.playwright = sync_playwright().start()
-        self.browser = self.playwright.chromium.launch(
-            executable_path=_browser(),
-            headless=True,
-            args=["--no-sandbox", "--enable-unsafe-webgpu", "--headless=new"],
-        )
-        self.page = self.browser.new_page()
         self.sessions: collections.deque[int] = collections.deque()
-        port = self.server.server_address[1]
-        self.page.goto(f"http://127.0.0.1:{port}/index.html")
-        self.page.wait_for_function("window.revseqReady === true", timeout=60_000)
-        self.adapter = self.page.evaluate("window.revseq.adapter()")
+        self.adapter = self.ask("adapter")
         if self.adapter is None:
-            raise RuntimeError("the browser has no WebGPU adapter")
+            raise RuntimeError("Dawn finds no WebGPU adapter (no Vulkan driver?)")
+
+    def ask(self, op: str, **fields: object) -> object:
+        """Send one request; its answer's value, or the worker's error raised."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+        self.process.stdin.flush()
+        for line in self.process.stdout:
+            if line.startswith(_MARK):
+                answer = json.loads(line[len(_MARK) :])
+                if not answer["ok"]:
+                    raise RuntimeError(answer["error"])
+                return answer["value"]
+        raise RuntimeError(f"the WebGPU worker exited ({self.process.wait()})")
 
     def create(self, payload: str) -> tuple[int, list[str]]:
         """A session of the base64 model, and what onnxruntime logged creating it.
 
         The oldest live sessions beyond a few are released.
         """
-        created = self.page.evaluate("m => window.revseq.create(m)", payload)
-        session = int(created["id"])
+        created = self.ask("create", model=payload)
+        session = int(created["id"])  # type: ignore[index]
         self.sessions.append(session)
         while len(self.sessions) > _LIVE_SESSIONS:
-            self.page.evaluate("id => window.revseq.release(id)", self.sessions.popleft())
-        return session, list(created["log"])
+            self.ask("release", id=self.sessions.popleft())
+        return session, list(created["log"])  # type: ignore[index]
 
     def alive(self, session: int) -> bool:
         """Whether ``session`` has not been released."""
         return session in self.sessions
 
     def close(self) -> None:
-        try:
-            self.browser.close()
-            self.playwright.stop()
-        finally:
-            self.server.shutdown()
+        if self.process.poll() is None:
+            self.process.stdin.close()  # type: ignore[union-attr]
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
 
 
 @functools.cache
-def _session_browser() -> _Browser:
-    browser = _Browser()
-    atexit.register(browser.close)
-    return browser
+def worker() -> _Worker:
+    """The process's WebGPU worker, started when first needed."""
+    started = _Worker()
+    atexit.register(started.close)
+    return started
 
 
 def parse_placement(
@@ -330,7 +407,7 @@ def _decode(result: dict[str, object]) -> np.ndarray:
 
 
 def _as_served(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` as the page gets it: the lowest IR version it can have, nodes named.
+    """``model`` as the worker gets it: the lowest IR version it can have, nodes named.
 
     onnxruntime-web 1.30 refuses IR versions newer than it knows (``Unsupported model IR
     version``), which ``onnx.helper.make_model`` stamps by default. The placement log
@@ -355,10 +432,10 @@ def prepare(model: onnx.ModelProto):
     The function's ``placement`` maps each execution provider to the (op type, node
     name) pairs onnxruntime placed on it (``MemcpyToHost``/``MemcpyFromHost`` included).
     """
-    browser = _session_browser()
+    runtime = worker()
     served = _as_served(model)
     payload = base64.b64encode(served.SerializeToString()).decode()
-    session, log = browser.create(payload)
+    session, log = runtime.create(payload)
     placement = parse_placement(
         log, [(n.op_type, n.name) for n in served.graph.node if n.op_type != "Constant"]
     )
@@ -367,13 +444,11 @@ def prepare(model: onnx.ModelProto):
     outputs = [o.name for o in model.graph.output]
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        if not browser.alive(live[0]):  # let go to bound the page's memory
-            live[0] = browser.create(payload)[0]
+        if not runtime.alive(live[0]):  # let go to bound the worker's memory
+            live[0] = runtime.create(payload)[0]
         encoded = {n: _encode(np.asarray(feeds[n])) for n in names}
-        results = browser.page.evaluate(
-            "([id, f]) => window.revseq.run(id, f)", [live[0], encoded]
-        )
-        return [_decode(results[n]) for n in outputs]
+        results = runtime.ask("run", id=live[0], feeds=encoded)
+        return [_decode(results[n]) for n in outputs]  # type: ignore[index]
 
     run.placement = placement  # type: ignore[attr-defined]
     return run

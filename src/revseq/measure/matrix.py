@@ -203,7 +203,7 @@ def _write_page(path: str, exactness: str, timing: str, names: list[str]) -> Non
         f"{exactness}\n\n## The default output against the copy floor\n\n"
         "`[64, 32, 256]` float32 (2 MiB), time-major, median of the runs after a warm-up; "
         "the floor is the backend's own Identity, and a full flip by `Slice` step -1, of "
-        "the same tensor. Not for webgpu, whose runs through the page are dominated by "
+        "the same tensor. Not for webgpu, whose runs through its worker are dominated by "
         f"moving the tensors.\n\n{timing}\n"
     )
     labels = ", ".join(backends.get(n).label for n in names)

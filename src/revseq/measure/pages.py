@@ -27,7 +27,7 @@ def write_measured_page(
 
 
 # What differs between two runs of the same failure: a temporary folder (IREE compiles
-# in one), the port of WebGPU's page server. A profile written again keeps its lines.
+# in one), a local server's port. A profile written again keeps its lines.
 _RUN_SPECIFIC = (
     (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
     (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
