@@ -54,7 +54,8 @@ def synchronise(where) -> None:
         torch.cuda.synchronize(where)
 
 
-def _torchvision_stand_in() -> None:
+def make_importable() -> None:
+    """Let onnx2torch import where torchvision cannot (see the module's docstring)."""
     try:
         import torchvision  # noqa: F401
     except Exception:  # missing, or a build that does not match torch
@@ -95,7 +96,7 @@ def to_numpy(tensor) -> np.ndarray:
 
 def convert(model: onnx.ModelProto):
     """The ``torch.fx.GraphModule`` onnx2torch makes of ``model``."""
-    _torchvision_stand_in()
+    make_importable()
     from onnx2torch import convert as onnx2torch_convert
 
     return onnx2torch_convert(model)

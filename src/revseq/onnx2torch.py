@@ -1,0 +1,128 @@
+"""ReverseSequence for onnx2torch: a converter that keeps the op as one torch module.
+
+onnx2torch has no converter for ReverseSequence (ONNX's, or revseq's generalised one in
+the ``revseq`` domain: any axes, int32 lengths). With this one registered, a model that
+still holds the op converts to a module that reverses with torch's own ops (``arange``,
+``where``, ``gather``) and reads no tensor's values in Python, so ``torch.compile`` with
+``fullgraph=True`` and ``torch.export`` take it with symbolic dims, the lengths' dim a
+symbol of its own included, and ExecuTorch runs what ``torch.export`` makes of it. A
+model inlined by revseq converts too, but onnx2torch's Range, Squeeze, Reshape and
+Expand read shapes as values, which neither compiling nor exporting can trace.
+
+Use :func:`convert` in place of ``onnx2torch.convert``, or call :func:`register` once
+before it. Lengths are clamped to ``[0, T]`` as revseq's decompositions clamp them (ONNX
+leaves invalid lengths unspecified), so the module and an inlined model agree everywhere.
+
+Needs the ``onnx2torch`` extra (``pip install "revseq[onnx2torch]"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+__all__ = ["ReverseSequence", "convert", "register"]
+
+import onnx
+import torch
+from torch import nn
+
+from revseq.backends import onnx2torch as _adapter
+from revseq.ops.domains import REVSEQ_DOMAIN
+
+_adapter.make_importable()
+
+from onnx2torch.node_converters.registry import add_converter  # noqa: E402
+from onnx2torch.utils.common import (  # noqa: E402
+    OnnxToTorchModule,
+    OperationConverterResult,
+    onnx_mapping_from_node,
+)
+
+# Gathered through a signed view of their bits: torch's CPU gather quiets a signalling
+# NaN of float16 and bfloat16, and has no kernel for the wider unsigned types. Only
+# these: ExecuTorch takes no such view (``aten.view.dtype`` is not core ATen).
+_THROUGH_BITS = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.uint16: torch.int16,
+    torch.uint32: torch.int32,
+    torch.uint64: torch.int64,
+}
+
+# Where ReverseSequence is defined: ONNX's opsets 10 and 28 (bfloat16), revseq's 1.
+_VERSIONS = (("", 10), ("", 28), (REVSEQ_DOMAIN, 1))
+
+
+class ReverseSequence(nn.Module, OnnxToTorchModule):
+    """``ReverseSequence(data, sequence_lens)`` along ``batch_axis`` and ``time_axis``.
+
+    ONNX allows the axes 0 and 1, revseq's domain any two distinct axes. One gather
+    along time with the source index ``where(t < L, L - 1 - t, t)``: the index
+    is built as ``[B, T]`` and broadcast to the data's shape as a view, so eager mode
+    reads no more index than it writes data, and a compiler fuses it away.
+    """
+
+    def __init__(self, batch_axis: int = 1, time_axis: int = 0):
+        super().__init__()
+        self.batch_axis = batch_axis
+        self.time_axis = time_axis
+
+    def forward(self, data: torch.Tensor, sequence_lens: torch.Tensor) -> torch.Tensor:
+        """The data with each batch entry's first ``sequence_lens[b]`` steps reversed."""
+        batch_axis, time_axis = self.batch_axis % data.dim(), self.time_axis % data.dim()
+        if batch_axis == time_axis:
+            raise ValueError(f"batch_axis and time_axis name the same axis, {batch_axis}")
+        batch, steps = data.shape[batch_axis], data.shape[time_axis]
+        # Taking the lengths at arange(batch) ties their count to the data's batch
+        # without a guard, so an export may give the lengths' dim a symbol of its own.
+        positions = torch.arange(batch, device=data.device)
+        lengths = sequence_lens.index_select(0, positions).to(torch.int64)
+        lengths = lengths.clamp(min=0, max=steps).unsqueeze(1)
+        time = torch.arange(steps, device=data.device)
+        index = torch.where(time < lengths, lengths - 1 - time, time)  # [batch, steps]
+        if time_axis < batch_axis:
+            index = index.transpose(0, 1)
+        view = [1] * data.dim()
+        view[batch_axis], view[time_axis] = batch, steps
+        index = index.reshape(view).expand(data.shape)
+        bits = _THROUGH_BITS.get(data.dtype)
+        if bits is not None:
+            return torch.gather(data.view(bits), time_axis, index).view(data.dtype)
+        return torch.gather(data, time_axis, index)
+
+    def extra_repr(self) -> str:
+        """The axes, as ``print(module)`` shows them."""
+        return f"batch_axis={self.batch_axis}, time_axis={self.time_axis}"
+
+
+def _convert_node(node, graph) -> OperationConverterResult:
+    del graph
+    attributes = node.attributes
+    module = ReverseSequence(
+        batch_axis=attributes.get("batch_axis", 1), time_axis=attributes.get("time_axis", 0)
+    )
+    mapping = onnx_mapping_from_node(node)
+    return OperationConverterResult(torch_module=module, onnx_mapping=mapping)
+
+
+_registered = False
+
+
+def register() -> None:
+    """Teach onnx2torch to convert ReverseSequence, ONNX's and revseq's; idempotent."""
+    global _registered  # noqa: PLW0603 (onnx2torch's registry is itself process-wide)
+    if _registered:
+        return
+    for domain, version in _VERSIONS:
+        # onnx2torch itself, or another package, may convert it already.
+        with contextlib.suppress(ValueError):
+            add_converter("ReverseSequence", version, domain=domain)(_convert_node)
+    _registered = True
+
+
+def convert(model: onnx.ModelProto | str) -> torch.fx.GraphModule:
+    """onnx2torch's conversion of ``model`` (or a path to one), ReverseSequence included."""
+    register()
+    if isinstance(model, str):
+        model = onnx.load(model)
+    return _adapter.convert(model)
