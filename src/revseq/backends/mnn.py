@@ -5,8 +5,10 @@ wrapper installs a logging SDK and posts usage data to a remote server. MNN's Py
 takes float32/64, int8, uint8 and int32 tensors: int64 inputs are fed as int32, as MNN's
 converter makes them, and bool inputs and outputs travel as int32 through a Cast in the
 model (0 and 1 each way: no value changes); other types are refused at run time, which a
-profile records as "moves no such type". A module is loaded once per set of input
-shapes: one module run at a smaller shape after a larger one has given wrong values.
+profile records as "moves no such type". A module is loaded for each set of input
+shapes: one module run at a smaller shape after a larger one has been seen to give
+wrong values (tf2onnx's masked GRU at [3, 7] then [1, 1]). Empty inputs go through the
+module loaded last: a module loaded afresh cannot read an empty output.
 """
 
 from __future__ import annotations
@@ -103,8 +105,8 @@ def _bools_as_int32(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[bool]
 def prepare(model: onnx.ModelProto):
     """Convert ``model`` to an MNN file; return a function of the inputs.
 
-    The file is loaded as a module once per set of input shapes, the folder holding it
-    kept as long as the function.
+    The file is loaded as a module once per set of input shapes (empty inputs take the
+    last one), the folder holding it kept as long as the function.
     """
     with _silenced():  # importing MNN prints the CPU's features
         import _tools
@@ -135,11 +137,14 @@ def prepare(model: onnx.ModelProto):
             for n in names
         ]
         shapes = tuple(a.shape for a in arrays)
-        if shapes not in modules:
-            modules[shapes] = nn.load_module_from_file(target, names, outputs)
+        module = modules.get(shapes)
+        if module is None and modules and any(a.size == 0 for a in arrays):
+            module = next(reversed(modules.values()))
+        if module is None:
+            module = modules[shapes] = nn.load_module_from_file(target, names, outputs)
         inputs = [F.const(a, list(a.shape), F.NCHW, _dtype(a)) for a in arrays]
         with _silenced():
-            results = modules[shapes].forward(inputs)
+            results = module.forward(inputs)
         results = results if isinstance(results, list) else [results]
         arrays = [np.array(r.read()) for r in results]
         return [a != 0 if is_bool else a for a, is_bool in zip(arrays, bools_out, strict=True)]
