@@ -163,6 +163,26 @@ def signature_of(
     )
 
 
+def int32_source(lens: ir.Value) -> ir.Value | None:
+    """The int32 value int64 lengths were cast from (as exporters cast TensorFlow's).
+
+    The same values exactly: a form may read them instead, and on a target that
+    computes its index in int32 nothing of the lengths is then int64 (onnxruntime-web
+    runs int64 arithmetic on the CPU, so lengths cast on the GPU would be copied back
+    to the host for it).
+    """
+    cast = lens.producer()
+    if (
+        cast is None
+        or cast.op_type != "Cast"
+        or cast.domain not in ONNX_DOMAINS
+        or cast.attributes.get_int("to") != ir.DataType.INT64
+    ):
+        return None
+    source = cast.inputs[0]
+    return source if source is not None and source.dtype == ir.DataType.INT32 else None
+
+
 def _own_dim(table: ShapeTable, data: ir.Value, lens: ir.Value, batch_axis: int) -> bool:
     """Whether the lengths' dim is known and not provably the data's batch dim."""
     own = table.dim_key(lens, 0)

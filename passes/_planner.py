@@ -98,12 +98,15 @@ class Plan:
         carried: Where the data is reversed in its carrier type (``ops/carriers.py``),
             the signature the form was emitted for (``sig`` with the carrier's type);
             the template casts to it and back.
+        lengths: Where the form reads the lengths from another value than the node's
+            own: the int32 value they were cast from (``int32_source``).
     """
 
     sig: Signature
     replacement: str
     template: Template | None = None
     carried: Signature | None = None
+    lengths: ir.Value | None = None
 
     def for_function(self) -> Plan:
         """The plan for a model-local function's body: the lengths stay its argument.
@@ -114,10 +117,11 @@ class Plan:
         """
         sig = dataclasses.replace(self.sig, lens=None)
         if self.carried is None:
-            return Plan(sig, self.replacement, recorded(sig, self.replacement))
+            template = recorded(sig, self.replacement)
+            return Plan(sig, self.replacement, template, lengths=self.lengths)
         carried = dataclasses.replace(self.carried, lens=None)
         template = recorded(carried, self.replacement, sig.dtype)
-        return Plan(sig, self.replacement, template, carried)
+        return Plan(sig, self.replacement, template, carried, self.lengths)
 
 
 def runs_trivial(kind: str, sig: Signature, profile: Profile) -> bool:

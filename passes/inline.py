@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = ["InlineReverseSequencePass"]
 
+import dataclasses
 import logging
 
 import onnx
@@ -13,12 +14,14 @@ import onnx_ir as ir
 from revseq.ops.domains import FUNCTION_DOMAIN
 from revseq.ops.errors import one_line
 from revseq.ops.targets import Target, resolve_target
+from revseq.ops.vocabulary import INT64_INDEX
 from revseq.passes import _planner
-from revseq.passes._builder import Template, gc_paused
+from revseq.passes._builder import gc_paused
 from revseq.passes._names import NameSource, Survey
 from revseq.passes._node import (
     DECOMPOSITION_MIN_OPSET,
     REVSEQ_DOMAIN,
+    int32_source,
     remove_if_dead,
     signature_of,
     validate_all,
@@ -103,7 +106,15 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                 f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
                 f">= {DECOMPOSITION_MIN_OPSET} and only the main graph is converted"
             )
-        return _planner.plan(self.strategy, sig, scoped, self.target)
+        plan = _planner.plan(self.strategy, sig, scoped, self.target)
+        # A target that computes its index in int32 reads int32 lengths cast to int64
+        # as they were (see int32_source).
+        source = int32_source(scoped.node.inputs[1])
+        if source is None or plan.sig.allows(INT64_INDEX) or sig.lens is not None:
+            return plan
+        narrowed = dataclasses.replace(sig, lens_dtype=ir.DataType.INT32)
+        plan = _planner.plan(self.strategy, narrowed, scoped, self.target)
+        return dataclasses.replace(plan, lengths=source)
 
     def _inline_all(self, model: ir.Model) -> ir.passes.PassResult:
         survey = Survey(model)
@@ -140,7 +151,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             )
             _replace_with_template(
                 scoped,
-                plan.template,
+                plan,
                 names.prefix_for(scoped.node),
                 graph_sharing,
                 weights=constants_graph(model, scoped),
@@ -180,7 +191,7 @@ def _upgrade_to_decomposition_opset(model: ir.Model) -> None:
 
 def _replace_with_template(
     scoped: ScopedNode,
-    template: Template,
+    plan: Plan,
     prefix: str,
     sharing: IndexSharing | None,
     *,
@@ -188,8 +199,9 @@ def _replace_with_template(
 ) -> None:
     node = scoped.node
     data, lens = node.inputs
-    assert data is not None and lens is not None
-    nodes, output = template.instantiate(prefix, data, lens, sharing, weights=weights)
+    assert data is not None and lens is not None and plan.template is not None
+    read = plan.lengths or lens
+    nodes, output = plan.template.instantiate(prefix, data, read, sharing, weights=weights)
     container = node.graph
     assert container is not None
     ir.convenience.replace_nodes_and_values(
@@ -216,10 +228,12 @@ def _replace_with_call(
     # A call inside a model-local function needs the import in that function too.
     scoped.owner.opset_imports.setdefault(FUNCTION_DOMAIN, 1)
     node = scoped.node
+    data, lens = node.inputs
+    assert lens is not None
     call = ir.Node(
         FUNCTION_DOMAIN,
         function.name,
-        list(node.inputs),
+        [data, plan.lengths or lens],
         num_outputs=1,
         name=node.name,
         doc_string=node.doc_string,
@@ -229,6 +243,7 @@ def _replace_with_call(
     ir.convenience.replace_nodes_and_values(
         container, node, [node], [call], list(node.outputs), list(call.outputs)
     )
+    remove_if_dead(lens)
 
 
 def _build_function(plan: Plan, *, name: str) -> ir.Function:

@@ -764,3 +764,46 @@ def test_complex_data_takes_no_gather_elements_the_reference_runtime_cannot_run(
     assert "GatherElements" in all_op_types(
         revseq.inline(matrix, strategy="gather_elements", target="iree")
     )
+
+
+def _cast_lengths_model(source_type: int, dims) -> onnx.ModelProto:
+    """A ReverseSequence whose int64 lengths are cast from a ``source_type`` input, as
+    tf2onnx casts TensorFlow's int32 lengths."""
+    model = reverse_sequence_model(dims, onnx.TensorProto.FLOAT, lens_elem=source_type)
+    model.graph.node[0].input[1] = "lens_int64"
+    cast = oh.make_node("Cast", ["lens"], ["lens_int64"], to=onnx.TensorProto.INT64)
+    model.graph.node.insert(0, cast)
+    return model
+
+
+@pytest.mark.parametrize("as_function", [False, True])
+@pytest.mark.parametrize("dims", [(5, 4, 3), ("T", "B", 3)])
+@pytest.mark.parametrize(
+    ("source_type", "target", "reads_source"),
+    [
+        (onnx.TensorProto.INT32, "webgpu", True),  # its index is int32: nothing int64
+        (onnx.TensorProto.INT32, "onnxruntime", False),  # int64 arithmetic: as it is
+        (onnx.TensorProto.INT16, "webgpu", False),  # int32 forms take no int16
+    ],
+)
+def test_int32_lengths_cast_to_int64_are_read_as_int32(
+    source_type, target, reads_source, dims, as_function
+):
+    """Where the target computes its index in int32, lengths cast from int32 are read as
+    they were (onnxruntime-web would otherwise copy them back to the host for int64
+    arithmetic on its CPU); exact either way."""
+    model = _cast_lengths_model(source_type, dims)
+    inlined = revseq.inline(model, target=target, as_function=as_function)
+    onnx.checker.check_model(inlined, full_check=True)
+    graph = inlined.graph
+    readers = [n for n in graph.node if "lens" in n.input]
+    casts = [n for n in graph.node if n.op_type == "Cast" and n.output[0] == "lens_int64"]
+    assert bool(casts) != reads_source  # the exporter's Cast goes when nothing reads it
+    assert (readers and readers[0].op_type != "Cast") == reads_source
+    rng = np.random.default_rng(0)
+    for time_len, batch in ((5, 4), (2, 3)) if "T" in dims else ((5, 4),):
+        x = rng.standard_normal((time_len, batch, 3)).astype(np.float32)
+        np_type = onnx.helper.tensor_dtype_to_np_dtype(source_type)
+        lens = np.array([0, 1, time_len, 2][:batch], np_type)
+        got = run_ort(inlined, {"x": x, "lens": lens}, optimize=False)[0]
+        assert_identical(got, reverse_sequence(x, lens, batch_axis=1, time_axis=0))

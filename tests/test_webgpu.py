@@ -5,6 +5,8 @@ test session."""
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import onnx
 import onnx.helper as oh
@@ -19,6 +21,7 @@ from revseq.ops.reference import reverse_sequence
 from revseq.ops.vocabulary import ELEMENT_TYPES
 
 pytestmark = pytest.mark.backend
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +76,7 @@ _LAYOUTS = [(rank, b, t, "") for rank in (2, 3, 4, 5) for b, t in ((1, 0), (0, 1
 
 @pytest.mark.parametrize("target", ["webgpu", None], ids=["webgpu", "default"])
 @pytest.mark.parametrize("kind", ["static", "time+batch", "all"])
-@pytest.mark.parametrize("dtype", ["float32", "int32", "uint32", "bool", "uint8"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "uint32", "bool", "uint8"])
 def test_output_stays_on_the_gpu(webgpu, dtype, kind, target):
     """target="webgpu" and the default: exact, no MemcpyToHost and nothing larger than a
     time or batch vector (or a shape) on the CPU, ranks 2-5, both layouts and general
@@ -83,6 +86,8 @@ def test_output_stays_on_the_gpu(webgpu, dtype, kind, target):
     other backends' choice."""
     if dtype == "uint8" and target is None:
         pytest.skip("WebGPU has no say in the default's uint8 (no gather of it moves it)")
+    if dtype == "float16" and not _adapter_has_f16():
+        pytest.skip("the WebGPU adapter has no shader-f16")
     for rank, batch_axis, time_axis, domain in _LAYOUTS:
         dims: list = [3] * rank
         if kind == "static":
@@ -96,6 +101,20 @@ def test_output_stays_on_the_gpu(webgpu, dtype, kind, target):
                          lens_type=lens_type)  # fmt: skip
         report = api.check(model, api.inline(model, target=target), trials=1, backend="webgpu")
         assert report.ok, f"rank {rank}, axes {batch_axis}/{time_axis}: {report}"
+
+
+@pytest.mark.parametrize("target", ["webgpu", None], ids=["webgpu", "default"])
+@pytest.mark.parametrize(
+    "export", ["tf_reverse_sequence_opset13.onnx", "tf_masked_bigru_opset13.onnx"]
+)
+def test_exported_lengths_stay_on_the_gpu(webgpu, export, target):
+    """tf2onnx's exports: int32 lengths cast to int64, declared with a dim of their own.
+    The int64 cast runs on the GPU; read as int64, the lengths would be copied back to
+    the host for the CPU's int64 arithmetic. The decomposition reads the int32 lengths
+    instead, and nothing of it leaves the GPU."""
+    model = onnx.load(FIXTURES / export)
+    report = api.check(model, api.inline(model, target=target), trials=2, backend="webgpu")
+    assert report.ok, str(report)
 
 
 @pytest.mark.parametrize("dims", [("T", "B", 8), (5, 4, 8), ("B", "T"), (6, 2, 3, 2)])
