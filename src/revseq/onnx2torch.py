@@ -18,19 +18,45 @@ Needs the ``onnx2torch`` extra (``pip install "revseq[onnx2torch]"``).
 
 from __future__ import annotations
 
-import contextlib
+__all__ = ["ReverseSequence", "convert", "make_importable", "register"]
 
-__all__ = ["ReverseSequence", "convert", "register"]
+import contextlib
+import sys
+import types
 
 import onnx
 import torch
 from torch import nn
 
-from revseq.backends import onnx2torch as _adapter
 from revseq.ops.domains import REVSEQ_DOMAIN
 
-_adapter.make_importable()
 
+def make_importable() -> None:
+    """Let onnx2torch import where torchvision cannot.
+
+    onnx2torch imports torchvision at import time, for its NonMaxSuppression and RoiAlign
+    converters only; PyPI has no CPU build of torchvision that loads beside torch's CPU
+    build. Where torchvision cannot be imported, a stand-in module is registered whose
+    functions raise if one of those two converters is ever used: no other needs it.
+    """
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # missing, or a build that does not match torch
+
+        def unavailable(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("torchvision is not available (NonMaxSuppression, RoiAlign)")
+
+        ops = types.ModuleType("torchvision.ops")
+        ops.nms = ops.box_convert = ops.roi_align = unavailable  # type: ignore[attr-defined]
+        stand_in = types.ModuleType("torchvision")
+        stand_in.ops = ops  # type: ignore[attr-defined]
+        sys.modules["torchvision"] = stand_in
+        sys.modules["torchvision.ops"] = ops
+
+
+make_importable()
+
+import onnx2torch  # noqa: E402
 from onnx2torch.node_converters.registry import add_converter  # noqa: E402
 from onnx2torch.utils.common import (  # noqa: E402
     OnnxToTorchModule,
@@ -125,4 +151,4 @@ def convert(model: onnx.ModelProto | str) -> torch.fx.GraphModule:
     register()
     if isinstance(model, str):
         model = onnx.load(model)
-    return _adapter.convert(model)
+    return onnx2torch.convert(model)

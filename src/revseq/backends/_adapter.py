@@ -48,6 +48,10 @@ ADAPTERS: dict[str, str] = {
     "tract": "Sonos tract, through its Python bindings",
     "mnn": "Alibaba MNN: its converter, then its nn Module API on the CPU",
     "webgpu": "onnxruntime-web's WebGPU execution provider on Dawn, in Node",
+    "executorch": "onnx2torch's module through torch.export to ExecuTorch, XNNPACK delegate "
+    "and portable kernels",
+    "executorch-portable": "onnx2torch's module through torch.export to ExecuTorch, its "
+    "portable kernels alone",
 }
 """Every adapter, by the name ``--backend`` and ``target=`` take, with what it runs."""
 
@@ -126,7 +130,8 @@ class Backend:
         unsigned outputs); anything else is returned as the backend gave it, so that a
         wrong type is seen as a difference. For an execution-provider backend (webgpu),
         the runner's ``placement`` maps each provider to the (op type, node name) pairs
-        placed on it; it is None for the others.
+        placed on it; it is None for the others. For a backend that lowers to a delegate
+        (executorch), ``delegation`` maps the delegate and the rest to what each took.
 
         Raises:
             BackendError: The backend refused the model (stage "convert") or failed to
@@ -161,6 +166,7 @@ class Backend:
             ]
 
         runner.placement = getattr(run, "placement", None)  # type: ignore[attr-defined]
+        runner.delegation = getattr(run, "delegation", None)  # type: ignore[attr-defined]
         return runner
 
     def run(self, model: onnx.ModelProto, feeds: Inputs) -> list[np.ndarray]:

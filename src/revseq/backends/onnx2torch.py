@@ -3,16 +3,12 @@
 On a CUDA device it is another backend, ``onnx2torch-cuda`` (its kernels move other
 types, :mod:`revseq.backends.onnx2torch_cuda`), which builds on the helpers here.
 
-onnx2torch imports torchvision at import time, for its NonMaxSuppression and RoiAlign
-converters only; PyPI has no CPU build of torchvision that loads beside torch's CPU build
-here. Where torchvision cannot be imported, a stand-in module is registered whose
-functions raise if one of those two converters is ever used: no other converter needs it.
+This is onnx2torch as users install it: without revseq's ReverseSequence converter
+(:mod:`revseq.onnx2torch`), whose module is imported here only to let onnx2torch import
+where torchvision cannot (``make_importable``).
 """
 
 from __future__ import annotations
-
-import sys
-import types
 
 import numpy as np
 import onnx
@@ -54,23 +50,6 @@ def synchronise(where) -> None:
         torch.cuda.synchronize(where)
 
 
-def make_importable() -> None:
-    """Let onnx2torch import where torchvision cannot (see the module's docstring)."""
-    try:
-        import torchvision  # noqa: F401
-    except Exception:  # missing, or a build that does not match torch
-
-        def unavailable(*args: object, **kwargs: object) -> None:
-            raise RuntimeError("torchvision is not available (NonMaxSuppression, RoiAlign)")
-
-        ops = types.ModuleType("torchvision.ops")
-        ops.nms = ops.box_convert = ops.roi_align = unavailable  # type: ignore[attr-defined]
-        stand_in = types.ModuleType("torchvision")
-        stand_in.ops = ops  # type: ignore[attr-defined]
-        sys.modules["torchvision"] = stand_in
-        sys.modules["torchvision.ops"] = ops
-
-
 def to_torch(array: np.ndarray):
     """A torch tensor with the array's bytes (bfloat16 through a 16-bit view)."""
     import torch
@@ -96,7 +75,9 @@ def to_numpy(tensor) -> np.ndarray:
 
 def convert(model: onnx.ModelProto):
     """The ``torch.fx.GraphModule`` onnx2torch makes of ``model``."""
-    make_importable()
+    from revseq.onnx2torch import make_importable
+
+    make_importable()  # registers nothing: revseq's converter is registered on request
     from onnx2torch import convert as onnx2torch_convert
 
     return onnx2torch_convert(model)

@@ -1,0 +1,89 @@
+"""ExecuTorch (revseq.backends.executorch): a model holding ReverseSequence converts with
+revseq's converter, exports with symbolic dims and runs exactly, with the XNNPACK
+delegate and with the portable kernels alone, at a second shape where dims are
+symbolic. Runs where executorch is installed (it needs torch 2.14)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import assert_identical, model_of
+
+import revseq
+from revseq import backends
+from revseq.ops.reference import reverse_sequence
+
+pytestmark = [
+    pytest.mark.backend,
+    pytest.mark.skipif(
+        not backends.installed("executorch"), reason="executorch is not installed"
+    ),
+]
+ADAPTERS = ["executorch", "executorch-portable"]
+CASES = [
+    (rank, batch_axis, dtype, symbolic)
+    for rank in (2, 3, 4)
+    for batch_axis in (0, 1)
+    for dtype in ("float32", "int64")
+    for symbolic in (False, True)
+]
+
+
+def _dims(rank, batch_axis, batch, steps, rest=2):
+    dims = [rest] * rank
+    dims[batch_axis], dims[1 - batch_axis] = batch, steps
+    return dims
+
+
+def _check(run, dims, dtype, batch_axis, rng):
+    np_type = np.dtype(dtype)
+    data = (rng.standard_normal(dims) * 1000).astype(np_type)
+    steps = dims[1 - batch_axis]
+    lengths = rng.integers(0, steps + 1, dims[batch_axis])
+    lengths[:2] = [0, steps][: len(lengths)]
+    got = run({"x": data, "lens": lengths})[0]
+    time_axis = 1 - batch_axis
+    assert_identical(
+        got, reverse_sequence(data, lengths, batch_axis=batch_axis, time_axis=time_axis)
+    )
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize(("rank", "batch_axis", "dtype", "symbolic"), CASES)
+def test_the_op_runs_exactly(adapter, rank, batch_axis, dtype, symbolic):
+    first = _dims(rank, batch_axis, 3, 5)
+    declared = first
+    if symbolic:
+        declared = [f"d{i}" for i in range(rank)]
+        declared[batch_axis], declared[1 - batch_axis] = "B", "T"
+    model = model_of(declared, dtype, batch_axis, 1 - batch_axis, own_lens_dim=True)
+    run = backends.get(adapter).prepare(model)
+    rng = np.random.default_rng(rank)
+    _check(run, first, dtype, batch_axis, rng)
+    if symbolic:  # a second shape, and one of size 1, through the same program
+        _check(run, _dims(rank, batch_axis, 6, 9, rest=3), dtype, batch_axis, rng)
+        _check(run, _dims(rank, batch_axis, 1, 1, rest=1), dtype, batch_axis, rng)
+
+
+def test_the_delegation_is_reported():
+    """XNNPACK takes no gather: the reversal stays on the portable kernels, and the
+    runner says so."""
+    model = model_of([5, 3, 2], "float32", 1, 0)
+    run = backends.get("executorch").prepare(model)
+    assert run.delegation == {}
+    _check(run, [5, 3, 2], "float32", 1, np.random.default_rng(0))
+    ops = [op for op, _ in run.delegation["portable"]]
+    assert "aten.gather" in ops
+
+
+def test_a_static_inlined_model_runs_and_a_symbolic_one_is_refused_at_convert():
+    """onnx2torch's Range reads its limit in Python, which torch.export cannot trace:
+    the refusal comes as the convert stage's, with the reason."""
+    static = revseq.inline(model_of([5, 3, 2], "float32", 1, 0))
+    run = backends.get("executorch").prepare(static)
+    _check(run, [5, 3, 2], "float32", 1, np.random.default_rng(1))
+    symbolic = revseq.inline(model_of(["T", "B", 2], "float32", 1, 0), target="onnx2torch")
+    run = backends.get("executorch").prepare(symbolic)
+    with pytest.raises(backends.BackendError) as caught:
+        _check(run, [5, 3, 2], "float32", 1, np.random.default_rng(1))
+    assert caught.value.stage == "convert"
