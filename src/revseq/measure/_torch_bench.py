@@ -63,7 +63,11 @@ there. Each cell is a variant's median time per call, the device synchronised af
 over a **copy of the data on the device** (`clone`) in the same rounds; node counts in
 brackets. `torch gather` and `torch rows` are the op written directly in torch (an index
 `where(t < L, L-1-t, t)`, then `torch.gather` with it expanded over the features, or
-`index_select` of the data's rows): what a user gets without ONNX. `default` is the
+`index_select` of the data's rows): what a user gets without ONNX. `converter` is the
+model that keeps the op, converted with revseq's ReverseSequence converter
+(`revseq.onnx2torch`), and `converter compiled` that module compiled with
+`torch.compile(fullgraph=True)` (inductor; dynamic where dims are symbolic);
+`torch gather compiled` the hand-written gather compiled alike. `default` is the
 output with no target, `own target` the output for the device's own target
 (`target="onnx2torch-cuda"` on a CUDA device: its forms chosen by its probe there;
 elsewhere `target="onnx2torch"`), `onnx2torch target` the output for
@@ -77,7 +81,18 @@ in its cell. Each row is the median of its passes, each with every module made a
 
 HAND_WRITTEN = ("torch gather", "torch rows")
 CPU_TARGET = "onnx2torch target"
-_COLUMNS = (*HAND_WRITTEN, "default", "own target", CPU_TARGET, *FORMS, "gather alone")
+CONVERTER = "converter"
+COMPILED = ("converter compiled", "torch gather compiled")
+_COLUMNS = (
+    *HAND_WRITTEN,
+    CONVERTER,
+    *COMPILED,
+    "default",
+    "own target",
+    CPU_TARGET,
+    *FORMS,
+    "gather alone",
+)
 
 
 def own_target(device: str) -> str:
@@ -98,7 +113,8 @@ def device_models(
     """
     own = own_target(device)
     models = _bench_backend.backend_models(own, case, dims, lens)
-    del models["native"]  # onnx2torch has no converter for ReverseSequence
+    # onnx2torch has no converter for ReverseSequence: revseq's converts it (CONVERTER).
+    models[CONVERTER] = models.pop("native")
     if own != "onnx2torch":
         native = native_model(case, dims=dims)
         models[CPU_TARGET] = revseq.inline(native, target="onnx2torch")
@@ -206,6 +222,16 @@ def _time_row(
             continue
         variants[name] = [call]
 
+    if isinstance(models.get(CONVERTER), onnx.ModelProto):
+        converter = models[CONVERTER]
+        models = {k: v for k, v in models.items() if k != CONVERTER}
+        try:
+            compiled = _converter_variants(converter, case, on_device, done, exact)
+        except Unusable as e:
+            written_notes[CONVERTER] = str(e)
+        else:
+            variants.update(compiled)
+
     def prepare(model: onnx.ModelProto) -> list[Callable[[], object]]:
         args = [on_device[n] for n in backends.input_names(model)]
         try:
@@ -224,6 +250,51 @@ def _time_row(
             variants, models, prepare, rounds=rounds, budget_s=budget_s
         )
     return result, {**written_notes, **notes}, nodes
+
+
+def _converter_variants(
+    model: onnx.ModelProto,
+    case: Case,
+    on_device: dict,
+    done: Callable[[object], object],
+    exact: Callable[[Callable[[], object]], None],
+) -> dict[str, list[Callable[[], object]]]:
+    """The op converted by revseq's converter, eager and compiled, and torch gather compiled.
+
+    Compiled with ``torch.compile(fullgraph=True)``, dynamic where the model's dims are
+    symbolic; each variant checked bit for bit.
+    """
+    import torch
+
+    from revseq import onnx2torch as converter
+
+    dynamic = any(
+        d.HasField("dim_param")
+        for i in model.graph.input
+        for d in i.type.tensor_type.shape.dim
+    )
+    where = on_device["x"].device
+    args = [on_device[n] for n in backends.input_names(model)]
+    torch._dynamo.reset()  # a fresh cache per row: no recompile limit reached over rows
+    variants: dict[str, list[Callable[[], object]]] = {CONVERTER: [], COMPILED[0]: []}
+    try:
+        for _ in range(PLACEMENTS):
+            module = converter.convert(model).to(where)
+            variants[CONVERTER].append(lambda m=module: done(m(*args)))
+            fast = torch.compile(module, fullgraph=True, dynamic=dynamic)
+            variants[COMPILED[0]].append(lambda m=fast: done(m(*args)))
+        gather = torch.compile(
+            hand_written(case)["torch gather"], fullgraph=True, dynamic=dynamic
+        )
+        variants[COMPILED[1]] = [lambda: done(gather(on_device["x"], on_device["lens"]))]
+        for calls in variants.values():
+            for call in calls:
+                exact(call)
+    except Unusable:
+        raise
+    except Exception as e:  # torch's compiler raises its own types
+        raise Unusable(one_line(e, typed=True)) from e
+    return variants
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,7 +348,7 @@ def format_device(label: str, rows: list[dict[str, object]]) -> str:
     lines.extend(_bench_backend.goal_lines(rows, _over))
     for dims in dict.fromkeys(r["dims"] for r in rows):
         selected = [r for r in rows if r["dims"] == dims]
-        for name in ("default", "own target", CPU_TARGET):
+        for name in ("default", "own target", CPU_TARGET, CONVERTER, COMPILED[0]):
             parts = []
             for base in ("device copy", "torch gather", "torch rows"):
                 over = [_over(r, name, base) for r in selected]
