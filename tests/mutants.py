@@ -1,0 +1,217 @@
+"""``python tests/mutants.py --write docs/mutants.md``: hand-made mutants of ops/ and passes/.
+
+Each mutant changes one thing a reader could get wrong (a comparison, an off-by-one, a
+check left out) in a copy of the source tree; the copy is installed into a folder of its
+own and the tests that need no backend run against it, stopping at the first failure.
+A mutant the tests pass is a survivor: a gap in the tests, or a change that computes the
+same (the page says which, where known). Each anchor must occur exactly once in its
+file, so a mutant that no longer applies fails the run instead of passing unseen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+_TREE = ("ops", "passes", "src", "models", "tests", "pyproject.toml", "README.md", "LICENSE")
+_PYTEST = ["-x", "-q", "-m", "not backend", "-p", "no:randomly", "-p", "no:cacheprovider"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    """One change: ``old`` (occurring once in ``path``) becomes ``new``."""
+
+    name: str
+    path: str
+    old: str
+    new: str
+    equivalent: str = ""  # why it computes the same, where it does
+
+
+MUTANTS = (
+    Mutant(
+        "reversed steps off by one",
+        "ops/_emit.py",
+        "    next_step = op.Add(steps, one)\n    bias = next_step",
+        "    next_step = op.Add(steps, one)\n    bias = steps",
+    ),
+    Mutant(
+        "select at t <= L",
+        "ops/_emit.py",
+        "return op.Where(op.Less(lens, next_step), forward, backward)",
+        "return op.Where(op.Less(lens, steps), forward, backward)",
+    ),
+    Mutant(
+        "lengths not clamped at T",
+        "ops/_emit.py",
+        "        return op.Where(op.Less(top, lens), top, lens)",
+        "        return lens",
+    ),
+    Mutant(
+        "negative lengths not clamped at 0",
+        "ops/_emit.py",
+        "        return op.Where(op.Less(lens, zero), zero, lens)",
+        "        return lens",
+    ),
+    Mutant(
+        "full reversal from T, not T-1",
+        "ops/forms.py",
+        "    last = op.Sub(time_len, const(op, [1]))",
+        "    last = time_len",
+    ),
+    Mutant(
+        "static index off by one",
+        "ops/signature.py",
+        "clamped[None, :] - 1 - steps",
+        "clamped[None, :] - steps",
+    ),
+    Mutant(
+        "lengths of 2 taken as trivial",
+        "passes/simplify.py",
+        "all(v <= 1 for v in sig.lens)",
+        "all(v <= 2 for v in sig.lens)",
+    ),
+    Mutant(
+        "lengths of T-1 taken as a full reversal",
+        "passes/simplify.py",
+        "all(v >= time_len for v in sig.lens)",
+        "all(v >= time_len - 1 for v in sig.lens)",
+    ),
+    Mutant(
+        "int32 lengths fused into ONNX's op",
+        "passes/_fusion.py",
+        '    if fused_domain(match) != "" or lengths.dtype != ir.DataType.INT32:',
+        "    if True:",
+    ),
+    Mutant(
+        "the Slice at rank 4 and more without its probe",
+        "passes/_planner.py",
+        "        needed.add(REVERSING_SLICE_HIGH_RANK)",
+        "        pass",
+    ),
+    Mutant(
+        "lengths of another size than the batch accepted",
+        "passes/_node.py",
+        "    if batch is not None and lens_size is not None and batch != lens_size:",
+        "    if False:",
+    ),
+    Mutant(
+        "int16 lengths read through a Cast as int32",
+        "passes/_node.py",
+        "return source if source is not None and source.dtype == ir.DataType.INT32 else None",
+        "return source",
+    ),
+    Mutant(
+        "any Cast to int64 looked through",
+        "passes/_node.py",
+        '        or cast.attributes.get_int("to") != ir.DataType.INT64\n',
+        "",
+        equivalent="the same values: ONNX's lengths are int64, so a Cast that makes "
+        "them casts to int64",
+    ),
+    Mutant(
+        "not a whole-axis Slice restored as a reversal",
+        "passes/_flips.py",
+        "    if start != -1 or end != _INT64_MIN or step != -1 or axis is None:",
+        "    if step != -1 or axis is None:",
+    ),
+)
+
+
+def _apply(tree: pathlib.Path, mutant: Mutant) -> None:
+    path = tree / mutant.path
+    text = path.read_text()
+    count = text.count(mutant.old)
+    if count != 1:
+        raise SystemExit(f"{mutant.name}: its anchor occurs {count} times in {mutant.path}")
+    path.write_text(text.replace(mutant.old, mutant.new))
+
+
+def _copy(destination: pathlib.Path) -> None:
+    for name in _TREE:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(
+                source, destination / name, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        elif source.exists():
+            shutil.copy2(source, destination / name)
+
+
+def run(mutant: Mutant | None, timeout: float) -> tuple[str, float]:
+    """The first failing test's id ("" if the tests pass), and the seconds it took."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as scratch:
+        tree, site = pathlib.Path(scratch, "tree"), pathlib.Path(scratch, "site")
+        tree.mkdir()
+        _copy(tree)
+        if mutant is not None:
+            _apply(tree, mutant)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+             "--no-build-isolation", "--target", str(site), str(tree)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": str(site)}
+        tests = subprocess.run(
+            [sys.executable, "-m", "pytest", *_PYTEST],
+            cwd=tree, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+    seconds = time.monotonic() - started
+    if tests.returncode == 0:
+        return "", seconds
+    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", tests.stdout, re.MULTILINE)
+    return (failed.group(1) if failed else f"exit {tests.returncode}"), seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every mutant (and the unmutated tree first); print or write the page."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", metavar="PAGE", help="write the page (docs/mutants.md)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    args = parser.parse_args(argv)
+    caught, seconds = run(None, args.timeout)
+    if caught:
+        print(f"the unmutated tree fails {caught}: fix that first", file=sys.stderr)
+        return 1
+    rows = [f"| (none) | | passes, {seconds:.0f} s |"]
+    survivors = []
+    for mutant in MUTANTS:
+        caught, seconds = run(mutant, args.timeout)
+        verdict = f"caught by `{caught}`" if caught else "**survived**"
+        if not caught:
+            survivors.append(mutant)
+        print(f"{mutant.name}: {verdict} ({seconds:.0f} s)", flush=True)
+        rows.append(f"| {mutant.name} | `{mutant.path}` | {verdict} |")
+    body = (
+        "Hand-made mutants of `ops/` and `passes/` (`tests/mutants.py` lists each change): "
+        'each runs the tests that need no backend (`pytest -m "not backend"`) on a copy '
+        "of the source with that one change, stopping at the first failure.\n\n"
+        "| mutant | file | result |\n|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        f"{len(MUTANTS) - len(survivors)} of {len(MUTANTS)} caught."
+    )
+    if survivors:
+        body += " Survivors: " + "; ".join(
+            f"{m.name} ({m.equivalent or 'a gap in the tests'})" for m in survivors
+        )
+    print(body)
+    if args.write:
+        from revseq.measure.pages import write_measured_page
+
+        command = "python tests/mutants.py --write " + args.write
+        context = f"Python {sys.version.split()[0]}"
+        write_measured_page(args.write, "Mutants", command, context, body + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
