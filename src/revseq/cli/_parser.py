@@ -170,18 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
         "REF's in onnxruntime within --rtol/--atol (finite inputs; arithmetic may round "
         "differently across runtimes, so this is never reported as bit-identical)",
     )
-    check.add_argument(
-        "--rtol",
-        type=_tolerance,
-        default=WHOLE_MODEL_RTOL,
-        help="relative tolerance of --whole-model (0 for exact equality)",
-    )
-    check.add_argument(
-        "--atol",
-        type=_tolerance,
-        default=WHOLE_MODEL_ATOL,
-        help="absolute tolerance of --whole-model (0 for exact equality)",
-    )
+    for kind, default in (("relative", WHOLE_MODEL_RTOL), ("absolute", WHOLE_MODEL_ATOL)):
+        check.add_argument(
+            f"--{kind[0]}tol",
+            type=_tolerance,
+            default=default,
+            help=f"{kind} tolerance of --whole-model (0 for exact equality)",
+        )
     check.set_defaults(handler=cmd_check)
 
     info = commands.add_parser(
