@@ -82,7 +82,7 @@ def test_backend_rows_time_the_default_against_the_copy_floor(capsys):
     ("argv", "message"),
     [
         (["--dims", "static,some"], "unknown dims 'some'"),
-        (["--backend", "webgpu"], "dominated by moving the tensors"),
+        (["--backend", "webgpu"], "no GPU's timing"),
         (["--backend", "onnxruntime", "--shape", "1000,8,1"], "no suite case of shape"),
         (["--passes", "0"], "not a number of passes: '0'"),
     ],
