@@ -4,7 +4,9 @@ the numpy reference, at a second shape where dims are symbolic."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+import shutil
 
 import numpy as np
 import onnx
@@ -19,6 +21,10 @@ from revseq.ops.vocabulary import ELEMENT_TYPES
 
 pytestmark = onnx2torch_here
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+compiler_here = pytest.mark.skipif(
+    shutil.which(os.environ.get("CXX", "g++")) is None,
+    reason="torch.compile's CPU backend (inductor) needs g++ (or $CXX)",
+)
 
 # What torch has no dtype for: strings; uint16/32/64 gather only from torch 2.3 on, and
 # torch 2.13 has them.
@@ -144,6 +150,7 @@ def _shapes(rank, batch_axis, symbolic):
     return [first, second]
 
 
+@compiler_here
 @pytest.mark.parametrize(("rank", "batch_axis", "dtype", "symbolic"), COMPILED_CASES)
 def test_compiles_with_fullgraph_and_runs_exactly(rank, batch_axis, dtype, symbolic):
     import torch
@@ -182,6 +189,7 @@ def test_exports_with_the_lengths_own_dim_and_runs_exactly(rank, batch_axis, dty
         assert_identical(_run(exported, data, lengths), _reference(data, lengths, batch_axis))
 
 
+@compiler_here
 @pytest.mark.parametrize(
     "fixture", ["tf_reverse_sequence_opset13.onnx", "torch_dynamo_time_r3_dynamic.onnx"]
 )
