@@ -25,8 +25,9 @@ from revseq.ops.vocabulary import ELEMENT_TYPES, GATHERS, MATRIX_STATIC
 from revseq.passes._ranking import in_place
 
 # Backends with a probed profile; webgpu (an execution provider whose verdict includes
-# where each node ran) has tests of its own, in test_webgpu.py.
-BACKENDS = sorted(set(backends.ADAPTERS) - {"webgpu"})
+# where each node ran) has tests of its own, in test_webgpu.py, and so do the ExecuTorch
+# backends (test_executorch.py), which take the op through revseq's converter.
+BACKENDS = sorted(set(backends.ADAPTERS) - {"webgpu", "executorch", "executorch-portable"})
 
 # (T, B) sizes a model runs at: static shapes at the first, symbolic dims at both.
 SIZES = ((5, 4), (3, 2))
