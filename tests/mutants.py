@@ -2,7 +2,8 @@
 
 Each mutant changes one thing a reader could get wrong (a comparison, an off-by-one, a
 check left out) in a copy of the source tree; the copy is installed into a folder of its
-own and the tests that need no backend run against it, stopping at the first failure.
+own and the tests of the rewriting (``_TESTS``: inline, simplify, restore and the check,
+no backend) run against it, stopping at the first failure.
 A mutant the tests pass is a survivor: a gap in the tests, or a change that computes the
 same (the page says which, where known). Each anchor must occur exactly once in its
 file, so a mutant that no longer applies fails the run instead of passing unseen.
@@ -23,7 +24,15 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _TREE = ("ops", "passes", "src", "models", "tests", "pyproject.toml", "README.md", "LICENSE")
-_PYTEST = ["-x", "-q", "-m", "not backend", "-p", "no:randomly", "-p", "no:cacheprovider"]
+_TESTS = (
+    "test_inline", "test_simplify", "test_restore", "test_restore_forms", "test_exports",
+    "test_function", "test_layouts", "test_shapes", "test_carriers", "test_equivalence",
+    "test_fuzz", "test_models", "test_bad_inputs",
+)  # fmt: skip
+_PYTEST = [
+    "-x", "-q", "-m", "not backend", "-p", "no:randomly", "-p", "no:cacheprovider",
+    *(f"tests/{name}.py" for name in _TESTS),
+]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,8 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(f"| {mutant.name} | `{mutant.path}` | {verdict} |")
     body = (
         "Hand-made mutants of `ops/` and `passes/` (`tests/mutants.py` lists each change): "
-        'each runs the tests that need no backend (`pytest -m "not backend"`) on a copy '
-        "of the source with that one change, stopping at the first failure.\n\n"
+        "each runs the tests of the rewriting ("
+        + ", ".join(f"`{t}`" for t in _TESTS)
+        + "; not those marked `backend`) on a copy of the source with that one change, "
+        "stopping at the first failure.\n\n"
         "| mutant | file | result |\n|---|---|---|\n" + "\n".join(rows) + "\n\n"
         f"{len(MUTANTS) - len(survivors)} of {len(MUTANTS)} caught."
     )

@@ -281,6 +281,19 @@ def test_invalid_lengths_are_clamped(strategy):
         )
 
 
+@pytest.mark.parametrize("target", [None, "webgpu", "onnxruntime"])
+@pytest.mark.parametrize("dims", [[5, 4, 2], ["T", "B", 2]], ids=["static", "symbolic"])
+def test_lengths_beyond_int32_are_clamped_before_any_narrowing(dims, target):
+    """Targets whose index is int32 (webgpu, and so the default) narrow the lengths: a
+    64-bit length must be clamped first, or -2^32+3 would wrap to 3 and 2^32+1 to 1."""
+    rng = np.random.default_rng(4)
+    x = data(rng, "float32", (5, 4, 2))
+    lens = np.array([-(2**32) + 3, 2**32 + 1, -(2**40), 2**40], dtype=np.int64)
+    inlined = revseq.inline(one_node_model("float32", dims, (1, 0)), target=target)
+    expected = reverse_sequence(x, lens, batch_axis=1, time_axis=0)
+    assert_identical(run_ort(inlined, {"x": x, "lens": lens}, optimize=False)[0], expected)
+
+
 # --- Scopes ----------------------------------------------------------------------------
 
 

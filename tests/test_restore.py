@@ -645,6 +645,22 @@ def test_a_flip_inline_did_not_write_is_left_alone():
     assert "a flip" in result.reasons[0][2]
 
 
+@pytest.mark.parametrize(("start", "end"), [(-2, None), (-1, 0)])
+def test_a_slice_of_part_of_the_axis_is_no_full_reversal(start, end):
+    """Inline's Slice with its bounds changed (the last step dropped, the first one
+    kept) reverses part of the axis only: restore fuses no ReverseSequence there."""
+    model = reverse_sequence_model([5, 4, 3], FLOAT, lens=np.full(4, 5, np.int64))
+    inlined = revseq.inline(model, target="onnxruntime")
+    (flip,) = [n for n in inlined.graph.node if n.op_type == "Slice"]
+    bounds = {t.name: t for t in inlined.graph.initializer}
+    for name, value in ((flip.input[1], start), (flip.input[2], end)):
+        if value is not None:
+            bounds[name].CopyFrom(onnx.numpy_helper.from_array(np.array([value]), name))
+    del inlined.graph.output[0].type.tensor_type.shape.dim[:]  # no longer [5, 4, 3]
+    restored = revseq.restore(inlined)
+    assert "ReverseSequence" not in [n.op_type for n in restored.graph.node]
+
+
 def test_the_rule_set_keeps_no_model_it_rewrote_alive():
     """The module-level rules hold no graph once a rewrite is done: onnxscript's matcher
     keeps the last graph it matched in, which would keep a whole model alive."""
