@@ -196,9 +196,10 @@ def validate_all(scoped_nodes: Iterable[ScopedNode]) -> None:
         InvalidNodeError: A node breaks the operator's specification.
         UnsupportedOpsetError: A node's op does not exist in its opset.
     """
+    declared = ShapeTable()  # one table: its walks back through producers are memoised
     for scoped in scoped_nodes:
         if is_reverse_sequence(scoped.node):
-            signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
+            signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET, shapes=declared)
 
 
 def remove_if_dead(value: ir.Value) -> None:

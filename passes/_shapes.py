@@ -121,24 +121,30 @@ class ShapeTable:
 
     def rank(self, value: ir.Value) -> int | None:
         """The value's rank: declared, inferred, or derived from its producer."""
-        start = value
+        walked: list[ir.Value] = []
         while True:  # a loop, not recursion: chains of shape-keeping ops run long
             found = self._memos.get(("rank", id(value)))
             if found is not None:
-                self._memos[("rank", id(start))] = (start, found[1])
-                return found[1]  # type: ignore[return-value]
+                rank = found[1]
+                break
             dims = self.dims(value)
             if dims is not None:
-                return len(dims)
+                rank = len(dims)
+                break
+            walked.append(value)
             node = _producer(value)
             if node is None or not node.inputs or node.inputs[0] is None:
-                return None
+                rank = None
+                break
             if node.op_type not in _SAME_SHAPE and node.op_type != "Transpose":
+                rank = self._memo(
+                    ("rank", id(value)), value, lambda v=value: _structural_rank(v, self)
+                )
                 break
             value = node.inputs[0]
-        rank = self._memo(("rank", id(value)), value, lambda: _structural_rank(value, self))
-        self._memos[("rank", id(start))] = (start, rank)
-        return rank
+        for each in walked:  # every value on the way has that rank: later walks stop here
+            self._memos[("rank", id(each))] = (each, rank)
+        return rank  # type: ignore[return-value]
 
     def dim_key(self, value: ir.Value, axis: int) -> DimKey | None:
         """A key such that equal keys mean provably equal dims; None if ``axis`` is unknown.
@@ -155,10 +161,7 @@ class ShapeTable:
             axis %= rank
         elif axis < 0:
             return None
-        start = (value, axis)
-        key = self._walk_dim(value, axis)
-        self._memos[("dim", id(start[0]), start[1])] = (start[0], key)
-        return key
+        return self._walk_dim(value, axis)
 
     def named_dim(self, value: ir.Value, axis: int) -> DimKey | None:
         """The dim's key if a size or a symbol names it, else None.
@@ -172,11 +175,21 @@ class ShapeTable:
         return None
 
     def _walk_dim(self, value: ir.Value, axis: int) -> DimKey:
+        walked: list[tuple[ir.Value, int]] = []
+        key = self._follow_dim(value, axis, walked)
+        for each, each_axis in walked:  # one dim all the way: later walks stop here
+            self._memos[("dim", id(each), each_axis)] = (each, key)
+        return key
+
+    def _follow_dim(
+        self, value: ir.Value, axis: int, walked: list[tuple[ir.Value, int]]
+    ) -> DimKey:
         anonymous: str | None = None
         while True:  # follow shape-keeping ops and Transposes back, without recursion
             found = self._memos.get(("dim", id(value), axis))
             if found is not None and found[1] is not None:
                 return found[1]  # type: ignore[return-value]
+            walked.append((value, axis))
             dims = self.dims(value)
             dim = dims[axis] if dims is not None and axis < len(dims) else None
             if isinstance(dim, int):
@@ -200,6 +213,7 @@ class ShapeTable:
             if not perm or axis >= len(perm):
                 break
             value, axis = node.inputs[0], perm[axis]
+        walked.pop()  # the structural rule memoises the last one itself
         key = self._memo(
             ("dim", id(value), axis), value, lambda: _structural_dim(value, axis, self)
         )

@@ -15,8 +15,9 @@ import tempfile
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names, write_model
+from revseq.backends._adapter import BackendError, input_names, write_model
 from revseq.ops.domains import default_opset
+from revseq.ops.errors import one_line
 
 DISTRIBUTION = "iree-base-runtime"
 EXTRA = "iree"
@@ -52,10 +53,14 @@ def prepare(model: onnx.ModelProto):
     with tempfile.TemporaryDirectory() as folder:
         source = write_model(model, folder)
         mlir = os.path.join(folder, "model.mlir")
-        import_onnx(parse_arguments([source, "-o", mlir, *_upgrade(model)]))
-        flatbuffer = iree.compiler.compile_file(
-            mlir, target_backends=["llvm-cpu"], extra_args=list(COMPILE_FLAGS)
-        )
+        try:
+            import_onnx(parse_arguments([source, "-o", mlir, *_upgrade(model)]))
+            flatbuffer = iree.compiler.compile_file(
+                mlir, target_backends=["llvm-cpu"], extra_args=list(COMPILE_FLAGS)
+            )
+        except Exception as e:  # the compiler's diagnostics name the scratch folder
+            message = one_line(e, typed=True).replace(folder + os.sep, "")
+            raise BackendError("iree", "convert", message) from e
     context = iree.runtime.SystemContext(config=iree.runtime.Config("local-task"))
     vm_module = iree.runtime.VmModule.copy_buffer(context.instance, flatbuffer)
     context.add_vm_module(vm_module)

@@ -157,6 +157,7 @@ def describe(model: ir.Model) -> ModelInfo:
     shapes = ShapeTable.where_needed(
         model, (s.node for s in scoped_nodes if is_reverse_sequence(s.node))
     )
+    declared = ShapeTable()  # validation goes by the declared shapes alone
     nodes = []
     op_types: collections.Counter[str] = collections.Counter()
     count = 0
@@ -170,7 +171,7 @@ def describe(model: ir.Model) -> ModelInfo:
         lens = node.inputs[1] if len(node.inputs) > 1 else None
         dims = shapes.dims(data) if data is not None else None
         try:
-            signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET)
+            signature_of(scoped, opset=DECOMPOSITION_MIN_OPSET, shapes=declared)
             invalid = None
         except InvalidNodeError as e:
             invalid = _reason(str(e))
