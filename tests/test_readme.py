@@ -41,7 +41,7 @@ def test_quick_start_is_two_commands_and_ci_runs_the_test_one():
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
     assert commands == [
         "pip install . && revseq demo",
-        'pip install ".[test,backends,slim]" && pytest -q',
+        'pip install ".[test,backends,slim]" && pytest -q -n auto --maxprocesses 4',
     ]
     assert commands[1] in (ROOT / ".ci" / "run").read_text()
 
