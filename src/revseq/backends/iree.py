@@ -10,6 +10,7 @@ as the signed type of the same width (same bytes): the adapter wrapper reinterpr
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -43,6 +44,18 @@ def _upgrade(model: onnx.ModelProto) -> list[str]:
     return ["--opset-version", str(IMPORT_OPSET)]
 
 
+def _diagnosis(error: Exception, folder: str) -> str:
+    """The compiler's first ``error:`` line, else the whole message, in one line.
+
+    Its messages start with the command line and end with advice; the why sits between,
+    where a cut message loses it. The scratch folder's path is taken out.
+    """
+    text = str(error).replace(folder + os.sep, "")
+    found = re.search(r"error: ([^\n]+)", text)
+    why = one_line(RuntimeError(found.group(1) if found else text))
+    return f"{type(error).__name__}: {why}"
+
+
 def prepare(model: onnx.ModelProto):
     """Convert or compile ``model``; return a function of the inputs by name."""
     import iree.compiler
@@ -58,9 +71,8 @@ def prepare(model: onnx.ModelProto):
             flatbuffer = iree.compiler.compile_file(
                 mlir, target_backends=["llvm-cpu"], extra_args=list(COMPILE_FLAGS)
             )
-        except Exception as e:  # the compiler's diagnostics name the scratch folder
-            message = one_line(e, typed=True).replace(folder + os.sep, "")
-            raise BackendError("iree", "convert", message) from e
+        except Exception as e:
+            raise BackendError("iree", "convert", _diagnosis(e, folder)) from e
     context = iree.runtime.SystemContext(config=iree.runtime.Config("local-task"))
     vm_module = iree.runtime.VmModule.copy_buffer(context.instance, flatbuffer)
     context.add_vm_module(vm_module)

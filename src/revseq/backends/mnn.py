@@ -147,6 +147,8 @@ def prepare(model: onnx.ModelProto):
             results = module.forward(inputs)
         results = results if isinstance(results, list) else [results]
         arrays = [np.array(r.read()) for r in results]
+        if len(arrays) != len(bools_out):  # a failed forward: the adapter wrapper says so
+            return arrays
         return [a != 0 if is_bool else a for a, is_bool in zip(arrays, bools_out, strict=True)]
 
     run.folder = folder  # type: ignore[attr-defined]  # removed with the function
