@@ -11,9 +11,11 @@ import time
 import onnx
 import onnx.helper as oh
 import onnx_ir as ir
+import pytest
 
 import revseq
 from revseq.passes import InlineReverseSequencePass, RestoreReverseSequencePass
+from revseq.passes._shapes import ShapeTable
 
 TP = onnx.TensorProto
 GIB = 1 << 30
@@ -89,17 +91,18 @@ def test_inlining_a_1_gib_model_never_reads_the_weights(tmp_path):
     assert (tmp_path / "big.data").stat().st_blocks == 0  # still sparse: never rewritten
 
 
-def test_many_nodes_are_processed(capsys):
+def _chain(count: int) -> onnx.GraphProto:
+    """``count`` ReverseSequence nodes in a chain, each followed by 24 Relus."""
     nodes = []
     previous = "x"
-    for i in range(2000):  # 2000 ReverseSequence + 48,000 other nodes = 50,000 nodes
+    for i in range(count):
         nodes.append(oh.make_node("ReverseSequence", [previous, "lens"], [f"r{i}"]))
         for j in range(24):
             nodes.append(
                 oh.make_node("Relu", [f"r{i}" if j == 0 else f"a{i}_{j - 1}"], [f"a{i}_{j}"])
             )
         previous = f"a{i}_23"
-    graph = oh.make_graph(
+    return oh.make_graph(
         nodes,
         "many",
         [
@@ -108,7 +111,29 @@ def test_many_nodes_are_processed(capsys):
         ],
         [oh.make_tensor_value_info(previous, TP.FLOAT, ["T", "B", 4])],
     )
-    model = ir.from_proto(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize("count", [100, 400])
+def test_shape_questions_stay_linear_in_the_chain(count, monkeypatch):
+    """Each node's dims are asked a bounded number of times, however long the chain
+    before it: a walk back through producers stops where an earlier walk went."""
+    asked = [0]
+    dims = ShapeTable.dims
+
+    def counted(self, value):
+        asked[0] += 1
+        return dims(self, value)
+
+    monkeypatch.setattr(ShapeTable, "dims", counted)
+    model = ir.from_proto(graph_model(_chain(count)))
+    InlineReverseSequencePass()(model)
+    RestoreReverseSequencePass()(model)
+    assert asked[0] < 5 * count * 25, asked[0]  # walks to the input from each node: ~n²/2
+
+
+def test_many_nodes_are_processed(capsys):
+    graph = _chain(2000)  # 2000 ReverseSequence + 48,000 other nodes = 50,000 nodes
+    model = ir.from_proto(graph_model(graph))
     start = time.perf_counter()
     InlineReverseSequencePass()(model)
     inline_s = time.perf_counter() - start
