@@ -12,7 +12,7 @@ it needs no ReverseSequence.
 
 from __future__ import annotations
 
-__all__ = ["flip_axis", "full_lengths", "match_slice"]
+__all__ = ["match_slice", "reversal_match"]
 
 from collections.abc import Sequence
 
@@ -24,6 +24,7 @@ from revseq.passes._evaluate import UnsupportedOp
 from revseq.passes._fusion import Match, NoMatch
 from revseq.passes._names import EMITTED_NAME
 from revseq.passes._proof import DimReads, evaluate_slice, probe_shapes
+from revseq.passes._shape_reads import single_int
 
 _INT64_MIN = np.iinfo(np.int64).min
 
@@ -121,13 +122,6 @@ def _emitted(value: ir.Value | None) -> bool:
     )
 
 
-def _int(value: ir.Value | None) -> int | None:
-    tensor = None if value is None else ir.convenience.get_const_tensor(value)
-    if tensor is None or tensor.size != 1:
-        return None
-    return int(tensor.numpy().reshape(-1)[0])
-
-
 def match_slice(node: ir.Node, dims: Sequence[int | str | None] | None) -> Match | NoMatch:
     """A step -1 Slice of the whole of one axis that inline wrote, as a full reversal.
 
@@ -139,7 +133,7 @@ def match_slice(node: ir.Node, dims: Sequence[int | str | None] | None) -> Match
     data, *bounds = node.inputs
     if data is None or not all(_emitted(v) for v in bounds):
         return NoMatch("a Slice inline did not write", node)
-    start, end, axis, step = (_int(v) for v in bounds)
+    start, end, axis, step = (single_int(v) for v in bounds)
     if start != -1 or end != _INT64_MIN or step != -1 or axis is None:
         return NoMatch("not a step -1 Slice of the whole axis", node)
     rank = len(dims) if dims is not None else None
