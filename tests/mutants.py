@@ -1,4 +1,4 @@
-"""``python tests/mutants.py --write docs/mutants.md``: hand-made mutants of ops/ and passes/.
+"""``python tests/mutants.py --write docs/mutants.md``: hand-made mutants of revseq.
 
 Each mutant changes one thing a reader could get wrong (a comparison, an off-by-one, a
 check left out) in a copy of the source tree; the copy is installed into a folder of its
@@ -27,7 +27,7 @@ _TREE = ("ops", "passes", "src", "models", "tests", "pyproject.toml", "README.md
 _TESTS = (
     "test_inline", "test_simplify", "test_restore", "test_restore_forms", "test_exports",
     "test_function", "test_layouts", "test_shapes", "test_carriers", "test_equivalence",
-    "test_fuzz", "test_models", "test_bad_inputs",
+    "test_fuzz", "test_models", "test_bad_inputs", "test_check_inputs",
 )  # fmt: skip
 _PYTEST = [
     "-x", "-q", "-m", "not backend", "-p", "no:randomly", "-p", "no:cacheprovider",
@@ -133,6 +133,103 @@ MUTANTS = (
         "    if start != -1 or end != _INT64_MIN or step != -1 or axis is None:",
         "    if step != -1 or axis is None:",
     ),
+    Mutant(
+        "restore fuses lengths of any element type",
+        "passes/_match.py",
+        "        if lengths.dtype is not None and lengths.dtype not in LENGTH_TYPES:",
+        "        if False:",
+    ),
+    Mutant(
+        "a broadcast of two different dims taken as the first",
+        "passes/_shapes.py",
+        "    return rest.pop() if len(rest) == 1 else None",
+        "    return rest.pop() if len(rest) == 1 else keys[0]",
+    ),
+    # The check.
+    Mutant(
+        "shared lengths span the longer T",
+        "src/revseq/equivalence/inputs.py",
+        "                    min(shape[t % len(shape)] for shape, t, _ in observed),",
+        "                    max(shape[t % len(shape)] for shape, t, _ in observed),",
+    ),
+    Mutant(
+        "outputs compared without their element type",
+        "src/revseq/equivalence/compare.py",
+        "    if expected.shape != got.shape or expected.dtype != got.dtype:",
+        "    if expected.shape != got.shape:",
+    ),
+    Mutant(
+        "token ids up to the embedding's size, not below it",
+        "src/revseq/equivalence/inputs.py",
+        "                top = max(bounds[name] - 1, 0)",
+        "                top = max(bounds[name], 0)",
+    ),
+    Mutant(
+        "an index through a Cast not followed",
+        "src/revseq/equivalence/input_uses.py",
+        '        return integer and node.attributes.get_int("to", 0) in _INTEGER_TYPES',
+        "        return False",
+    ),
+    Mutant(
+        "special floats in every input",
+        "src/revseq/equivalence/inputs.py",
+        "                specials = self.specials and name in self._reversed",
+        "                specials = self.specials",
+    ),
+    Mutant(
+        "symbolic dims never grown",
+        "src/revseq/equivalence/inputs.py",
+        "            if runs >= MAX_FIT_RUNS:",
+        "            if runs >= 0:",
+    ),
+    Mutant(
+        "dims named apart never made equal",
+        "src/revseq/equivalence/_fitting.py",
+        "        for size in sorted({sizes[k] for k in free if sizes[k] > sizes[key]}):",
+        "        for size in ():",
+    ),
+    Mutant(
+        "given values replaced by generated ones",
+        "src/revseq/equivalence/inputs.py",
+        "                feeds[name] = np.asarray(given.values[name])\n"
+        "                continue\n"
+        "            if name in self.lengths:",
+        "                pass\n            if name in self.lengths:",
+    ),
+    Mutant(
+        "given values' sizes not pinned",
+        "src/revseq/equivalence/given.py",
+        "                    pin(dim, size, source)",
+        "                    pass",
+    ),
+    # The command line and the file writer.
+    Mutant(
+        "a one-step per-node run taken as conclusive",
+        "src/revseq/cli/_commands.py",
+        "        if not any(r.longest >= 2 for r in reports):",
+        "        if not any(r.longest >= 1 for r in reports):",
+    ),
+    Mutant(
+        "--dims not passed to the check",
+        "src/revseq/cli/_commands.py",
+        "        dims.update(each)",
+        "        pass",
+    ),
+    Mutant(
+        "no warning for a model without the op",
+        "src/revseq/cli/_commands.py",
+        '    if verb == "inline" and not before.nodes:',
+        "    if False:",
+    ),
+    Mutant(
+        "the model file written in place",
+        "src/revseq/files.py",
+        "            with _temporary_next_to(path) as temporary:\n"
+        "                temporary.write_bytes(proto.SerializeToString())\n"
+        "                _fsync(temporary)\n"
+        "                os.replace(temporary, path)",
+        "            path.write_bytes(proto.SerializeToString())",
+    ),
 )
 
 
@@ -202,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{mutant.name}: {verdict} ({seconds:.0f} s)", flush=True)
         rows.append(f"| {mutant.name} | `{mutant.path}` | {verdict} |")
     body = (
-        "Hand-made mutants of `ops/` and `passes/` (`tests/mutants.py` lists each change): "
+        "Hand-made mutants of `ops/`, `passes/`, the check, the command line and the file "
+        "writer (`tests/mutants.py` lists each change): "
         "each runs the tests of the rewriting ("
         + ", ".join(f"`{t}`" for t in _TESTS)
         + "; not those marked `backend`) on a copy of the source with that one change, "

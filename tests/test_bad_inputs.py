@@ -164,10 +164,13 @@ def test_atomic_save_leaves_previous_output(tmp_path, monkeypatch):
         opset_imports=[onnx.helper.make_opsetid("", 17)],
     )
 
-    def broken(*_args, **_kwargs):
+    write_bytes = pathlib.Path.write_bytes
+
+    def half_then_full(self, data):  # the disk fills half-way through the write
+        write_bytes(self, data[: len(data) // 2])
         raise OSError("disk full")
 
-    monkeypatch.setattr(pathlib.Path, "write_bytes", broken)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", half_then_full)
     with pytest.raises(revseq.ModelSaveError, match="disk full"):
         files.save_model(__import__("onnx_ir").from_proto(model), path)
     monkeypatch.undo()

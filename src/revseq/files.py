@@ -10,10 +10,12 @@ leaves a half-written output.
 from __future__ import annotations
 
 __all__ = [
+    "InputLoadError",
     "ModelLoadError",
     "ModelSaveError",
     "check_output_path",
     "external_tensor_count",
+    "load_arrays",
     "load_model",
     "same_file",
     "save_model",
@@ -29,6 +31,7 @@ import tempfile
 from collections.abc import Iterator
 
 import google.protobuf.message
+import numpy as np
 import onnx
 import onnx.checker
 import onnx_ir as ir
@@ -45,6 +48,10 @@ class ModelLoadError(RevseqError):
 
 class ModelSaveError(RevseqError):
     """A model could not be written to the requested path."""
+
+
+class InputLoadError(RevseqError):
+    """A file of input values could not be read."""
 
 
 # protobuf cannot serialise a message of 2 GiB or more: larger models need external data.
@@ -167,6 +174,41 @@ def load_model(path: str | os.PathLike) -> ir.Model:
         raise ModelLoadError(f"{path}: not a readable ONNX model: {one_line(e)}") from e
     ir_external_data.set_base_dir(model.graph, str(path.parent))
     return model
+
+
+def load_arrays(path: str | os.PathLike, *, name: str | None = None) -> dict[str, np.ndarray]:
+    """Arrays by input name from an ``.npz`` (its names) or an ``.npy`` (``name``).
+
+    Pickled objects are never loaded: a string input is given as a unicode array.
+
+    Raises:
+        InputLoadError: The file is missing, not a numpy file, holds pickled objects,
+            or is an ``.npy`` without a name to give it.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise InputLoadError(f"{path}: no such file")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except ValueError as e:
+        raise InputLoadError(f"{path}: holds pickled objects, which are not loaded") from e
+    except (OSError, EOFError) as e:
+        raise InputLoadError(f"{path}: not a .npy or .npz file: {one_line(e)}") from e
+    if isinstance(loaded, np.ndarray):
+        if name is None:
+            raise InputLoadError(
+                f"{path}: an .npy holds one array: name its input (NAME={path})"
+            )
+        arrays = {name: loaded}
+    else:
+        with loaded:
+            if name is not None:
+                raise InputLoadError(f"{path}: an .npz names its arrays itself")
+            arrays = {key: loaded[key] for key in loaded.files}
+    return {
+        key: value.astype(object) if value.dtype.kind == "U" else value
+        for key, value in arrays.items()
+    }
 
 
 def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:

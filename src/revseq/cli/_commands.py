@@ -14,6 +14,7 @@ import pathlib
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import onnx_ir as ir
 
@@ -50,6 +51,11 @@ class Console:
             print(message, file=sys.stderr, flush=True)
 
     @staticmethod
+    def warning(message: str) -> None:
+        """A warning: on stderr even when quiet."""
+        print(f"revseq: warning: {message}", file=sys.stderr, flush=True)
+
+    @staticmethod
     def result(message: str) -> None:
         print(message, flush=True)
 
@@ -67,6 +73,24 @@ def load(path: str) -> ir.Model:
         return files.load_model(path)
     except RevseqError as e:
         raise file_error(path, e) from e
+
+
+def given_inputs(args: argparse.Namespace) -> dict[str, Any]:
+    """The check's keyword arguments for what the user gives of its inputs."""
+    values: dict[str, Any] = {}
+    for spec in args.input_values or ():
+        name, equals, path = spec.partition("=")
+        arrays = files.load_arrays(path, name=name) if equals else files.load_arrays(spec)
+        values.update(arrays)
+    dims: dict[str, int] = {}
+    for each in args.dims or ():
+        dims.update(each)
+    return {
+        "inputs": values or None,
+        "dims": dims,
+        "input_shapes": dict(pair for group in args.input_shapes or () for pair in group),
+        "value_ranges": dict(pair for group in args.val_range or () for pair in group),
+    }
 
 
 def rewrite_file(
@@ -92,6 +116,16 @@ def rewrite_file(
         f"{before.node_count} -> {after.node_count} node(s) "
         f"in {time.perf_counter() - started:.2f} s"
     )
+    if verb == "inline" and not before.nodes:
+        console.warning(
+            f"{args.input} holds no ReverseSequence: nothing to inline; "
+            f"{args.output} is written as an unchanged copy"
+        )
+    elif verb == "restore" and len(after.nodes) == len(before.nodes):
+        console.warning(
+            f"{args.input}: no decomposition of ReverseSequence found to fuse; "
+            f"{args.output} is written as an unchanged copy"
+        )
     if reference is not None:
         labels = (f"{args.input} (before {verb})", f"{args.input} (after {verb})")
         report = check_models(reference, ir.to_proto(model), args, console, labels)
@@ -126,6 +160,7 @@ def check_models(
         candidate,
         trials=args.trials,
         seed=args.seed,
+        **given_inputs(args),
         labels=labels,
         progress=console.progress,
         backend=getattr(args, "backend", None),
@@ -177,6 +212,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
                 trials=args.trials,
                 seed=args.seed,
                 backend=args.backend,
+                **given_inputs(args),
+                progress=console.progress,
             )
         except RevseqError as e:
             raise file_error(args.reference, e) from e

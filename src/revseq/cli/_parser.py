@@ -57,6 +57,91 @@ _positive_int = _at_least(int, 1, "a whole number")
 _tolerance = _at_least(float, 0, "a number")
 
 
+def _numbers(text: str, convert: Callable[[str], float], what: str) -> list:
+    """``[1,2]`` or ``1,2`` as numbers."""
+    inner = text.strip().removeprefix("[").removesuffix("]")
+    parts = [p for p in inner.split(",") if p.strip()] if inner else []
+    try:
+        return [convert(p.strip()) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+
+
+def _named(text: str, example: str) -> tuple[str, str]:
+    """``NAME:REST``, split at the last colon (tf2onnx names inputs ``x:0``)."""
+    name, colon, rest = text.rpartition(":")
+    if not colon or not name:
+        raise argparse.ArgumentTypeError(f"expected {example}, got {text!r}")
+    return name, rest
+
+
+def _dim_sizes(text: str) -> dict[str, int]:
+    """``T=64,B=2``: sizes of symbolic dims by name."""
+    sizes = {}
+    for part in text.split(","):
+        name, equals, size = part.partition("=")
+        if not equals or not name.strip():
+            raise argparse.ArgumentTypeError(f"expected NAME=SIZE[,NAME=SIZE], got {text!r}")
+        sizes[name.strip()] = int(_at_least(int, 0, "a size")(size.strip()))
+    return sizes
+
+
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME:[64,2]`` (polygraphy's form) or ``NAME:64,2`` (onnxsim's)."""
+    name, rest = _named(text, "NAME:[D0,D1,...]")
+    dims = _numbers(rest.replace("x", ","), int, "a shape")
+    if any(d < 0 for d in dims):
+        raise argparse.ArgumentTypeError(f"a negative size in {text!r}")
+    return name, tuple(dims)
+
+
+def _value_range(text: str) -> tuple[str, tuple[float, float]]:
+    """``NAME:[LO,HI]``: the inclusive range of an input's generated values."""
+    name, rest = _named(text, "NAME:[LO,HI]")
+    bounds = _numbers(rest, float, "a range")
+    if len(bounds) != 2 or not bounds[0] <= bounds[1]:
+        raise argparse.ArgumentTypeError(f"expected NAME:[LO,HI] with LO <= HI, got {text!r}")
+    return name, (bounds[0], bounds[1])
+
+
+def _add_input_options(parser: argparse.ArgumentParser) -> None:
+    """What the user gives of the inputs a check runs on; the rest is generated."""
+    group = parser.add_argument_group(
+        "inputs of the check (what is not given is generated to fit the model)"
+    )
+    group.add_argument(
+        "--input",
+        dest="input_values",
+        action="append",
+        metavar="NAME=FILE.npy|FILE.npz",
+        help="values of inputs, the same in every trial: an .npy per input, or an .npz "
+        "holding arrays named as the inputs; repeat it",
+    )
+    group.add_argument(
+        "--dims",
+        action="append",
+        type=_dim_sizes,
+        metavar="SYM=N[,SYM=N]",
+        help="sizes of symbolic dims by name, e.g. --dims T=64,B=2",
+    )
+    group.add_argument(
+        "--input-shapes",
+        action="append",
+        nargs="+",
+        type=_input_shape,
+        metavar="NAME:[D0,D1]",
+        help="shapes of inputs, e.g. --input-shapes ids:[64,2] lens:[2]",
+    )
+    group.add_argument(
+        "--val-range",
+        action="append",
+        nargs="+",
+        type=_value_range,
+        metavar="NAME:[LO,HI]",
+        help="inclusive range of an input's generated values, e.g. --val-range ids:[0,99]",
+    )
+
+
 def _add_check_options(parser: argparse.ArgumentParser, *, trials: int = 3) -> None:
     parser.add_argument(
         "--trials", type=_positive_int, default=trials, help="random input sets (>= 1)"
@@ -84,6 +169,7 @@ def _add_rewrite_command(
         "writing it",
     )
     _add_check_options(parser)
+    _add_input_options(parser)
     parser.set_defaults(handler=handler)
     return parser
 
@@ -177,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
             default=default,
             help=f"{kind} tolerance of --whole-model (0 for exact equality)",
         )
+    _add_input_options(check)
     check.set_defaults(handler=cmd_check)
 
     info = commands.add_parser(

@@ -25,7 +25,7 @@ from __future__ import annotations
 __all__ = ["check", "check_nodes", "generate_inputs"]
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -33,16 +33,17 @@ import onnx_ir as ir
 
 from revseq.equivalence._node_check import nodes_report
 from revseq.equivalence._runners import (
+    Capturer,
     Engine,
     ModelLike,
     Runner,
-    capture,
     runners,
     to_proto,
     with_definition,
 )
 from revseq.equivalence.compare import first_difference, first_difference_beyond
 from revseq.equivalence.errors import CheckError
+from revseq.equivalence.given import GivenInputs
 from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.reports import CheckReport, Counterexample, NodeReport
 from revseq.ops.errors import RevseqError, one_line
@@ -152,7 +153,10 @@ def check(
     *,
     trials: int = 3,
     seed: int = 0,
-    inputs: Sequence[Inputs] | None = None,
+    inputs: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    value_ranges: Mapping[str, tuple[float, float]] | None = None,
     optimize: bool | None = None,
     labels: tuple[str, str] = ("reference", "candidate"),
     progress: Callable[[str], None] | None = None,
@@ -166,9 +170,16 @@ def check(
     Args:
         reference: The model taken as right (ModelProto, onnx_ir.Model or path).
         candidate: The model to check against it.
-        trials: Input sets to generate (ignored when ``inputs`` is given).
+        trials: Input sets to generate (with ``inputs`` given for every input, one).
         seed: Seed of the generated inputs.
-        inputs: Your own input sets, instead of generated ones.
+        inputs: Your own values: a mapping of input name to array, the same in every
+            trial (the inputs it leaves out are generated, fitting the sizes it
+            gives), or a sequence of such mappings, one per trial.
+        dims: Sizes of symbolic dims by name (``{"T": 64, "B": 2}``), for the
+            generated inputs.
+        input_shapes: Shapes of generated inputs by name (their symbolic dims).
+        value_ranges: Inclusive ``(low, high)`` bounds of an input's generated values
+            (token ids: ``{"ids": (0, 99)}``).
         optimize: Run onnxruntime with graph optimisations only off (False) or only on
             (True); by default both.
         labels: How errors name the two models (the CLI passes their paths).
@@ -189,7 +200,9 @@ def check(
 
     Raises:
         CheckError: The models cannot be compared (different inputs or outputs, a model
-            no runtime can run, an invalid ReverseSequence node, no trials).
+            no runtime can run, an invalid ReverseSequence node, no trials, a name in
+            ``inputs``, ``dims``, ``input_shapes`` or ``value_ranges`` the model lacks,
+            a reference that cannot run on the inputs: the message says where).
         BackendError: The backend is not installed, refuses a decomposition or crashes.
     """
     if inputs is None and trials < 1:
@@ -214,12 +227,11 @@ def check(
         levels: tuple[str, ...] = ("on",) if whole_model else ("off", "on")
     else:
         levels = ("on",) if optimize else ("off",)
+    given, sets = _given(inputs, dims, input_shapes, value_ranges)
     generator = InputGenerator(
-        [ref, cand], seed=seed, capture=capture, specials=not whole_model
+        [ref, cand], seed=seed, capture=Capturer(), specials=not whole_model, given=given
     )
-    input_sets = (
-        list(inputs) if inputs is not None else [generator.trial(t) for t in range(trials)]
-    )
+    input_sets = _input_sets(generator, sets, trials)
     engine = Engine(backend)  # a backend that is not installed fails here, first
     ref_runners, ref_engine = runners(ref, levels)
     output_names = [o.name for o in ref.graph.output]
@@ -285,7 +297,46 @@ def check(
         nodes=tuple(nodes),
         exercised=exercised,
         tolerance=tolerance,
+        inputs=generator.describe(),
     )
+
+
+def _given(
+    inputs: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]] | None,
+    dims: Mapping[str, int] | None,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    value_ranges: Mapping[str, tuple[float, float]] | None,
+) -> tuple[GivenInputs, list[Mapping[str, np.ndarray]] | None]:
+    """What the user gives, and their input sets where they give one per trial."""
+    sets = None
+    values: Mapping[str, np.ndarray] = {}
+    if isinstance(inputs, Mapping):
+        values = inputs
+    elif inputs is not None:
+        sets = list(inputs)
+        if not sets:
+            raise CheckError("inputs: an empty sequence of input sets")
+    given = GivenInputs(
+        values=values,
+        dims=dict(dims or {}),
+        input_shapes=dict(input_shapes or {}),
+        value_ranges=dict(value_ranges or {}),
+    )
+    return given, sets
+
+
+def _input_sets(
+    generator: InputGenerator, sets: list[Mapping[str, np.ndarray]] | None, trials: int
+) -> list[Inputs]:
+    """One input set per trial: the user's sets filled in, or generated ones.
+
+    Where the user gives every input, more trials would repeat the same one.
+    """
+    if sets is not None:
+        return [generator.trial(t, values=values) for t, values in enumerate(sets)]
+    if generator.gives_every_input():
+        trials = 1
+    return [generator.trial(t) for t in range(trials)]
 
 
 def _require_checked(nodes: Sequence[NodeReport], backend: str, label: str) -> None:
@@ -310,6 +361,11 @@ def check_nodes(
     trials: int = 3,
     seed: int = 0,
     backend: str | None = None,
+    inputs: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    value_ranges: Mapping[str, tuple[float, float]] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[NodeReport]:
     """Check every ReverseSequence node of ``model`` against its decomposition, alone.
 
@@ -317,6 +373,8 @@ def check_nodes(
     replacement is then run alone (on ``backend``, or in onnxruntime) on the values the
     node receives in a run of the model, with its own and generated lengths, and compared
     bit for bit with the native op. A user learns which node, if any, breaks.
+    ``inputs``, ``dims``, ``input_shapes`` and ``value_ranges`` are as in :func:`check`;
+    ``progress`` is told what each input was fed.
 
     Raises:
         CheckError: No trials, or the model cannot be run.
@@ -329,8 +387,12 @@ def check_nodes(
     reference = with_definition(to_proto(model))
     _guard(reference, "model")
     candidate = with_definition(inline(reference, strategy=strategy))
-    generator = InputGenerator([reference], seed=seed, capture=capture)
-    input_sets = [generator.trial(t) for t in range(trials)]
+    given, sets = _given(inputs, dims, input_shapes, value_ranges)
+    generator = InputGenerator([reference], seed=seed, capture=Capturer(), given=given)
+    input_sets = _input_sets(generator, sets, trials)
+    if progress is not None:
+        for line in generator.describe():
+            progress(f"check: {line}")
     engine = Engine(backend)
     return nodes_report(reference, candidate, input_sets, engine, seed=seed, progress=None)
 
@@ -345,4 +407,4 @@ def generate_inputs(
     being what its nodes actually see; everything else gets random values of its type.
     """
     models = [proto] if also is None else [proto, also]
-    return InputGenerator(models, seed=seed, capture=capture).trial(trial)
+    return InputGenerator(models, seed=seed, capture=Capturer()).trial(trial)

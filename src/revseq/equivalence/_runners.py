@@ -10,6 +10,7 @@ function) so that a runtime can execute it.
 from __future__ import annotations
 
 __all__ = [
+    "Capturer",
     "Engine",
     "ModelLike",
     "Native",
@@ -134,6 +135,55 @@ def runners(proto: onnx.ModelProto, levels: Sequence[str]) -> tuple[dict[str, Ru
     )
 
 
+class Capturer:
+    """Runs a model and returns named values, intermediate ones included.
+
+    A check runs the same model many times (sizes tried, a first run for the lengths'
+    T, every trial): each (model, values) pair gets its session once.
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple, tuple[onnx.ModelProto, Runner, list[str]]] = {}
+
+    def __call__(
+        self, proto: onnx.ModelProto, feeds: Inputs, names: Sequence[str]
+    ) -> dict[str, np.ndarray]:
+        """The named values of a run of ``proto`` on ``feeds``.
+
+        Raises:
+            CheckError: The model cannot be run on these inputs (the runtime's own
+                error is its ``__cause__``).
+        """
+        wanted = [n for n in names if n not in feeds]
+        values = {n: feeds[n] for n in names if n in feeds}
+        if not wanted:
+            return values
+        key = (id(proto), tuple(wanted))
+        if key not in self._runs:
+            copy = onnx.ModelProto()
+            copy.CopyFrom(proto)
+            declared = {o.name for o in copy.graph.output}
+            copy.graph.output.extend(
+                onnx.ValueInfoProto(name=n) for n in wanted if n not in declared
+            )
+            outputs = [o.name for o in copy.graph.output]
+            # The proto is kept: its id stays its own while the entry lives.
+            self._runs[key] = (proto, runners(copy, ("off",))[0]["off"], outputs)
+        _, run, outputs = self._runs[key]
+        try:
+            results = run(feeds)
+        except Exception as e:
+            raise CheckError(
+                f"running the reference failed: {one_line(e, 200, typed=True)}"
+            ) from e
+        values.update(
+            (name, np.asarray(result))
+            for name, result in zip(outputs, results, strict=True)
+            if name in wanted
+        )
+        return values
+
+
 def capture(
     proto: onnx.ModelProto, feeds: Inputs, names: Sequence[str]
 ) -> dict[str, np.ndarray]:
@@ -142,28 +192,7 @@ def capture(
     Raises:
         CheckError: The model cannot be run on these inputs.
     """
-    wanted = [n for n in names if n not in feeds]
-    values = {n: feeds[n] for n in names if n in feeds}
-    if not wanted:
-        return values
-    copy = onnx.ModelProto()
-    copy.CopyFrom(proto)
-    declared = {o.name for o in copy.graph.output}
-    copy.graph.output.extend(onnx.ValueInfoProto(name=n) for n in wanted if n not in declared)
-    outputs = [o.name for o in copy.graph.output]
-    run = runners(copy, ("off",))[0]["off"]
-    try:
-        results = run(feeds)
-    except Exception as e:
-        raise CheckError(
-            f"running the reference failed: {one_line(e, 200, typed=True)}"
-        ) from e
-    values.update(
-        (name, np.asarray(result))
-        for name, result in zip(outputs, results, strict=True)
-        if name in wanted
-    )
-    return values
+    return Capturer()(proto, feeds, names)
 
 
 class Engine:

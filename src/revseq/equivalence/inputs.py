@@ -1,33 +1,53 @@
-"""Inputs for a check: random values of every type, lengths that exercise the reversal.
+"""Inputs for a check: values the model runs on, lengths that exercise the reversal.
 
 A check proves nothing about a reversal unless some lengths are 2 or more: a reversal of
 at most one step is the identity. The lengths a ``sequence_lens`` input gets therefore
 span 0..T of the node it feeds, with T learned from the data the node actually receives
 (a first run of the model with every length 0), whatever computes that data: a MatMul,
-an RNN, a Transpose.
+an RNN, a Transpose. Other inputs get values the model can run on: token ids within the
+embedding they index (:mod:`~revseq.equivalence.input_uses`), special floats only where
+they reach a reversal, symbolic dims grown where the model needs more
+(:mod:`~revseq.equivalence._fitting`), and whatever the user gives
+(:class:`~revseq.equivalence.given.GivenInputs`).
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "Capture",
     "InputGenerator",
     "Inputs",
-    "LengthsInput",
     "lengths_pattern",
 ]
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import ml_dtypes
 import numpy as np
 import onnx
 import onnx_ir as ir
 
-from revseq.equivalence.values import random_array
+from revseq.equivalence._fitting import (
+    MAX_FIT_RUNS,
+    explain_failure,
+    larger_sizes,
+    runtime_reason,
+)
+from revseq.equivalence._lengths import (
+    LengthsInput,
+    constant_reversals,
+    lengths_inputs,
+    steps_reversed,
+    time_needs,
+)
+from revseq.equivalence.errors import CheckError
+from revseq.equivalence.given import GivenInputs, dim_key
+from revseq.equivalence.input_uses import IndexUse, index_uses, reversed_inputs
+from revseq.equivalence.values import random_array, ranged_array
 from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
-from revseq.passes import is_reverse_sequence, walk
+from revseq.ops.errors import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -49,186 +69,61 @@ def lengths_pattern(
     return values
 
 
-@dataclasses.dataclass(frozen=True)
-class LengthsInput:
-    """A graph input that feeds some node's ``sequence_lens``.
-
-    Attributes:
-        data: The graph input the node's data comes from unchanged, if any.
-        data_dims: The node's data dims as declared (a size, a symbol or None).
-        time_axis: The node's time axis.
-        batch_axis: The node's batch axis: the lengths have the data's batch size there,
-            whatever dim they are declared with (exporters give them a symbol of their
-            own).
-        observed: Main-graph data values whose time length the lengths must not exceed
-            (read from a first run), with their time and batch axes.
-    """
-
-    data: str | None
-    data_dims: tuple[int | str | None, ...] | None
-    time_axis: int
-    batch_axis: int = 1
-    observed: tuple[tuple[str, int, int], ...] = ()
-
-
-def _trace_to_input(value: ir.Value | None, inputs: set[str]) -> str | None:
-    while value is not None:
-        if value.name in inputs and value.producer() is None:
-            return value.name
-        node = value.producer()
-        if node is None or node.op_type not in ("Cast", "Identity") or not node.inputs:
-            return None
-        value = node.inputs[0]
-    return None
-
-
-def _call_arguments(model: ir.Model) -> dict[int, list[ir.Value | None]]:
-    """For each function parameter (by id), the arguments its call sites pass."""
-    arguments: dict[int, list[ir.Value | None]] = {}
-    for scoped in walk(model):
-        function = model.functions.get(scoped.node.op_identifier())
-        if function is None:
-            continue
-        for parameter, argument in zip(function.inputs, scoped.node.inputs, strict=False):
-            arguments.setdefault(id(parameter), []).append(argument)
-    return arguments
-
-
-def lengths_inputs(model: ir.Model) -> dict[str, LengthsInput]:
-    """Graph inputs that feed a ``sequence_lens``, with what their time length is.
-
-    Lengths reach a node directly, through Cast/Identity, from an outer scope, or as
-    the argument of a call to the model-local function that holds the node.
-    """
-    names = {v.name for v in model.graph.inputs if v.name}
-    arguments = _call_arguments(model)
-
-    def sources(value: ir.Value | None) -> list[ir.Value | None]:
-        passed = arguments.get(id(value)) if value is not None else None
-        return passed if passed else [value]
-
-    found: dict[str, LengthsInput] = {}
-    for scoped in walk(model):
-        node = scoped.node
-        if not is_reverse_sequence(node) or len(node.inputs) != 2:
-            continue
-        time_axis = node.attributes.get_int("time_axis", 0)
-        batch_axis = node.attributes.get_int("batch_axis", 1)
-        for lens, data in zip(sources(node.inputs[1]), sources(node.inputs[0]), strict=False):
-            source = _trace_to_input(lens, names)
-            if source is None:
+def _symbols(
+    infos: Sequence[onnx.ValueInfoProto],
+    trial: int,
+    floors: Mapping[str, int],
+    pinned: Mapping[str, int],
+) -> dict[str, int]:
+    """A size for each symbolic dim of the inputs: pinned, else drawn for the trial."""
+    symbols: dict[str, int] = {}
+    for info in infos:
+        for axis in range(len(info.type.tensor_type.shape.dim)):
+            key = dim_key(info, axis)
+            if key is None or key in symbols:
                 continue
-            observed = found[source].observed if source in found else ()
-            if data is not None and data.name and scoped.scope == "main":
-                observed = (*observed, (data.name, time_axis, batch_axis))
-            if source in found:
-                found[source] = dataclasses.replace(found[source], observed=observed)
+            if key in pinned:
+                symbols[key] = pinned[key]
                 continue
-            dims = None
-            if data is not None and data.shape is not None:
-                dims = tuple(
-                    d if isinstance(d, int) else (d.value if d else None) for d in data.shape
-                )
-            found[source] = LengthsInput(
-                data=_trace_to_input(data, names),
-                data_dims=dims,
-                time_axis=time_axis,
-                batch_axis=batch_axis,
-                observed=observed,
-            )
-    return found
-
-
-def _constant_reversals(model: ir.Model) -> list[tuple[ir.Node, int, bool]]:
-    """Each ReverseSequence with constant lengths: the longest, and whether in main.
-
-    Its lengths are no input the trials generate (restore fuses a constant index so).
-    """
-    found = []
-    for scoped in walk(model):
-        node = scoped.node
-        if not is_reverse_sequence(node) or len(node.inputs) != 2 or node.inputs[1] is None:
-            continue
-        lens = ir.convenience.get_const_tensor(node.inputs[1])
-        if lens is not None and lens.size:
-            found.append((node, int(lens.numpy().max()), scoped.scope == "main"))
-    return found
-
-
-def _time_needs(
-    model: ir.Model, reversals: list[tuple[ir.Node, int, bool]]
-) -> tuple[dict[str, int], list[tuple[str, int, int]]]:
-    """What the time dims of ``reversals`` need to hold their constant lengths.
-
-    Floors: the least size of each symbolic time dim of a graph input the node reads
-    (as is, or through Cast/Identity): it must hold the longest of its lengths (ONNX
-    defines no others, and onnxruntime refuses them). Keyed as ``_concrete_dims`` keys a
-    symbol: its name, else "input:axis". Computed: each main-graph node whose data is
-    computed (a Slice of an input, a MatMul's result), as (data name, time axis, longest
-    length): its time dim is known only once the model runs, so a trial reads it
-    (``InputGenerator._grown``).
-    """
-    inputs = {v.name: v for v in model.graph.inputs if v.name}
-    names = set(inputs)
-    floors: dict[str, int] = {}
-    computed: list[tuple[str, int, int]] = []
-    for node, longest, main in reversals:
-        data = node.inputs[0]
-        time_axis = node.attributes.get_int("time_axis", 0)
-        source = _trace_to_input(data, names)
-        if source is None:
-            if main and data is not None and data.name and longest >= 1:
-                computed.append((data.name, time_axis, longest))
-            continue
-        shape = inputs[source].shape
-        if shape is None or not len(shape):
-            continue
-        axis = time_axis % len(shape)
-        dim = shape[axis]
-        if not isinstance(dim, int):
-            key = dim.value or f"{source}:{axis}"
-            floors[key] = max(floors.get(key, 0), longest)
-    return floors, computed
-
-
-def _steps_reversed(node: ir.Node, longest: int) -> int:
-    """The most steps constant lengths reverse: the longest, at most a static T."""
-    data = node.inputs[0]
-    if data is not None and data.shape is not None:
-        time_dim = data.shape[node.attributes.get_int("time_axis", 0)]
-        if isinstance(time_dim, int):
-            return min(longest, time_dim)
-    return longest
-
-
-def _concrete_dims(
-    info: onnx.ValueInfoProto, trial: int, symbols: dict[str, int], floors: dict[str, int]
-) -> tuple[int, ...]:
-    dims = []
-    for axis, dim in enumerate(info.type.tensor_type.shape.dim):
-        if dim.HasField("dim_value"):
-            dims.append(dim.dim_value)
-            continue
-        key = dim.dim_param or f"{info.name}:{axis}"
-        if key not in symbols:
             size = _SIZES[(trial + len(symbols)) % len(_SIZES)]
             symbols[key] = max(size, floors.get(key, 0))
-        dims.append(symbols[key])
-    return tuple(dims)
+    return symbols
+
+
+def _concrete_dims(info: onnx.ValueInfoProto, symbols: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(
+        d.dim_value if d.HasField("dim_value") else symbols[dim_key(info, axis) or ""]
+        for axis, d in enumerate(info.type.tensor_type.shape.dim)
+    )
 
 
 Capture = Callable[[onnx.ModelProto, Inputs, Sequence[str]], dict[str, np.ndarray]]
 """Runs a model and returns the named values (intermediate ones included)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class _Failure:
+    """A run of the reference that failed on generated inputs: the runtime's words."""
+
+    text: str
+
+
+def _failure(error: CheckError) -> _Failure:
+    cause = error.__cause__ if error.__cause__ is not None else error
+    return _Failure(one_line(cause, 400))
+
+
 class InputGenerator:
     """Input sets for trial after trial of a model (and of a model with its signature).
 
     Symbolic dims get sizes that vary by trial (1 among them; a time dim that constant
-    lengths reverse along, at least the longest of them); an input that feeds a
-    ``sequence_lens`` gets lengths in [0, T] that include 0, 1 and T across trials, with
-    T the time length its nodes see (read from a first run with every length 0 where a
-    node's data is computed); everything else gets random values of its type.
+    lengths reverse along, at least the longest of them), grown where the reference
+    cannot run with them; an input that feeds a ``sequence_lens`` gets lengths in
+    [0, T] that include 0, 1 and T across trials, with T the time length its nodes see
+    (read from a first run with every length 0 where a node's data is computed); an
+    input used as an index gets values within the axis it indexes; everything else gets
+    random values of its type, with NaN payloads, -0.0 and infinities where they reach a
+    ReverseSequence unchanged. What the user gives (``given``) is taken as given.
     """
 
     def __init__(
@@ -238,10 +133,12 @@ class InputGenerator:
         seed: int = 0,
         capture: Capture | None = None,
         specials: bool = True,
+        given: GivenInputs | None = None,
     ) -> None:
         self.model = models[0]
         self.seed = seed
         self.specials = specials
+        self.given = given if given is not None else GivenInputs()
         self._capture = capture
         self._owners: dict[str, onnx.ModelProto] = {}
         self.lengths: dict[str, LengthsInput] = {}
@@ -251,62 +148,243 @@ class InputGenerator:
         self._computed: list[tuple[onnx.ModelProto, list[tuple[str, int, int]]]] = []
         # The most steps a node with constant lengths reverses, in any of the models.
         self.constant_steps = 0
+        self._indices: dict[str, list[IndexUse]] = {}
+        self._reversed: set[str] = set()
         for model in reversed(models):  # the first model's view wins
             graph = ir.from_proto(model)
             for name, spec in lengths_inputs(graph).items():
                 self.lengths[name] = spec
                 if spec.observed:
                     self._owners[name] = model
-            reversals = _constant_reversals(graph)
-            floors, computed = _time_needs(graph, reversals)
+            reversals = constant_reversals(graph)
+            floors, computed = time_needs(graph, reversals)
             for key, floor in floors.items():
                 self._floors[key] = max(self._floors.get(key, 0), floor)
             if computed:
                 self._computed.append((_reversals_as_identities(model), computed))
             for node, longest, _ in reversals:
-                self.constant_steps = max(self.constant_steps, _steps_reversed(node, longest))
-
-    def trial(self, trial: int) -> Inputs:
-        """The inputs of trial ``trial`` (the same for the same seed and trial)."""
-        rng = np.random.default_rng([self.seed, trial])
+                self.constant_steps = max(self.constant_steps, steps_reversed(node, longest))
+            for name, uses in index_uses(graph).items():
+                known = self._indices.setdefault(name, [])
+                known.extend(u for u in uses if u not in known)
+            self._reversed |= reversed_inputs(graph)
         initializers = {t.name for t in self.model.graph.initializer}
-        infos = [i for i in self.model.graph.input if i.name not in initializers]
-        symbols: dict[str, int] = {}
-        shapes = {i.name: _concrete_dims(i, trial, symbols, self._floors) for i in infos}
-        if self._computed and self._capture is not None and symbols:
-            shapes = self._grown(infos, trial, symbols, shapes)
+        self._infos = [i for i in self.model.graph.input if i.name not in initializers]
+        self._pinned = self.given.pinned(self._infos)  # every name checked, up front
+        self._data_dims = {
+            dim_key(i, axis)
+            for i in self._infos
+            if i.name not in self.lengths
+            for axis in range(len(i.type.tensor_type.shape.dim))
+        }
+        # Sizes symbolic dims had to grow to for the reference to run: later trials'
+        # floors.
+        self._learned: dict[str, int] = {}
+        self._fed: list[dict[str, tuple[int, ...]]] = []  # the shapes of each trial
+        self._bounds: dict[str, int] = {}  # the index bounds of the last trial
+        self._fits: list[str] = []
+
+    def gives_every_input(self) -> bool:
+        """Whether the user gave a value for every input (trials would repeat it)."""
+        return all(i.name in self.given.values for i in self._infos)
+
+    def trial(self, trial: int, values: Mapping[str, np.ndarray] | None = None) -> Inputs:
+        """The inputs of trial ``trial`` (the same for the same seed and trial).
+
+        Args:
+            trial: The trial's number.
+            values: Values given for this trial (instead of ``given.values``).
+
+        Raises:
+            CheckError: The reference cannot run on any inputs tried (the message says
+                where it failed and what the user can give).
+        """
+        given = self.given
+        pinned = self._pinned
+        if values is not None:
+            given = dataclasses.replace(given, values=values)
+            pinned = given.pinned(self._infos)
+        symbols = _symbols(self._infos, trial, {**self._floors, **self._learned}, pinned)
+        # Lengths take their size from the data: their own dims need no growing.
+        free = [k for k in symbols if k not in pinned and k in self._data_dims]
+        first = self._attempt(trial, symbols, given)
+        if not isinstance(first, _Failure):
+            self._fed.append({n: np.shape(v) for n, v in first.items()})
+            return first
+        candidates = larger_sizes(symbols, free, lambda each: self._elements(each, given))
+        for runs, sizes in enumerate(candidates):
+            if runs >= MAX_FIT_RUNS:
+                break
+            feeds = self._attempt(trial, sizes, given)
+            if not isinstance(feeds, _Failure):
+                grown = [k for k in free if sizes[k] != symbols[k]]
+                text = ", ".join(f"{k} {symbols[k]} -> {sizes[k]}" for k in grown)
+                reason = runtime_reason(first.text)
+                self._fits.append(f"{text} (trial {trial}; before, {reason})")
+                logger.info("trial %d: symbolic dims grown: %s", trial, text)
+                for key in grown:  # later trials start there
+                    self._learned[key] = max(self._learned.get(key, 0), sizes[key])
+                self._fed.append({n: np.shape(v) for n, v in feeds.items()})
+                return feeds
+        generated = [i.name for i in self._infos if i.name not in given.values]
+        shown = {k: v for k, v in symbols.items() if k in self._data_dims}
+        raise CheckError(
+            explain_failure(self.model, first.text, generated=generated, symbols=shown)
+        )
+
+    def _elements(self, symbols: Mapping[str, int], given: GivenInputs) -> int:
+        return sum(
+            int(np.prod(_concrete_dims(i, symbols)))
+            for i in self._infos
+            if i.name not in given.values
+        )
+
+    def _attempt(
+        self, trial: int, symbols: dict[str, int], given: GivenInputs
+    ) -> Inputs | _Failure:
+        """The trial's inputs for these sizes, or how the reference failed on them."""
+        try:
+            feeds = self._feeds(trial, dict(symbols), given)
+        except CheckError as e:
+            return _failure(e)
+        outputs = [o.name for o in self.model.graph.output if o.name]
+        if self._capture is None or not outputs:
+            return feeds
+        try:
+            self._capture(self.model, feeds, outputs[:1])
+        except CheckError as e:
+            return _failure(e)
+        return feeds
+
+    def _feeds(self, trial: int, symbols: dict[str, int], given: GivenInputs) -> Inputs:
+        rng = np.random.default_rng([self.seed, trial])
+        infos = self._infos
+        shapes = {
+            i.name: (
+                tuple(np.shape(given.values[i.name]))
+                if i.name in given.values
+                else _concrete_dims(i, symbols)
+            )
+            for i in infos
+        }
+        free = [k for k in symbols if k not in self._pinned]
+        if self._computed and self._capture is not None and free:
+            shapes = self._grown(infos, symbols, free, shapes, given)
+        bounds = self._bounds = self._index_bounds(shapes, given)
         feeds: Inputs = {}
         for info in infos:
-            if info.name not in self.lengths:
-                elem = info.type.tensor_type.elem_type
-                feeds[info.name] = random_array(
-                    rng, elem, shapes[info.name], specials=self.specials
-                )
+            name = info.name
+            if name in given.values:
+                feeds[name] = np.asarray(given.values[name])
+                continue
+            if name in self.lengths:
+                continue
+            elem = info.type.tensor_type.elem_type
+            if name in given.value_ranges:
+                low, high = given.value_ranges[name]
+                feeds[name] = ranged_array(rng, elem, shapes[name], low, high)
+            elif name in bounds:
+                top = max(bounds[name] - 1, 0)
+                feeds[name] = ranged_array(rng, elem, shapes[name], 0, top)
+            else:
+                specials = self.specials and name in self._reversed
+                feeds[name] = random_array(rng, elem, shapes[name], specials=specials)
         spans = self._spans(feeds, shapes)
         for info in infos:
-            if info.name in self.lengths:
-                time_len, batch = spans[info.name]
-                shape = shapes[info.name] if batch is None else (batch,)
-                values = lengths_pattern(rng, time_len, shape, trial)
+            name = info.name
+            if name in self.lengths and name not in given.values:
+                time_len, batch = spans[name]
+                shape = shapes[name] if batch is None else (batch,)
                 elem = info.type.tensor_type.elem_type
-                feeds[info.name] = values.astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+                if name in given.value_ranges:
+                    low, high = given.value_ranges[name]
+                    feeds[name] = ranged_array(rng, elem, shape, low, high)
+                    continue
+                values = lengths_pattern(rng, time_len, shape, trial)
+                feeds[name] = values.astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
         return {i.name: feeds[i.name] for i in infos}
+
+    def _index_bounds(
+        self, shapes: Mapping[str, tuple[int, ...]], given: GivenInputs
+    ) -> dict[str, int]:
+        """For each generated index input, the size of the smallest axis it indexes."""
+        bounds: dict[str, int] = {}
+        pending: list[tuple[str, IndexUse]] = []
+        for name, uses in self._indices.items():
+            if name in given.values or name in given.value_ranges or name in self.lengths:
+                continue
+            for use in uses:
+                if use.size is not None:
+                    size = use.size
+                elif use.data in shapes and len(shapes[use.data]) > use.axis:
+                    size = shapes[use.data][use.axis]
+                else:
+                    pending.append((name, use))
+                    continue
+                bounds[name] = min(bounds.get(name, size), size)
+        if pending and self._capture is not None:
+            zeros = {
+                i.name: _zeros(i.type.tensor_type.elem_type, shapes[i.name])
+                for i in self._infos
+            }
+            wanted = sorted({use.data for _, use in pending})
+            values = self._capture(_reversals_as_identities(self.model), zeros, wanted)
+            for name, use in pending:
+                dims = values[use.data].shape
+                if len(dims) > use.axis:
+                    bounds[name] = min(bounds.get(name, dims[use.axis]), dims[use.axis])
+        return bounds
+
+    def describe(self) -> tuple[str, ...]:
+        """What the trials so far fed each input, and the sizes of the symbolic dims."""
+        lines = []
+        for info in self._infos:
+            name = info.name
+            if name in self.given.values:
+                how = "given"
+            elif name in self.given.value_ranges:
+                low, high = self.given.value_ranges[name]
+                how = f"generated in [{low:g}, {high:g}] (value range given)"
+            elif name in self.lengths:
+                how = "generated lengths in [0, T], 0, 1 and T among them"
+            elif name in self._bounds:
+                how = f"generated in [0, {self._bounds[name] - 1}]: it " + "; ".join(
+                    u.describe() for u in self._indices[name][:2]
+                )
+            elif self.specials and name in self._reversed:
+                how = "generated, with NaN payloads, -0.0 and infinities (it is reversed)"
+            else:
+                how = "generated"
+            lines.append(f"input {name}: {how}")
+        sizes: dict[str, list[str]] = {}
+        for info in self._infos:
+            for axis in range(len(info.type.tensor_type.shape.dim)):
+                key = dim_key(info, axis)
+                if key is None or key in sizes or info.name in self.lengths:
+                    continue
+                sizes[key] = [str(fed[info.name][axis]) for fed in self._fed]
+        for key, each in sizes.items():
+            fixed = " (given)" if key in self._pinned else ""
+            lines.append(f"dim {key}: {', '.join(each)}{fixed}")
+        lines.extend(f"dims grown: {fit}" for fit in self._fits)
+        return tuple(lines)
 
     def _grown(
         self,
         infos: Sequence[onnx.ValueInfoProto],
-        trial: int,
         symbols: dict[str, int],
+        free: Sequence[str],
         shapes: dict[str, tuple[int, ...]],
+        given: GivenInputs,
     ) -> dict[str, tuple[int, ...]]:
         """The trial's shapes, grown until computed time dims hold their constant lengths.
 
         Each owner model runs on zeros of these shapes, its ReverseSequence nodes made
         Identities (lengths longer than the time dim are no valid input, and the
         node's output is shaped as its data); where a time dim is shorter than its
-        longest length, every symbolic dim grows by the shortfall (doubled each round),
-        up to ``_GROWTH_ROUNDS`` times (a dim that no input dim sizes stays as drawn, and the
-        trial then fails with the backend's word).
+        longest length, every free symbolic dim grows by the shortfall (doubled each
+        round), up to ``_GROWTH_ROUNDS`` times (a dim that no input dim sizes stays as
+        drawn, and the trial then fails with the backend's word).
         """
         for growth in range(_GROWTH_ROUNDS):
             short = 0
@@ -320,9 +398,16 @@ class InputGenerator:
                     short = max(short, longest - dims[axis % len(dims)] if dims else 0)
             if short <= 0:
                 break
-            for key in symbols:  # twice the step each round: a dim may be T / k
+            for key in free:  # twice the step each round: a dim may be T / k
                 symbols[key] += short << growth
-            shapes = {i.name: _concrete_dims(i, trial, symbols, self._floors) for i in infos}
+            shapes = {
+                i.name: (
+                    tuple(np.shape(given.values[i.name]))
+                    if i.name in given.values
+                    else _concrete_dims(i, symbols)
+                )
+                for i in infos
+            }
         return shapes
 
     def _spans(

@@ -81,6 +81,8 @@ class CheckReport:
         exercised: Some reversal of two or more steps happened (else the check cannot
             tell a reversal from the identity). True for models without the op.
         tolerance: (rtol, atol) where the whole models were compared across runtimes.
+        inputs: What each input was fed (given, or generated how) and the sizes of
+            the symbolic dims, trial by trial.
     """
 
     ok: bool
@@ -93,6 +95,7 @@ class CheckReport:
     nodes: tuple[NodeReport, ...] = ()
     exercised: bool = True
     tolerance: tuple[float, float] | None = None
+    inputs: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -109,6 +112,7 @@ class CheckReport:
             f"outputs compared: {self.outputs_compared}",
             f"  engines: {engines}",
         ]
+        lines.extend(f"  {line}" for line in self.inputs)
         lines.extend(f"  node {node}" for node in self.nodes)
         c = self.counterexample
         if c is not None:

@@ -7,7 +7,7 @@ Floats hold a quiet NaN with a payload, a signalling NaN with its sign set, infi
 
 from __future__ import annotations
 
-__all__ = ["NAN_PAYLOADS", "random_array"]
+__all__ = ["NAN_PAYLOADS", "random_array", "ranged_array"]
 
 import ml_dtypes
 import numpy as np
@@ -53,6 +53,33 @@ def random_array(
     for i, payload in enumerate(payloads):
         bits[places[i :: len(payloads)]] = payload
     return array
+
+
+def ranged_array(
+    rng: np.random.Generator, elem: int, shape: tuple[int, ...], low: float, high: float
+) -> np.ndarray:
+    """Random values of the ONNX element type ``elem`` in ``[low, high]``.
+
+    Integers are drawn whole (both ends included, clipped to the type's range); floats
+    uniformly; booleans as 0/1 within the range.
+    """
+    np_type = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    if elem == onnx.TensorProto.BFLOAT16:
+        np_type = ml_dtypes.bfloat16
+    if elem == onnx.TensorProto.STRING:
+        return random_array(rng, elem, shape)
+    if elem == onnx.TensorProto.BOOL:
+        lo, hi = max(int(np.ceil(low)), 0), min(int(np.floor(high)), 1)
+        return rng.integers(lo, max(lo, hi), shape, endpoint=True).astype(np.bool_)
+    if np.issubdtype(np_type, np.integer):
+        info = np.iinfo(np_type)
+        lo = min(max(int(np.ceil(low)), int(info.min)), int(info.max))
+        hi = max(min(int(np.floor(high)), int(info.max)), lo)
+        return rng.integers(lo, hi, shape, dtype=np_type, endpoint=True)
+    values = rng.uniform(low, high, shape)
+    if elem in _COMPLEX:
+        values = values + 1j * rng.uniform(low, high, shape)
+    return values.astype(np_type)
 
 
 NAN_PAYLOADS: dict[np.dtype, tuple[int, ...]] = {

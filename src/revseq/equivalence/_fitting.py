@@ -1,0 +1,144 @@
+"""Sizes of symbolic dims that a model runs with, and what to say when none is found.
+
+Generated sizes start small (1 among them, which finds batch and broadcast bugs), but
+real models need more: a Conv needs its kernel's length, a reflect Pad two steps, an
+audio front end a frame. Where the reference fails on the generated inputs,
+:func:`larger_sizes` proposes sizes to try: one dim at a time up a ladder of powers of
+two (which also divide evenly where a Reshape splits a dim), then all of them together
+(which also makes dims named differently but broadcast together equal). The first that
+runs is taken, and the report says which size was chosen and why.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MAX_FIT_RUNS", "explain_failure", "larger_sizes", "runtime_reason"]
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import onnx
+
+# The largest size a dim is grown to, and the most elements all inputs may hold then.
+_LADDER = tuple(2**k for k in range(1, 17))
+_MAX_ELEMENTS = 1 << 22
+MAX_FIT_RUNS = 96
+"""The most runs of the reference spent looking for sizes it runs with, per trial."""
+
+
+def larger_sizes(
+    sizes: Mapping[str, int],
+    free: Sequence[str],
+    elements: Callable[[Mapping[str, int]], int],
+) -> Iterator[dict[str, int]]:
+    """Sizes to try: one dim raised to another's, then each alone up the ladder, then all.
+
+    ``elements(sizes)`` counts the elements every input would hold; candidates above
+    ``_MAX_ELEMENTS`` are skipped.
+    """
+    seen: set[tuple[int, ...]] = {tuple(sizes[k] for k in free)}
+    # First one dim raised to another's size: dims named apart may be broadcast together.
+    for key in free:
+        for size in sorted({sizes[k] for k in free if sizes[k] > sizes[key]}):
+            each = {**sizes, key: size}
+            seen.add(tuple(each[k] for k in free))
+            yield each
+    for step in _LADDER:
+        tries = [{**sizes, key: step} for key in free if sizes[key] < step]
+        if len(free) > 1:
+            tries.append({**sizes, **{key: max(sizes[key], step) for key in free}})
+        for each in tries:
+            key = tuple(each[k] for k in free)
+            if key in seen or elements(each) > _MAX_ELEMENTS:
+                continue
+            seen.add(key)
+            yield each
+
+
+_ORT_NODE = re.compile(r"running (\w+) node\. Name:'([^']*)'")
+_ASSERTION = re.compile(r"^/\S+:\d+ .*? was false\. ")
+_ORT_MESSAGE = re.compile(r"running (\w+) node\. Name:'([^']*)' Status Message: (.*)")
+
+
+def runtime_reason(text: str) -> str:
+    """A runtime's failure, short: onnxruntime's as ``Op 'name': message``."""
+    found = _ORT_MESSAGE.search(text)
+    if found is None:
+        return text
+    op_type, name, message = found.groups()
+    # A failed assertion leads with its source file, function and condition.
+    message = _ASSERTION.sub("", message)
+    return f"{op_type} {name!r}: {message}" if name else f"{op_type}: {message}"
+
+
+def _failing_node(model: onnx.ModelProto, text: str) -> onnx.NodeProto | None:
+    """The main-graph node an onnxruntime error names, if it names one."""
+    found = _ORT_NODE.search(text)
+    if found is None:
+        return None
+    op_type, name = found.groups()
+    for node in model.graph.node:
+        if node.op_type == op_type and node.name == name:
+            return node
+    return None
+
+
+def _feeding_inputs(model: onnx.ModelProto, node: onnx.NodeProto) -> list[str]:
+    """The graph inputs ``node`` computes from (initializers left out), in graph order."""
+    producers = {o: n for n in model.graph.node for o in n.output if o}
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = [i.name for i in model.graph.input if i.name not in initializers]
+    seen: set[str] = set()
+    stack = [v for v in node.input if v]
+    while stack:
+        value = stack.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        producer = producers.get(value)
+        if producer is not None:
+            stack.extend(v for v in producer.input if v)
+    return [name for name in inputs if name in seen]
+
+
+def explain_failure(
+    model: onnx.ModelProto,
+    text: str,
+    *,
+    generated: Sequence[str],
+    symbols: Mapping[str, int],
+) -> str:
+    """Where the reference failed on generated inputs, and what the user can give.
+
+    ``text`` is the runtime's message; ``generated`` the inputs revseq made up;
+    ``symbols`` the sizes of the symbolic dims it tried last.
+    """
+    node = _failing_node(model, text)
+    where = ""
+    suspects = list(generated)
+    if node is not None:
+        label = f"{node.op_type} {node.name!r}" if node.name else node.op_type
+        feeding = _feeding_inputs(model, node)
+        suspects = [n for n in feeding if n in generated] or suspects
+        where = f" at {label}"
+        if feeding:
+            where += f" (computed from {', '.join(map(repr, feeding))})"
+    infos = {i.name: i for i in model.graph.input}
+    integers = [
+        n
+        for n in suspects
+        if n in infos
+        and onnx.helper.tensor_dtype_to_np_dtype(infos[n].type.tensor_type.elem_type).kind
+        in "iu"
+    ]
+    hints = [f"--val-range {name}:[LO,HI]" for name in integers[:2]]
+    if symbols:
+        hints.append("--dims " + ",".join(f"{k}=N" for k in list(symbols)[:2]))
+    hints.append(f"--input {suspects[0] if suspects else 'NAME'}=FILE.npy")
+    sizes = ", ".join(f"{k}={v}" for k, v in symbols.items())
+    tried = f" with {sizes}" if sizes else ""
+    if node is not None:  # the node is named already: the runtime's reason alone
+        text = runtime_reason(text).partition(": ")[2] or text
+    return (
+        f"the reference cannot run on generated inputs{where}{tried}: {text}; "
+        f"say what it needs: {' or '.join(hints)}"
+    )

@@ -1,0 +1,135 @@
+"""What the user says of a model's inputs: values, sizes of symbolic dims, value ranges.
+
+A check generates what the user does not give. Given values stay the same in every
+trial and fix the sizes of the symbolic dims they are declared with, so that the
+generated inputs fit them; sizes (``dims``, ``input_shapes``) fix dims without giving
+values; a value range bounds an input's generated values. Every name is checked against
+the model before anything runs: a typo is an error naming the names there are.
+"""
+
+from __future__ import annotations
+
+__all__ = ["GivenInputs", "dim_key"]
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from revseq.equivalence.errors import CheckError
+
+
+def dim_key(info: onnx.ValueInfoProto, axis: int) -> str | None:
+    """The name a symbolic dim goes by: its symbol, else ``input:axis``; None if static."""
+    dim = info.type.tensor_type.shape.dim[axis]
+    if dim.HasField("dim_value"):
+        return None
+    return dim.dim_param or f"{info.name}:{axis}"
+
+
+def _declared(info: onnx.ValueInfoProto) -> tuple[int | str, ...] | None:
+    tensor = info.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    return tuple(
+        d.dim_value if d.HasField("dim_value") else (dim_key(info, a) or "")
+        for a, d in enumerate(tensor.shape.dim)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class GivenInputs:
+    """What the user gives; everything else is generated.
+
+    Attributes:
+        values: Arrays by input name, the same in every trial.
+        dims: Sizes by symbol name (``{"T": 64, "B": 2}``; a dim without a symbol is
+            named ``input:axis``).
+        input_shapes: Whole shapes by input name, fixing its symbolic dims.
+        value_ranges: Inclusive ``(low, high)`` bounds of an input's generated values.
+    """
+
+    values: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    dims: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    input_shapes: Mapping[str, Sequence[int]] = dataclasses.field(default_factory=dict)
+    value_ranges: Mapping[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.values or self.dims or self.input_shapes or self.value_ranges)
+
+    def pinned(self, infos: Sequence[onnx.ValueInfoProto]) -> dict[str, int]:
+        """The sizes the user fixed, by dim key, after checking every name and size.
+
+        Raises:
+            CheckError: An unknown input or symbol, a value or shape whose rank or static
+                dims differ from the model's, a bad range, or two sizes for one symbol.
+        """
+        by_name = {i.name: i for i in infos}
+        names = ", ".join(by_name) or "none"
+        for what, keys in (
+            ("values", self.values),
+            ("input_shapes", self.input_shapes),
+            ("value_ranges", self.value_ranges),
+        ):
+            for name in keys:
+                if name not in by_name:
+                    raise CheckError(
+                        f"{what}: the model has no input named {name!r} (its inputs: {names})"
+                    )
+        for name, (low, high) in self.value_ranges.items():
+            if not low <= high:
+                raise CheckError(f"value_ranges: {name!r} has low {low} above high {high}")
+        pinned: dict[str, int] = {}
+        sources: dict[str, str] = {}
+
+        def pin(key: str, size: int, source: str) -> None:
+            if size < 0:
+                raise CheckError(f"{source}: size {size} of {key!r} is negative")
+            if key in pinned and pinned[key] != size:
+                raise CheckError(
+                    f"{source} makes {key!r} {size}, but {sources[key]} makes it {pinned[key]}"
+                )
+            pinned[key], sources[key] = size, source
+
+        for name, shape in [
+            *((n, tuple(np.shape(v))) for n, v in self.values.items()),
+            *((n, tuple(int(d) for d in s)) for n, s in self.input_shapes.items()),
+        ]:
+            source = f"input {name!r} {list(shape)}"
+            declared = _declared(by_name[name])
+            if declared is None:
+                continue
+            if len(declared) != len(shape):
+                raise CheckError(
+                    f"{source}: the model declares rank {len(declared)} "
+                    f"({_text(declared)}), not {len(shape)}"
+                )
+            for dim, size in zip(declared, shape, strict=True):
+                if isinstance(dim, int):
+                    if dim != size:
+                        raise CheckError(f"{source}: the model declares {_text(declared)}")
+                else:
+                    pin(dim, size, source)
+        symbols = {
+            key for info in infos for key in (_declared(info) or ()) if isinstance(key, str)
+        }
+        for key, size in self.dims.items():
+            if key not in symbols:
+                known = ", ".join(sorted(symbols)) or "none"
+                raise CheckError(f"dims: the model has no symbolic dim {key!r} (its: {known})")
+            pin(key, int(size), f"dims {key}={size}")
+        for name, value in self.values.items():
+            elem = by_name[name].type.tensor_type.elem_type
+            if elem and elem != onnx.TensorProto.STRING:
+                expected = onnx.helper.tensor_dtype_to_np_dtype(elem)
+                if np.asarray(value).dtype != expected:
+                    raise CheckError(
+                        f"input {name!r}: the model takes {np.dtype(expected).name}, "
+                        f"the value given is {np.asarray(value).dtype.name}"
+                    )
+        return pinned
+
+
+def _text(dims: tuple[int | str, ...]) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"

@@ -1,0 +1,340 @@
+"""The check on models shaped like real ones, and on the inputs a user gives it."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import pytest
+from real_models import (
+    CORPUS,
+    bidirectional_ids,
+    broadcast_of_two_dims,
+    computed_features,
+    conv_front_end,
+    embedding_tagger,
+    int32_ids_through_cast,
+    two_time_lengths,
+)
+
+import revseq
+from revseq.cli import main
+from revseq.equivalence import generate_inputs
+from revseq.equivalence._runners import Capturer
+from revseq.equivalence.compare import first_difference
+from revseq.equivalence.given import GivenInputs
+from revseq.equivalence.inputs import InputGenerator
+
+
+@pytest.fixture(scope="module")
+def inlined() -> dict[str, tuple[onnx.ModelProto, onnx.ModelProto]]:
+    return {name: (build(), revseq.inline(build())) for name, build in CORPUS.items()}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_check_gives_a_verdict_without_any_flag(name, inlined):
+    model, candidate = inlined[name]
+    report = revseq.check(model, candidate)
+    assert report.ok, report
+    assert report.exercised, report
+    assert "ReverseSequence" not in {n.op_type for n in candidate.graph.node}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_every_command_gives_a_verdict(name, inlined, tmp_path, capsys):
+    model, candidate = inlined[name]
+    onnx.save(model, tmp_path / "m.onnx")
+    onnx.save(candidate, tmp_path / "c.onnx")
+    assert main(["check", str(tmp_path / "m.onnx"), str(tmp_path / "c.onnx"), "-q"]) == 0
+    assert main(["check", str(tmp_path / "m.onnx"), "--per-node", "-q"]) == 0
+    out = tmp_path / "out.onnx"
+    assert main(["inline", str(tmp_path / "m.onnx"), "-o", str(out), "--check", "-q"]) == 0
+    assert out.exists()
+    capsys.readouterr()
+
+
+def test_token_ids_stay_within_the_embedding_they_index():
+    for trial in range(3):
+        ids = generate_inputs(embedding_tagger(), trial, seed=0)["ids"]
+        assert ids.dtype == np.int64
+        assert ids.min() >= 0 and ids.max() <= 99
+    report = revseq.check(embedding_tagger(), revseq.inline(embedding_tagger()))
+    assert any("[0, 99]" in line and "'emb'" in line for line in report.inputs), report
+
+
+def test_token_ids_span_exactly_the_rows_of_the_embedding():
+    generator = InputGenerator(
+        [embedding_tagger()], capture=Capturer(), given=GivenInputs(dims={"T": 64, "B": 8})
+    )
+    ids = generator.trial(0)["ids"]
+    assert (ids.min(), ids.max()) == (0, 99)
+
+
+def test_int32_ids_through_a_cast_and_a_reshape_stay_within_the_embedding():
+    model = int32_ids_through_cast()
+    generator = InputGenerator(
+        [model], capture=Capturer(), given=GivenInputs(dims={"time": 32, "batch": 4})
+    )
+    ids = generator.trial(0)["ids"]
+    assert ids.dtype == np.int32 and (ids.min(), ids.max()) == (0, 29)
+
+
+def test_reversed_token_ids_stay_within_the_embedding():
+    feeds = generate_inputs(bidirectional_ids(), 1, seed=0)
+    assert feeds["ids"].max() <= 49 and feeds["ids"].min() >= 0
+    assert feeds["lengths"].dtype == np.int32
+    assert feeds["lengths"].shape == (feeds["ids"].shape[0],)
+
+
+def test_special_floats_only_where_they_reach_a_reversal():
+    feeds = generate_inputs(computed_features(), 0, seed=0)
+    assert np.isfinite(feeds["features"]).all()
+    assert np.isnan(feeds["skip"]).any() or feeds["skip"].size < 4
+    model = computed_features()
+    report = revseq.check(model, revseq.inline(model))
+    assert report.ok and report.exercised
+
+
+def test_a_symbolic_dim_grows_where_a_kernel_needs_it_and_the_report_says_so():
+    model = conv_front_end()
+    report = revseq.check(model, revseq.inline(model))
+    assert report.ok and report.exercised, report
+    grown = [line for line in report.inputs if line.startswith("dims grown")]
+    assert grown and "samples 1 ->" in grown[0] and "Conv" in grown[0], report.inputs
+
+
+def test_dims_named_apart_but_broadcast_together_are_made_equal():
+    model = broadcast_of_two_dims()
+    report = revseq.check(model, revseq.inline(model))
+    assert report.ok and report.exercised, report
+    # One dim raised to the other's size; the batch dim keeps its drawn sizes.
+    assert "dim B: 1, 4, 2" in report.inputs, report.inputs
+    assert "dim T1: 4, 4, 5" in report.inputs, report.inputs
+
+
+def test_broadcast_of_two_symbolic_dims_is_no_full_reversal():
+    """T1 = 1, T2 = 4: lengths of 1 reverse nothing; a full reversal would be wrong."""
+    model = broadcast_of_two_dims()
+    candidate = revseq.inline(model)
+    report = revseq.check(model, candidate, dims={"T1": 1, "T2": 4})
+    assert report.ok, report
+    a = np.zeros((1, 2), np.float32)
+    b = np.arange(8, dtype=np.float32).reshape(4, 2) * 2
+    expected = onnx.reference.ReferenceEvaluator(model).run(None, {"a": a, "b": b})[0]
+    got = onnx.reference.ReferenceEvaluator(candidate).run(None, {"a": a, "b": b})[0]
+    assert got[:, 0].tolist() == expected[:, 0].tolist() == [0, 4, 8, 12]
+
+
+def test_lengths_feeding_two_reversals_stay_within_the_shorter():
+    model = two_time_lengths()
+    for trial in range(3):
+        feeds = generate_inputs(model, trial, seed=0)
+        assert feeds["lens"].max() <= min(3, feeds["x"].shape[0])
+    report = revseq.check(model, revseq.inline(model), trials=5)
+    assert report.ok and report.exercised, report
+
+
+def test_a_comparison_tells_element_types_apart():
+    got = np.array([1, 200], np.uint8)
+    assert first_difference(got, got.view(np.int8)) is not None
+    assert first_difference(got, got.copy()) is None
+
+
+def test_check_reports_an_output_of_another_element_type():
+    reference = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]> g (uint8[N] x) => (uint8[N] y) {
+        y = Identity(x) }"""
+    )
+    candidate = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]> g (uint8[N] x) => (int8[N] y) {
+        y = Cast<to = 3>(x) }"""
+    )
+    report = revseq.check(reference, candidate)
+    assert not report.ok
+    assert "dtype" in report.message
+
+
+def test_given_values_are_used_and_fix_the_sizes_of_the_rest(tmp_path):
+    ids = np.arange(14, dtype=np.int64).reshape(7, 2)
+    model = embedding_tagger()
+    generator = InputGenerator([model], capture=Capturer(), given=GivenInputs({"ids": ids}))
+    feeds = generator.trial(0)
+    assert feeds["ids"] is not None and np.array_equal(feeds["ids"], ids)
+    assert feeds["lens"].shape == (2,) and feeds["lens"].max() <= 7
+    report = revseq.check(model, revseq.inline(model), inputs={"ids": ids})
+    assert report.ok and report.exercised
+    assert "input ids: given" in report.inputs
+    assert "dim T: 7, 7, 7 (given)" in report.inputs
+
+
+def test_every_input_given_is_one_trial():
+    model = embedding_tagger()
+    inputs = {"ids": np.zeros((4, 2), np.int64), "lens": np.array([4, 2], np.int64)}
+    report = revseq.check(model, revseq.inline(model), inputs=inputs)
+    assert report.ok and report.trials == 1
+    sets = [inputs, {**inputs, "lens": np.array([0, 3], np.int64)}]
+    assert revseq.check(model, revseq.inline(model), inputs=sets).trials == 2
+
+
+def test_dims_input_shapes_and_value_ranges():
+    model = embedding_tagger()
+    generator = InputGenerator(
+        [model],
+        capture=Capturer(),
+        given=GivenInputs(
+            dims={"B": 3}, input_shapes={"ids": (6, 3)}, value_ranges={"ids": (5, 9)}
+        ),
+    )
+    feeds = generator.trial(1)
+    assert feeds["ids"].shape == (6, 3)
+    assert feeds["ids"].min() >= 5 and feeds["ids"].max() <= 9
+    assert feeds["lens"].shape == (3,)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"inputs": {"idz": np.zeros((2, 2), np.int64)}}, "no input named 'idz'"),
+        ({"dims": {"X": 3}}, "no symbolic dim 'X'"),
+        ({"input_shapes": {"ids": (2,)}}, "rank 2"),
+        ({"inputs": {"ids": np.zeros((2, 2), np.int32)}}, "takes int64"),
+        ({"dims": {"T": 3}, "input_shapes": {"ids": (4, 2)}}, "makes 'T' 3"),
+        ({"value_ranges": {"ids": (5, 1)}}, "above high"),
+    ],
+)
+def test_what_the_user_gives_is_checked_against_the_model(kwargs, needle):
+    model = embedding_tagger()
+    with pytest.raises(revseq.CheckError, match=needle):
+        revseq.check(model, revseq.inline(model), **kwargs)
+
+
+def test_a_reference_that_cannot_run_names_the_op_the_input_and_the_flag():
+    model = embedding_tagger()
+    with pytest.raises(revseq.CheckError) as caught:
+        revseq.check(model, revseq.inline(model), value_ranges={"ids": (0, 500)})
+    message = str(caught.value)
+    assert "Gather 'embed'" in message and "'ids'" in message
+    assert "--val-range ids:[LO,HI]" in message
+    assert "\n" not in message
+
+
+def _run_cli(capsys, *args) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_takes_input_files_dims_shapes_and_ranges(tmp_path, capsys):
+    model = embedding_tagger()
+    onnx.save(model, tmp_path / "m.onnx")
+    onnx.save(revseq.inline(model), tmp_path / "c.onnx")
+    ids = np.arange(10, dtype=np.int64).reshape(5, 2)
+    np.save(tmp_path / "ids.npy", ids)
+    np.savez(tmp_path / "set.npz", ids=ids, lens=np.array([5, 3], np.int64))
+    m, c = tmp_path / "m.onnx", tmp_path / "c.onnx"
+    code, out, _ = _run_cli(capsys, "check", m, c, "--input", f"ids={tmp_path / 'ids.npy'}")
+    assert code == 0 and "input ids: given" in out and "dim T: 5, 5, 5 (given)" in out
+    code, out, _ = _run_cli(capsys, "check", m, c, "--input", tmp_path / "set.npz")
+    assert code == 0 and "trials: 1" in out
+    code, out, _ = _run_cli(
+        capsys, "check", m, c, "--dims", "T=6,B=2", "--val-range", "ids:[3,4]"
+    )
+    assert code == 0 and "dim T: 6, 6, 6 (given)" in out and "[3, 4]" in out
+    code, out, _ = _run_cli(capsys, "check", m, c, "--input-shapes", "ids:[8,1]", "lens:[1]")
+    assert code == 0 and "dim T: 8, 8, 8 (given)" in out
+    code, out, err = _run_cli(capsys, "check", m, "--per-node", "--dims", "T=9")
+    assert code == 0 and "check: dim T: 9, 9, 9 (given)" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--input", "ids=missing.npy"], "no such file"),
+        (["--input", "{npy}"], "name its input"),
+        (["--dims", "T"], "NAME=SIZE"),
+        (["--val-range", "ids:[9,1]"], "LO <= HI"),
+        (["--input-shapes", "ids"], "NAME:[D0,D1,...]"),
+        (["--val-range", "ids:[0,500]"], "--val-range ids:[LO,HI]"),
+    ],
+)
+def test_cli_bad_input_options_are_one_line(tmp_path, capsys, args, needle):
+    model = embedding_tagger()
+    onnx.save(model, tmp_path / "m.onnx")
+    onnx.save(revseq.inline(model), tmp_path / "c.onnx")
+    np.save(tmp_path / "ids.npy", np.zeros((2, 2), np.int64))
+    args = [a.replace("{npy}", str(tmp_path / "ids.npy")) for a in args]
+    try:
+        code, _, err = _run_cli(
+            capsys, "check", tmp_path / "m.onnx", tmp_path / "c.onnx", *args
+        )
+    except SystemExit as e:  # argparse refuses a malformed option itself
+        code, err = e.code, capsys.readouterr().err
+    assert code == 2
+    assert needle in err
+    assert "Traceback" not in err
+    assert len([line for line in err.splitlines() if "error" in line]) == 1
+
+
+def test_per_node_with_a_reversal_of_one_step_is_inconclusive(tmp_path, capsys):
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[1, B, 3] x, int64[B] lens) => (float[1, B, 3] y) {
+        y = ReverseSequence<batch_axis = 1, time_axis = 0>(x, lens) }"""
+    )
+    onnx.save(model, tmp_path / "m.onnx")
+    code, out, err = _run_cli(capsys, "check", tmp_path / "m.onnx", "--per-node")
+    assert code == 2, out
+    assert "cannot tell a reversal from the identity" in err
+    assert "node(s) identical" in out
+
+
+@pytest.mark.parametrize("verb", ["inline", "restore"])
+def test_a_model_without_the_op_is_copied_with_a_warning(tmp_path, capsys, verb):
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]> g (float[N] x) => (float[N] y) {
+        y = Relu(x) }"""
+    )
+    onnx.save(model, tmp_path / "m.onnx")
+    out = tmp_path / "out.onnx"
+    code, _, err = _run_cli(capsys, verb, tmp_path / "m.onnx", "-o", out, "-q")
+    assert code == 0
+    assert "warning" in err and "unchanged copy" in err
+    assert [n.op_type for n in onnx.load(out).graph.node] == ["Relu"]
+
+
+def test_restore_fuses_no_lengths_of_a_type_the_op_refuses():
+    """A torch-style reversal whose lengths are float, cast to int64: no fusion."""
+    model = onnx.parser.parse_model(
+        """<ir_version: 8, opset_import: ["" : 17]>
+        g (float[5, 3, 4] x, float[3] L) => (float[5, 3, 4] y)
+        <int64 zero = {0}, int64 one = {1}, int64[1] ax1 = {1}, int64[1] ax2 = {2}> {
+            Li = Cast<to = 7>(L)
+            sx = Shape(x)
+            T = Gather<axis = 0>(sx, zero)
+            ti = Range(zero, T, one)
+            t = Unsqueeze(ti, ax1)
+            cond = Less(t, Li)
+            Lm1 = Sub(Li, one)
+            rev = Sub(Lm1, t)
+            idx2 = Where(cond, rev, t)
+            idx3 = Unsqueeze(idx2, ax2)
+            idx = Expand(idx3, sx)
+            y = GatherElements<axis = 0>(x, idx)
+        }"""
+    )
+    restored = revseq.restore(model)
+    assert "ReverseSequence" not in {n.op_type for n in restored.graph.node}
+    as_int32 = onnx.ModelProto()
+    as_int32.CopyFrom(model)
+    as_int32.graph.input[1].type.tensor_type.elem_type = onnx.TensorProto.INT32
+    fused = revseq.restore(as_int32)  # the same with int32 lengths: fused
+    assert "ReverseSequence" in {n.op_type for n in fused.graph.node}
+
+
+def test_model_files_in_a_folder_are_left_for_real_corpora(tmp_path):
+    """Every corpus model also checks when loaded from a file (as the CLI reads it)."""
+    for name, build in CORPUS.items():
+        path = pathlib.Path(tmp_path, f"{name}.onnx")
+        onnx.save(build(), path)
+        assert revseq.check(path, revseq.inline(path), trials=2).ok, name
