@@ -1,8 +1,11 @@
 """Passes that inline ReverseSequence into standard ops, simplify it, and fuse it back.
 
-All are onnx-ir in-place passes: they compose with ``onnx_ir.passes.PassManager``. The
-helpers below are what the layer above (checking, ``info``) reads of a model the way the
-passes do: the nodes of every scope, their validation and their shapes.
+All are onnx-ir in-place passes: they compose with ``onnx_ir.passes.PassManager``. Each
+job has its room: ``inline`` (the pass, its planning, simplify), ``restore`` (the pass,
+its rules, matching, proof and fusion), and ``graph``, the tooling both read models
+with. The helpers re-exported here are what the layers above (checking, ``info``) read
+of a model the way the passes do: the nodes of every scope, their validation and their
+shapes.
 """
 
 from __future__ import annotations
@@ -24,18 +27,21 @@ __all__ = [
     "walk",
 ]
 
-from revseq.passes._builder import gc_paused
-from revseq.passes._emitted import gather_kind
-from revseq.passes._inference import Dim
-from revseq.passes._node import (
+from revseq.passes.graph import (
     DECOMPOSITION_MIN_OPSET,
+    Dim,
+    ScopedNode,
+    ShapeTable,
+    gc_paused,
     is_reverse_sequence,
     node_label,
     signature_of,
+    walk,
 )
-from revseq.passes._planner import STRATEGIES
-from revseq.passes._scopes import ScopedNode, walk
-from revseq.passes._shapes import ShapeTable
-from revseq.passes.inline import InlineReverseSequencePass
+from revseq.passes.inline import (
+    STRATEGIES,
+    InlineReverseSequencePass,
+    SimplifyReverseSequencePass,
+    gather_kind,
+)
 from revseq.passes.restore import RestoreReverseSequencePass
-from revseq.passes.simplify import SimplifyReverseSequencePass

@@ -21,8 +21,8 @@ from revseq.equivalence.values import random_array
 from revseq.measure.sweep import device_lacks, types_of
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
-from revseq.ops.vocabulary import ELEMENT_TYPES, GATHERS, MATRIX_STATIC
-from revseq.passes._ranking import in_place
+from revseq.ops.targets.vocabulary import ELEMENT_TYPES, GATHERS, MATRIX_STATIC
+from revseq.passes.inline.ranking import in_place
 
 # Backends with a probed profile; webgpu (an execution provider whose verdict includes
 # where each node ran) has tests of its own, in test_webgpu.py, and so do the ExecuTorch
@@ -664,8 +664,8 @@ def test_a_resident_backends_floor_is_its_own_copy(monkeypatch):
 def test_device_profiles_stay_out_of_the_default():
     """The default is computed from host backends: a device's profile (onnx2torch-cuda,
     where torch's CUDA indexing moves no uint16/32/64) would make it refuse them."""
-    from revseq.ops.profile import Profile
     from revseq.ops.targets import PORTABLE, combine, load_profiles
+    from revseq.ops.targets.profile import Profile
 
     profiles = load_profiles()
     members = {m.name for m in profiles[PORTABLE].members}

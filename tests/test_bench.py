@@ -12,7 +12,7 @@ from helpers import onnx2torch_here
 
 import revseq
 from revseq.measure import _cases, _node_costs, _ort_bench, _passes_bench, _timing, bench
-from revseq.ops.profile import Cost
+from revseq.ops.targets.profile import Cost
 
 
 def test_time_passes_runs_the_public_api_both_ways():

@@ -15,10 +15,10 @@ import pytest
 from helpers import all_op_types, assert_identical, model_of, run_ort
 
 import revseq
-from revseq.ops.carriers import CARRIERS, carrier_pair, carrier_variant
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS, combine
-from revseq.ops.vocabulary import ELEMENT_TYPES
+from revseq.ops.targets.carriers import CARRIERS, carrier_pair, carrier_variant
+from revseq.ops.targets.vocabulary import ELEMENT_TYPES
 
 LAYOUTS = {"time_major": (1, 0), "batch_major": (0, 1)}
 
@@ -204,7 +204,7 @@ def test_onnxscript_rules_fuse_a_carried_decomposition():
     import onnx_ir as ir
     from onnxscript import rewriter
 
-    from revseq.passes.rules import rules
+    from revseq.passes.restore.rules import rules
 
     model = model_of(("T", "B", 3), "uint16", 1, 0)
     carried = revseq.inline(model, target=lacking("uint16", carries=True))

@@ -15,7 +15,7 @@ import pytest
 
 import revseq
 from revseq.passes import InlineReverseSequencePass, RestoreReverseSequencePass
-from revseq.passes._shapes import ShapeTable
+from revseq.passes.graph.shapes import ShapeTable
 
 TP = onnx.TensorProto
 GIB = 1 << 30

@@ -19,8 +19,8 @@ import revseq
 from revseq.ops import forms
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.signature import Signature
-from revseq.passes._builder import NodeBuilder
-from revseq.passes.rules import rules
+from revseq.passes.graph.builder import NodeBuilder
+from revseq.passes.restore.rules import rules
 
 
 def _model(dims, batch_axis: int, time_axis: int, *, int32_lens: bool = False):

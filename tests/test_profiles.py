@@ -17,9 +17,9 @@ from onnx import TensorProto, helper
 import revseq
 from revseq.cli import main
 from revseq.measure.layouts import laid_out, measured_layout
-from revseq.ops.profile import Cost, Layout, Profile
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import PORTABLE, TARGETS, combine, load_profiles
+from revseq.ops.targets.profile import Cost, Layout, Profile
 
 PROBED = (
     "iree",
@@ -756,10 +756,11 @@ def test_a_named_target_refuses_a_type_it_lacks_with_its_version():
 def test_targets_command_marks_each_source(capsys):
     assert main(["targets"]) == 0
     out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if line.strip()}
     for name in PROBED:
-        assert f"| {name} | verified by execution |" in out
+        assert rows[name] == "probed", out
     for name in DOCUMENTED:
-        assert f"| {name} | from documents only |" in out
+        assert rows[name] == "documented", out
 
 
 def test_several_backends_get_output_that_runs_on_each():
@@ -979,3 +980,27 @@ def test_a_layout_is_chosen_in_place_only_where_no_case_loses_beyond_the_tie():
     assert not lost.in_place and lost.in_place_ratio < lost.swapped_ratio
     round_trip = Profile.from_json(_laid_out(TARGETS["tvm"], {"matrix": True}).to_json())
     assert round_trip.layouts == {"matrix": Layout(True, 2.0, 1.5)}
+
+
+def test_user_profiles_are_read_over_the_shipped_ones(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from revseq.measure.profile_file import saved_profile, write_profile
+    from revseq.ops.targets import TARGETS as shipped
+
+    mine = dataclasses.replace(shipped["tvm"], name="mytvm", backend_version="tvm 9.9")
+    path = write_profile(mine, tmp_path)
+    assert path == tmp_path / "mytvm.json"
+    assert saved_profile("mytvm", tmp_path).backend_version == "tvm 9.9"
+    program = (
+        "import revseq; print(revseq.TARGETS['mytvm'].backend_version, "
+        "revseq.TARGETS['tvm'].backend_version)"
+    )
+    env = {**os.environ, "REVSEQ_PROFILES": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[:2] == ["tvm", "9.9"] and out[2:] == shipped["tvm"].backend_version.split()
+    assert json.loads(path.read_text())["name"] == "mytvm"

@@ -21,8 +21,8 @@ from revseq.models import FOLDER as MODELS
 from revseq.ops import reverse_sequence
 from revseq.ops.reference import reverse_sequence_model
 from revseq.passes import RestoreReverseSequencePass
-from revseq.passes._scopes import walk
-from revseq.passes.rules import rules
+from revseq.passes.graph.scopes import walk
+from revseq.passes.restore.rules import rules
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 FLOAT = onnx.TensorProto.FLOAT

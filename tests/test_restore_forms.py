@@ -16,7 +16,7 @@ import revseq
 from revseq.ops.forms import FORMS
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
-from revseq.ops.vocabulary import ELEMENT_TYPES
+from revseq.ops.targets.vocabulary import ELEMENT_TYPES
 
 LAYOUTS = {"time_major": (1, 0), "batch_major": (0, 1)}
 
@@ -115,7 +115,7 @@ def test_small_static_shapes_try_every_length_value():
     import onnx_ir as ir
 
     from revseq.passes import RestoreReverseSequencePass
-    from revseq.passes._proof import probe_lengths
+    from revseq.passes.restore.proof import probe_lengths
 
     vectors = probe_lengths(np.random.default_rng(0), 3, 6)
     for value in range(7):

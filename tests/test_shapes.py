@@ -12,8 +12,8 @@ from onnx import TensorProto as TP
 import revseq
 import revseq.passes
 from revseq.ops.reference import reverse_sequence
-from revseq.passes._shape_reads import scalar_dim
-from revseq.passes._shapes import ShapeTable
+from revseq.passes.graph.shape_reads import scalar_dim
+from revseq.passes.graph.shapes import ShapeTable
 from tests.helpers import assert_identical, constants_of, run_ort
 
 # Ops that compute shapes or indices at run time: a static form needs none of them.
@@ -346,7 +346,7 @@ def test_dims_that_are_not_provably_equal_are_not_shared():
 
 
 def test_info_reports_static_symbolic_and_unknown_dims_per_node(tmp_path):
-    from revseq.cli.info import describe
+    from revseq.info import describe
 
     model = _relu_then_reverse(["T", 4, 3])
     info = describe(ir.from_proto(model))

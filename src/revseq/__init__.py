@@ -28,11 +28,10 @@ import importlib.metadata as _metadata
 from revseq._api import inline, restore
 from revseq.backends import BackendError
 from revseq.equivalence import CheckError, check, check_nodes
+from revseq.errors import InvalidNodeError, RevseqError, StrategyError, UnsupportedOpsetError
 from revseq.files import ModelLoadError, ModelSaveError
-from revseq.ops.errors import RevseqError, StrategyError
 from revseq.ops.targets import TARGETS
 from revseq.passes import STRATEGIES
-from revseq.passes.errors import InvalidNodeError, UnsupportedOpsetError
 
 try:
     __version__ = _metadata.version("revseq")

@@ -37,7 +37,7 @@ import onnx.checker
 import onnx_ir as ir
 from onnx_ir import external_data as ir_external_data
 
-from revseq.ops.errors import RevseqError, one_line
+from revseq.errors import RevseqError, one_line
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from revseq.ops.errors import RevseqError, one_line
+from revseq.errors import RevseqError, one_line
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from revseq.backends._adapter import (
     Runner,
     get,
 )
-from revseq.ops.errors import one_line
+from revseq.errors import one_line
 
 
 class BackendCrashError(BackendError):

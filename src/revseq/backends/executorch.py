@@ -27,7 +27,7 @@ import onnx
 
 from revseq.backends._adapter import BackendError, input_names
 from revseq.backends.onnx2torch import on_host, to_torch
-from revseq.ops.errors import one_line
+from revseq.errors import one_line
 
 DISTRIBUTION = "executorch"
 EXTRA = "executorch"

@@ -17,8 +17,8 @@ import numpy as np
 import onnx
 
 from revseq.backends._adapter import BackendError, input_names, write_model
+from revseq.errors import one_line
 from revseq.ops.domains import default_opset
-from revseq.ops.errors import one_line
 
 DISTRIBUTION = "iree-base-runtime"
 EXTRA = "iree"

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from revseq.backends._adapter import input_names
-from revseq.ops.errors import one_line
+from revseq.errors import one_line
 
 DISTRIBUTION = "onnx2torch"
 EXTRA = "onnx2torch"

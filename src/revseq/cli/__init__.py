@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from revseq.cli._commands import EXIT_BAD_INPUT, Console
 from revseq.cli._parser import build_parser
-from revseq.ops.errors import RevseqError, one_line
+from revseq.errors import RevseqError, one_line
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,6 @@ import onnx_ir as ir
 import revseq
 from revseq import files
 from revseq.cli.demo import run_demo
-from revseq.cli.info import describe
 from revseq.equivalence import (
     WHOLE_MODEL_ATOL,
     WHOLE_MODEL_RTOL,
@@ -29,9 +28,9 @@ from revseq.equivalence import (
     check,
     check_nodes,
 )
-from revseq.ops.errors import RevseqError
+from revseq.errors import RevseqError
+from revseq.info import count_nodes, describe
 from revseq.ops.targets import resolve_target
-from revseq.ops.vocabulary import SHAPE_KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -104,24 +103,23 @@ def rewrite_file(
     files.check_output_path(args.output)  # before any work
     console.progress(f"{verb}: reading {args.input}")
     model = load(args.input)
-    before = describe(model)
+    before = count_nodes(model)
     reference = ir.to_proto(model) if args.check else None
     try:
         rewrite(model)
     except RevseqError as e:
         raise file_error(args.input, e) from e
-    after = describe(model)
+    after = count_nodes(model)
     console.progress(
-        f"{verb}: {len(before.nodes)} -> {len(after.nodes)} ReverseSequence node(s), "
-        f"{before.node_count} -> {after.node_count} node(s) "
-        f"in {time.perf_counter() - started:.2f} s"
+        f"{verb}: {before[0]} -> {after[0]} ReverseSequence node(s), "
+        f"{before[1]} -> {after[1]} node(s) in {time.perf_counter() - started:.2f} s"
     )
-    if verb == "inline" and not before.nodes:
+    if verb == "inline" and not before[0]:
         console.warning(
             f"{args.input} holds no ReverseSequence: nothing to inline; "
             f"{args.output} is written as an unchanged copy"
         )
-    elif verb == "restore" and len(after.nodes) == len(before.nodes):
+    elif verb == "restore" and after[0] == before[0]:
         console.warning(
             f"{args.input}: no decomposition of ReverseSequence found to fuse; "
             f"{args.output} is written as an unchanged copy"
@@ -151,8 +149,13 @@ def check_models(
     args: argparse.Namespace,
     console: Console,
     labels: tuple[str, str] = ("reference", "candidate"),
+    *,
+    backend: str | None = None,
+    whole_model: bool = False,
+    rtol: float = WHOLE_MODEL_RTOL,
+    atol: float = WHOLE_MODEL_ATOL,
 ) -> CheckReport:
-
+    """The check of two models with the trials, seed and inputs the arguments give."""
     console.progress(f"check: {args.trials} trial(s), seed {args.seed}")
     started = time.perf_counter()
     report = check(
@@ -163,20 +166,20 @@ def check_models(
         **given_inputs(args),
         labels=labels,
         progress=console.progress,
-        backend=getattr(args, "backend", None),
-        whole_model=getattr(args, "whole_model", False),
-        rtol=getattr(args, "rtol", WHOLE_MODEL_RTOL),
-        atol=getattr(args, "atol", WHOLE_MODEL_ATOL),
+        backend=backend,
+        whole_model=whole_model,
+        rtol=rtol,
+        atol=atol,
     )
     console.progress(f"check: {report.verdict} in {time.perf_counter() - started:.2f} s")
     return report
 
 
 def cmd_inline(args: argparse.Namespace, console: Console) -> int:
-    target = args.target if args.target else None
-    if target is not None and len(target) == 1:
-        target = target[0]
-    resolve_target(target)  # an unknown name is refused before any work
+    # --target repeats, and takes several names at once: --target tvm tract
+    names = [name for group in args.target or () for name in group]
+    # Resolved once, here: an unknown name is refused before any work.
+    target = resolve_target(names if len(names) > 1 else names[0]) if names else None
 
     def rewrite(model: ir.Model) -> ir.Model:
         return revseq.inline(
@@ -191,11 +194,7 @@ def cmd_inline(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_restore(args: argparse.Namespace, console: Console) -> int:
-    restore = getattr(revseq, "restore", None)
-    if restore is None:
-        load(args.input)  # a bad input is still reported as such
-        raise RevseqError("restore is not available in this version of revseq")
-    return rewrite_file(args, console, "restore", restore)
+    return rewrite_file(args, console, "restore", revseq.restore)
 
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
@@ -240,7 +239,17 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     reference = load(args.reference)
     candidate = load(args.candidate)
     labels = (str(args.reference), str(args.candidate))
-    report = check_models(reference, candidate, args, console, labels)
+    report = check_models(
+        reference,
+        candidate,
+        args,
+        console,
+        labels,
+        backend=args.backend,
+        whole_model=args.whole_model,
+        rtol=args.rtol,
+        atol=args.atol,
+    )
     console.result(str(report))
     if not report.ok:
         return EXIT_DIFFERENT
@@ -275,23 +284,22 @@ def cmd_targets(args: argparse.Namespace, console: Console) -> int:
             )
         )
         return EXIT_OK
-    console.result(
-        "| target | source | backend | native op | dynamic shapes | forms (static / dynamic) |"
-    )
-    console.result("|---|---|---|---|---|---|")
+    rows = [("target", "profile", "backend", "has the op", "symbolic dims")]
     for name, p in profiles.items():
-        source = {"probe": "verified by execution", "documents": "from documents only"}.get(
-            p.source, p.source
-        )
-        native = {True: "yes", False: "no", None: "?"}[p.native]
+        kind = {"probe": "probed", "documents": "documented"}.get(p.source, p.source)
+        native = {True: "yes", False: "no", None: "-"}[p.native]
         dynamic = "any op" if p.dynamic_ops is None else ("yes" if p.dynamic_ops else "no")
-        forms = "-"
-        if p.forms is not None:
-            forms = " / ".join(
-                ", ".join(sorted(p.forms.get(k, ()))) or "none" for k in SHAPE_KINDS
-            )
-        version = p.backend_version or "-"
-        console.result(f"| {name} | {source} | {version} | {native} | {dynamic} | {forms} |")
+        version = (p.backend_version or "-").partition(" (")[0]  # its set-up: --json
+        rows.append((name, kind, version, native, dynamic))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        console.result(
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        )
+    console.result(
+        "\nThe forms each ran and what they cost: revseq targets --json; "
+        "probed with: revseq probe NAME"
+    )
     return EXIT_OK
 
 

@@ -28,11 +28,13 @@ _STRATEGY_HELP = "auto: the fastest form that fits each node; " + "; ".join(
 )
 
 
-class _HelpFormat(argparse.HelpFormatter):
-    """Shows each option's default where it has one worth showing (not None or off)."""
+class _HelpFormat(argparse.RawDescriptionHelpFormatter):
+    """Shows each option's default where it has one worth showing; examples as written."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
+        if action.nargs == 0:  # a flag: its default is its absence
+            return text
         if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
             text += " (default: %(default)s)"
         return text
@@ -174,6 +176,30 @@ def _add_rewrite_command(
     return parser
 
 
+_EXAMPLES = """examples:
+  revseq inline model.onnx -o inlined.onnx --check     the default output, checked
+  revseq inline model.onnx -o tvm.onnx --target tvm    TVM's own target
+  revseq check model.onnx inlined.onnx --backend tract each node's replacement on tract
+  revseq check model.onnx inlined.onnx --dims T=64,B=2 --val-range ids:[0,9999]
+  revseq restore exported.onnx -o fused.onnx           hand-written reversals as the op
+  revseq targets                                       the backends revseq knows
+
+COMMAND --help says more; exit codes: 0 success, 1 a difference, 2 an error."""
+
+_INLINE_EXAMPLES = """examples:
+  revseq inline model.onnx -o out.onnx                 runs on every probed backend
+  revseq inline model.onnx -o out.onnx --target tvm tract
+  revseq inline model.onnx -o out.onnx --target Gather Range Less Where
+  revseq inline model.onnx -o out.onnx --check --dims T=64"""
+
+_CHECK_EXAMPLES = """examples:
+  revseq check model.onnx inlined.onnx                 whole models in onnxruntime
+  revseq check model.onnx inlined.onnx --backend tvm   and each replacement on TVM
+  revseq check model.onnx --per-node                   one model's nodes, one by one
+  revseq check model.onnx inlined.onnx --input ids=ids.npy --dims B=4
+  revseq check model.onnx inlined.onnx --input feeds.npz --val-range ids:[0,99]"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -182,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="revseq",
         description="Rewrite ONNX models around ReverseSequence and prove them identical.",
+        epilog=_EXAMPLES,
         formatter_class=_HelpFormat,
     )
     parser.set_defaults(quiet=False, debug=False)
@@ -191,6 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     inline = _add_rewrite_command(
         commands, common, "inline", "replace ReverseSequence with standard ops", cmd_inline
     )
+    inline.epilog = _INLINE_EXAMPLES
     inline.add_argument(
         "--strategy", choices=revseq.STRATEGIES, default="auto", help=_STRATEGY_HELP
     )
@@ -206,10 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
     inline.add_argument(
         "--target",
         action="append",
-        metavar="NAME_OR_OP",
-        help=f"a backend profile ({', '.join(revseq.TARGETS)}) or an allowed op type; "
-        "repeat it: several profiles give output that runs on each of them, op types "
-        "are allowed together",
+        nargs="+",
+        metavar="NAME",
+        help=f"a backend profile ({', '.join(revseq.TARGETS)}) or an ONNX op type the "
+        "output may use; several (--target tvm tract, or --target repeated) give output "
+        "that runs on each profile, op types are allowed together",
     )
     _add_rewrite_command(
         commands,
@@ -224,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="prove CAND computes what REF does: the whole models in onnxruntime, each "
         "decomposition alone on the backend",
+        epilog=_CHECK_EXAMPLES,
         formatter_class=_HelpFormat,
     )
     check.add_argument("reference", metavar="REF", help="the model taken as right (.onnx)")
@@ -295,7 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the backend to probe (run in a child process): " + ", ".join(sorted(ADAPTERS)),
     )
     probe.add_argument(
-        "--write", action="store_true", help="save the profile where inline reads it"
+        "--write",
+        nargs="?",
+        const="",
+        metavar="FOLDER",
+        help="save the profile where inline reads it: the user's profile folder "
+        "($REVSEQ_PROFILES, else ~/.config/revseq/profiles), or FOLDER",
     )
     probe.add_argument("--json", action="store_true", help="print the profile as JSON")
     costs = probe.add_mutually_exclusive_group()

@@ -8,7 +8,7 @@ import argparse
 import json
 
 from revseq.cli._commands import EXIT_OK, Console
-from revseq.ops.vocabulary import DYNAMIC, MATRIX, MATRIX_STATIC, STATIC
+from revseq.ops.targets.vocabulary import DYNAMIC, MATRIX, MATRIX_STATIC, STATIC
 
 _COST_CLASS_LABELS = {
     MATRIX: "single-element rows, time+batch dims",
@@ -22,7 +22,8 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     from revseq.measure.probe import probe_backend  # the measuring, loaded when asked for
     from revseq.measure.profile_file import saved_profile, write_profile
 
-    keep = saved_profile(args.backend) if args.keep_costs else None
+    folder = args.write or None  # --write alone: the user's profile folder
+    keep = saved_profile(args.backend, folder) if args.keep_costs else None
     profile, results = probe_backend(
         args.backend,
         progress=console.progress,
@@ -50,7 +51,7 @@ def cmd_probe(args: argparse.Namespace, console: Console) -> int:
             )
             label = _COST_CLASS_LABELS.get(kind, f"{kind} dims")
             console.result(f"cost x the copy floor, {label}: {timed or 'none'}")
-    if args.write:
-        path = write_profile(profile)
+    if args.write is not None:
+        path = write_profile(profile, folder)
         console.progress(f"probe: wrote {path}")
     return EXIT_OK

@@ -15,8 +15,8 @@ import onnx_ir as ir
 
 import revseq
 from revseq import files
-from revseq.cli.info import describe
 from revseq.equivalence import check
+from revseq.info import count_nodes
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.function import definition
 
@@ -51,16 +51,16 @@ def runnable_reference(model: ir.Model) -> onnx.ModelProto:
 def _demo_one(path: pathlib.Path, *, trials: int, seed: int) -> DemoRow:
     started = time.perf_counter()
     model = files.load_model(path)
-    before = describe(model)
+    before = count_nodes(model)
     reference = runnable_reference(model)
     revseq.inline(model)
-    after = describe(model)
+    after = count_nodes(model)
     report = check(reference, ir.to_proto(model), trials=trials, seed=seed)
-    replaced = len(before.nodes) - len(after.nodes)
+    replaced = before[0] - after[0]
     return DemoRow(
         model=path.name,
         replaced=replaced,
-        ops_added=after.node_count - before.node_count + replaced,
+        ops_added=after[1] - before[1] + replaced,
         check="bit-identical"
         if report.verdict == "OK"
         else f"{report.verdict}: {report.message}",

@@ -46,7 +46,7 @@ from revseq.equivalence.errors import CheckError
 from revseq.equivalence.given import GivenInputs
 from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.reports import CheckReport, Counterexample, NodeReport
-from revseq.ops.errors import RevseqError, one_line
+from revseq.errors import RevseqError, one_line
 from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
 
 logger = logging.getLogger(__name__)
@@ -279,7 +279,10 @@ def check(
             f"{compared} outputs compared"
         )
         if checked:
-            message += f"; {len(checked)} decomposition(s) run alone on {engine.label}"
+            message += (
+                f"; {len(checked)} ReverseSequence node(s) of the reference checked alone "
+                f"on {engine.label}"
+            )
         message += (
             ", bit-identical"
             if exercised

@@ -28,8 +28,8 @@ from revseq.equivalence.inputs import Inputs, lengths_pattern
 from revseq.equivalence.placement import harmful_nodes, harmless_size
 from revseq.equivalence.reports import NodeReport
 from revseq.equivalence.values import random_array
+from revseq.errors import RevseqError
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
-from revseq.ops.errors import RevseqError
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = ["CheckError"]
 
-from revseq.ops.errors import RevseqError
+from revseq.errors import RevseqError
 
 
 class CheckError(RevseqError):

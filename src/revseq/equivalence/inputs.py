@@ -46,8 +46,8 @@ from revseq.equivalence.errors import CheckError
 from revseq.equivalence.given import GivenInputs, dim_key
 from revseq.equivalence.input_uses import IndexUse, index_uses, reversed_inputs
 from revseq.equivalence.values import random_array, ranged_array
+from revseq.errors import one_line
 from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
-from revseq.ops.errors import one_line
 
 logger = logging.getLogger(__name__)
 

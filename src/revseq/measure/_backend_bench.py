@@ -33,6 +33,7 @@ import onnx
 
 import revseq
 from revseq import backends
+from revseq.errors import one_line
 from revseq.measure._cases import Case, copy_model, fed, native_model, numpy_copy
 from revseq.measure._timing import (
     PLACEMENTS,
@@ -42,7 +43,6 @@ from revseq.measure._timing import (
     time_variants,
 )
 from revseq.measure.pages import stable_line
-from revseq.ops.errors import one_line
 from revseq.ops.forms import FORMS
 from revseq.ops.targets import TARGETS
 

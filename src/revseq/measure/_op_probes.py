@@ -21,7 +21,7 @@ from revseq.measure._probe_text import (
     source,
     to_type,
 )
-from revseq.ops import vocabulary as v
+from revseq.ops.targets import vocabulary as v
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,7 +205,7 @@ OP_PROBES: tuple[Probe, ...] = (
             "y = ReduceSum <keepdims = 1> (ones)"
         ),
     ),
-    # The lean index (``form@lean``, ``ops/_emit.py``), each step as the forms take it:
+    # The lean index (``form@lean``, ``ops/forms/_emit.py``), each step as the forms take it:
     # dims read from a shape used with no Cast (the lengths clamped to T, T's steps, a
     # row stride), the batch count read from the data where it meets the lengths, and
     # Range's scalar made by ReduceSum.

@@ -43,11 +43,11 @@ from revseq.measure._probe_models import (
     probe_model,
 )
 from revseq.measure._probe_text import OPSET
-from revseq.ops.carriers import CARRIERS, carrier_variant
 from revseq.ops.forms import FORMS
-from revseq.ops.profile import Profile
 from revseq.ops.reference import reference_evaluator, reverse_sequence, reverse_sequence_model
-from revseq.ops.vocabulary import (
+from revseq.ops.targets.carriers import CARRIERS, carrier_variant
+from revseq.ops.targets.profile import Profile
+from revseq.ops.targets.vocabulary import (
     DYNAMIC,
     ELEMENT_TYPES,
     GATHER_KINDS,

@@ -37,6 +37,7 @@ import onnx
 import revseq
 from revseq import backends
 from revseq.backends import onnx2torch
+from revseq.errors import one_line
 from revseq.measure import _backend_bench as _bench_backend
 from revseq.measure._cases import Case, native_model
 from revseq.measure._timing import (
@@ -46,7 +47,6 @@ from revseq.measure._timing import (
     Unusable,
     time_variants,
 )
-from revseq.ops.errors import one_line
 from revseq.ops.forms import FORMS
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS

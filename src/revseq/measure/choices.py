@@ -1,9 +1,9 @@
 """``python -m revseq.measure.choices``: both sides of each threshold the forms switch at.
 
-The forms switch layout or index type at the thresholds of ``revseq.ops.tuning``. Each
+The forms switch layout or index type at the thresholds of ``revseq.ops.targets.tuning``. Each
 was set by timing both sides in onnxruntime, which has the op: for every case of a
 threshold, onnxruntime's own output is emitted with the threshold forced below the
-case and above it (its profile carrying the forced :class:`~revseq.ops.tuning.Tuning`),
+case and above it (its profile carrying the forced :class:`~revseq.ops.targets.tuning.Tuning`),
 and both run interleaved with the native kernel in this process, 1 thread (paired
 medians, ``revseq.measure._timing``). The page says which side was cheaper and which
 side the shipped threshold takes.
@@ -29,10 +29,10 @@ from revseq.measure._cases import Case, fed, input_arrays, native_model
 from revseq.measure._ort_bench import session
 from revseq.measure._timing import PLACEMENTS, median_of_passes, placed_medians
 from revseq.measure.pages import write_measured_page
-from revseq.ops.profile import COST_TIE
 from revseq.ops.targets import TARGETS
-from revseq.ops.tuning import DEFAULT_TUNING
-from revseq.ops.vocabulary import STATIC
+from revseq.ops.targets.profile import COST_TIE
+from revseq.ops.targets.tuning import DEFAULT_TUNING
+from revseq.ops.targets.vocabulary import STATIC
 
 _NEVER = 1 << 40
 """A threshold no case reaches: its side always taken, or never."""
@@ -43,7 +43,7 @@ class Choice:
     """One threshold, its two sides, and the cases on both sides of its value.
 
     Attributes:
-        field: The :class:`~revseq.ops.tuning.Tuning` field.
+        field: The :class:`~revseq.ops.targets.tuning.Tuning` field.
         below: What the forms do at or below the threshold (batch thresholds) or above
             it (``int32_min_elements``): the side ``taken`` forces.
         other: What they do on the other side.
@@ -98,7 +98,7 @@ CHOICES: tuple[Choice, ...] = (
         "T x B",
     ),
 )
-"""Every threshold of ``revseq.ops.tuning``, and where it is timed."""
+"""Every threshold of ``revseq.ops.targets.tuning``, and where it is timed."""
 
 
 def _measure(case: Case, choice: Choice) -> int:

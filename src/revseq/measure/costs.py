@@ -5,7 +5,7 @@ a copy of the data, the slower of numpy's copy and the backend's own Identity of
 same tensor. Each form that ran exactly is timed interleaved with that floor, in this
 process, and its cost is the geometric mean over the cases of its paired median ratio
 to the floor (a ratio, never an absolute time: machines differ, ratios travel), with
-its node count. The planner ranks forms by these (``revseq.passes._ranking``).
+its node count. The planner ranks forms by these (``revseq.passes.inline.ranking``).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from revseq import backends
 from revseq.measure._backend_bench import floor_ratio, time_pass
 from revseq.measure._cases import Case, input_arrays, native_model
 from revseq.measure._timing import median_of_passes
-from revseq.ops.profile import Cost, Profile
-from revseq.ops.vocabulary import (
+from revseq.ops.targets.profile import Cost, Profile
+from revseq.ops.targets.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
     FORM_NAMES,

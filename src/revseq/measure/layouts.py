@@ -1,9 +1,9 @@
 """The index layout each backend's own output runs cheaper in, measured there.
 
 onnxruntime runs a time-major index fastest computed as ``[B, T]`` and transposed where
-the batch is short (``ops/_layout.py``); other backends may run it cheaper in place. The
+the batch is short (``ops/forms/_layout.py``); other backends may run it cheaper in place. The
 probe times the backend's own output both ways per cost class, on batches of 1 to 256,
-and records a :class:`~revseq.ops.profile.Layout`; the planner computes the index in
+and records a :class:`~revseq.ops.targets.profile.Layout`; the planner computes the index in
 place (``Index:in_place``) where that ran exactly and no batch took it beyond the tie.
 """
 
@@ -28,9 +28,15 @@ import revseq
 from revseq import backends
 from revseq.measure._cases import Case, input_arrays, native_model
 from revseq.measure.costs import floor_ratios
-from revseq.ops.profile import COST_TIE, Layout, Profile
 from revseq.ops.reference import reverse_sequence
-from revseq.ops.vocabulary import COST_CLASSES, MATRIX, MATRIX_STATIC, STATIC, TIME_BATCH
+from revseq.ops.targets.profile import COST_TIE, Layout, Profile
+from revseq.ops.targets.vocabulary import (
+    COST_CLASSES,
+    MATRIX,
+    MATRIX_STATIC,
+    STATIC,
+    TIME_BATCH,
+)
 
 
 def measured_layout(

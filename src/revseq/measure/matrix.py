@@ -30,7 +30,7 @@ from revseq.measure.pages import write_measured_page
 from revseq.measure.sweep import types_of
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
-from revseq.ops.vocabulary import ELEMENT_TYPES
+from revseq.ops.targets.vocabulary import ELEMENT_TYPES
 
 _FORMS = ("default", "own target", "gather_elements", "gather_nd", "gather_rows")
 

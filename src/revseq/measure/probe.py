@@ -12,7 +12,7 @@ Three kinds of probe, each a small ONNX model compared bit for bit with the trut
 Then each form that ran exactly is timed against the backend's copy floor
 (:mod:`revseq.measure.costs`), and its own output in both index layouts
 (:mod:`revseq.measure.layouts`). ``revseq probe NAME`` prints the resulting profile;
-``--write`` saves it where the planner reads it (``ops/profiles/NAME.json``).
+``--write`` saves it where the planner reads it (``ops/targets/profiles/NAME.json``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from revseq.backends import (
     adapter_module,
     isolated,
 )
+from revseq.errors import RevseqError
 from revseq.measure._probe_runs import (
     ProbeResult,
     moved,
@@ -44,9 +45,14 @@ from revseq.measure._probe_runs import (
 from revseq.measure.costs import form_costs, timed_forms
 from revseq.measure.layouts import layout_costs
 from revseq.measure.pages import stable_line
-from revseq.ops.errors import RevseqError
-from revseq.ops.profile import Cost, Profile
-from revseq.ops.vocabulary import COST_CLASSES, DYNAMIC, GATHER_KINDS, SHAPE_KINDS, STATIC
+from revseq.ops.targets.profile import Cost, Profile
+from revseq.ops.targets.vocabulary import (
+    COST_CLASSES,
+    DYNAMIC,
+    GATHER_KINDS,
+    SHAPE_KINDS,
+    STATIC,
+)
 
 
 class ProbeError(RevseqError):

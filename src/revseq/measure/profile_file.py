@@ -1,41 +1,48 @@
-"""Where a backend's profile file lives in the source tree, and writing it there.
+"""Where a backend's profile file is saved, and reading the saved one back.
 
-``revseq probe NAME --write`` saves the profile it measured where the planner reads it
-(``ops/profiles/NAME.json``); ``--keep-costs`` reads the saved one first.
+``revseq probe NAME --write`` saves the profile it measured in the user's profile folder
+(``revseq.ops.targets.user_profiles``), which the planner reads over the profiles
+shipped with revseq; ``--write FOLDER`` saves it elsewhere (revseq's own are refreshed
+with ``--write ops/targets/profiles`` in a source tree). ``--keep-costs`` reads the
+saved one first.
 """
 
 from __future__ import annotations
 
 __all__ = ["profile_path", "saved_profile", "write_profile"]
 
+import importlib.resources
 import json
+import os
 import pathlib
 
 from revseq import files
 from revseq.measure.probe import ProbeError
-from revseq.ops import targets
-from revseq.ops.profile import Profile
+from revseq.ops.targets import user_profiles
+from revseq.ops.targets.profile import Profile
 
 
-def profile_path(name: str) -> pathlib.Path:
-    """Where the profile file of ``name`` lives (beside the module that loads them)."""
-    return pathlib.Path(targets.__file__).parent / "profiles" / f"{name}.json"
+def profile_path(name: str, folder: str | os.PathLike | None = None) -> pathlib.Path:
+    """Where the profile of ``name`` is saved: in ``folder``, else the user's folder."""
+    return pathlib.Path(folder if folder is not None else user_profiles()) / f"{name}.json"
 
 
-def saved_profile(name: str) -> Profile:
-    """The profile of ``name`` as saved.
+def saved_profile(name: str, folder: str | os.PathLike | None = None) -> Profile:
+    """The profile of ``name`` as saved: in ``folder``, the user's, or revseq's own.
 
     Raises:
         ProbeError: None is saved.
     """
-    path = profile_path(name)
-    if not path.is_file():
-        raise ProbeError(f"no saved profile of {name!r} ({path})")
-    return Profile.read(path)
+    shipped = importlib.resources.files("revseq.ops.targets") / "profiles" / f"{name}.json"
+    for path in (profile_path(name, folder), shipped):
+        if path.is_file():
+            return Profile.read(path)
+    raise ProbeError(f"no saved profile of {name!r} ({profile_path(name, folder)})")
 
 
-def write_profile(profile: Profile) -> pathlib.Path:
-    """Save ``profile`` where the planner reads it (atomically); returns the path."""
-    path = profile_path(profile.name)
+def write_profile(profile: Profile, folder: str | os.PathLike | None = None) -> pathlib.Path:
+    """Save ``profile`` (atomically) in ``folder``, else the user's; returns the path."""
+    path = profile_path(profile.name, folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
     files.write_text_atomically(path, json.dumps(profile.to_json(), indent=2) + "\n")
     return path

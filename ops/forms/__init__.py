@@ -1,0 +1,191 @@
+"""Decomposition forms of ReverseSequence, each written once over an ``op`` node builder.
+
+A form takes the node's data and lengths values and a :class:`Signature` (what is known
+about the node at rewrite time: axes, rank, static dims, constant lengths, opset, the op
+types the target allows) and emits standard ONNX nodes through ``op``, returning the value
+that replaces the node's output. Whatever the signature makes static is emitted as a
+constant, so a fully static node with constant lengths needs no index arithmetic at run
+time.
+
+Every form computes the same *source index* along the time axis::
+
+    L   = min(sequence_lens, T)                 # lengths clamped to [0, T]
+    src = where(t < L, L - 1 - t, t)            # t = 0 .. T-1, broadcast against L
+
+and gathers with it. Negative lengths act as 0 and lengths above T as T: ONNX leaves
+invalid lengths unspecified, and clamping is deterministic and never reads out of bounds.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FORMS", "Form", "emit", "gather_elements", "gather_nd", "reverse_all"]
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import onnx_ir as ir
+
+from revseq.errors import StrategyError
+from revseq.ops.forms._axes import axis_grid, batch_lengths, lead_shape_of
+from revseq.ops.forms._emit import const, dim_vector, iota, pad_trailing, shape_of, unsqueeze
+from revseq.ops.forms._index import int64_arithmetic, source_index, typed_source_index
+from revseq.ops.forms._layout import gathers_matrix
+from revseq.ops.forms._matrix import gather_matrix
+from revseq.ops.forms._rows import gather_rows, needs_allowzero
+from revseq.ops.signature import OpBuilder, Signature
+from revseq.ops.targets.vocabulary import (
+    GATHER_ELEMENTS,
+    GATHER_ND,
+    GATHER_ND_BATCH_DIMS,
+    GATHER_ND_BATCH_TUPLES,
+    GATHER_ROWS,
+    REVERSE_ALL,
+)
+
+
+def gather_elements(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
+    """The canonical form: GatherElements with an index as large as the data.
+
+    Single-element rows are gathered as a matrix (``_gather_matrix``).
+    """
+    if gathers_matrix(sig):
+        return gather_matrix(op, data, lens, sig)
+    src = source_index(op, data, lens, sig, gather="GatherElements")
+    src = pad_trailing(op, src, data, sig.lead_rank, sig)
+    if not sig.index_covers_data():
+        static = sig.static_dims()  # a constant: no Shape at run time
+        src = op.Expand(src, shape_of(op, data) if static is None else const(op, list(static)))
+    return op.GatherElements(data, src, axis=sig.time_axis)
+
+
+def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
+    """GatherND over the leading axes: one index tuple per row of trailing elements.
+
+    The axes before the time axis are GatherND batch dims; the tuple holds the source
+    step and the coordinates of the leading axes after the time axis. Without
+    ``batch_dims`` (WebNN; opset 11), every leading axis gets a coordinate; so too where
+    the tuples would hold two coordinates or more (a batch axis after the time axis)
+    and the target lacks ``GatherND:batch_dims:tuples`` (its profile says it reads those
+    wrong). The tuples are built in the source index's type and cast to int64
+    (GatherND's only index type) once, so that int32 index arithmetic stays int32 up to
+    the gather.
+    """
+    t, lead = sig.time_axis, sig.lead_rank
+    batch_dims = t if sig.opset >= 12 and sig.allows(GATHER_ND_BATCH_DIMS) else 0
+    if batch_dims and lead - batch_dims > 1 and not sig.allows(GATHER_ND_BATCH_TUPLES):
+        batch_dims = 0
+    # A constant table stays int64 where the target has int64 arithmetic: no Cast then.
+    narrow = not int64_arithmetic(sig)
+    src, itype = typed_source_index(op, data, lens, sig, takes_int32=narrow)
+    symbolic_pair = lead == 2 and sig.lead_dims() is None
+    lead_shape = op.Shape(src) if symbolic_pair else lead_shape_of(op, data, sig)
+    columns = []
+    for axis in range(batch_dims, lead):
+        if axis == t and lead == 2:
+            grid = src  # [T, B] or [B, T] already
+        elif axis == t:
+            grid = op.Expand(src, lead_shape)
+        else:
+            # With symbolic dims the batch coordinates count the lengths and take the
+            # index's own shape: a Concat with a column of the data's [T, B] converts
+            # neither in TVM (it cannot prove T' == T) nor in tract (it cannot unify L
+            # with broadcast(L, B)).
+            pair_lens = lens if symbolic_pair else None
+            steps = axis_grid(op, data, axis, sig, itype=itype, broadcast=True, lens=pair_lens)
+            grid = op.Expand(steps, lead_shape)
+        columns.append(unsqueeze(op, grid, [lead], sig))
+    index = columns[0] if len(columns) == 1 else op.Concat(*columns, axis=lead)
+    if itype is not np.int64:
+        index = op.Cast(index, to=ir.DataType.INT64)
+    if sig.opset < 12:  # GatherND-11 has no batch_dims attribute
+        return op.GatherND(data, index)
+    return op.GatherND(data, index, batch_dims=batch_dims)
+
+
+@dataclasses.dataclass(frozen=True)
+class Form:
+    """A named decomposition and the opset it needs.
+
+    ``min_opset`` is what the form needs at best; ``needs`` raises it for a signature
+    where the form emits something newer (``gather_rows``' ``allowzero``).
+    """
+
+    name: str
+    build: Callable[[OpBuilder, ir.Value, ir.Value, Signature], ir.Value]
+    min_opset: int
+    description: str
+    needs: Callable[[Signature], int] | None = None
+
+    def available(self, sig: Signature) -> str | None:
+        """None if the form fits ``sig``, else the reason it does not."""
+        opset = self.min_opset if self.needs is None else self.needs(sig)
+        if sig.opset < opset:
+            return f"strategy {self.name!r} needs opset >= {opset}"
+        return None
+
+
+FORMS: dict[str, Form] = {
+    form.name: form
+    for form in (
+        Form(
+            GATHER_ELEMENTS,
+            gather_elements,
+            11,
+            "GatherElements with a data-sized index (the canonical form)",
+        ),
+        Form(
+            GATHER_ND,
+            gather_nd,
+            11,
+            "GatherND gathering whole rows with (time, batch) index tuples",
+        ),
+        Form(
+            GATHER_ROWS,
+            gather_rows,
+            11,
+            "Gather of whole rows of a flattened [rows, rest] view",
+            needs=lambda sig: 14 if needs_allowzero(sig) else 11,
+        ),
+    )
+}
+
+
+def reverse_all(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
+    """A node whose lengths all reach T (``simplify.trivial_form``), as one Gather.
+
+    For a target without a step -1 Slice of the node's dims (``Slice:reverse``; tract
+    with a symbolic dim): the data gathered along the time axis at T-1 .. 0, a constant
+    with a static T, else T-1 minus a Range. The lengths are not read: what computed
+    them (tf2onnx's ``Expand`` of the data's own time length, which TVM cannot convert)
+    is left to nothing and removed.
+    """
+    time_len = dim_vector(op, data, sig.time_axis, sig)
+    steps = iota(op, time_len, sig.dim(sig.time_axis), sig)
+    last = op.Sub(time_len, const(op, [1]))
+    return op.Gather(data, op.Sub(last, steps), axis=sig.time_axis)
+
+
+_FULL_LENGTHS = Form(REVERSE_ALL, reverse_all, 11, "Gather along time at T-1 .. 0")
+
+
+def emit(
+    op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature, strategy: str
+) -> ir.Value:
+    """Emit the named form for one node and return the value replacing its output.
+
+    ``REVERSE_ALL`` too, which the planner takes for a node whose lengths all reach T
+    (never a strategy of its own: it ignores the lengths). Lengths declared with a dim
+    of their own are first given the data's batch dim (``batch_lengths``).
+    """
+    form = _FULL_LENGTHS if strategy == REVERSE_ALL else FORMS.get(strategy)
+    if form is None:
+        raise StrategyError(
+            f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(FORMS))}"
+        )
+    reason = form.available(sig)
+    if reason is not None:
+        raise StrategyError(reason)
+    if sig.lens_own_dim and form is not _FULL_LENGTHS:
+        lens = batch_lengths(op, data, lens, sig)
+    return form.build(op, data, lens, sig)

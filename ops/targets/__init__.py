@@ -1,0 +1,33 @@
+"""Target profiles: what each backend runs exactly, as data that the forms and planner read.
+
+A profile (``profiles/NAME.json``, written by ``revseq probe``) lists the op types and
+variants a backend ran exactly, the element types it carries and what each form costs
+there. ``vocabulary`` names everything a profile may say; ``profile`` is the model of
+one; ``registry`` loads them (``TARGETS``) and resolves what a user asks for
+(``resolve_target``); ``carriers`` and ``tuning`` hold the element-type carriers and the
+measured thresholds the forms switch at.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ANY",
+    "PORTABLE",
+    "TARGETS",
+    "Target",
+    "combine",
+    "load_profiles",
+    "resolve_target",
+    "user_profiles",
+]
+
+from revseq.ops.targets.registry import (
+    ANY,
+    PORTABLE,
+    TARGETS,
+    Target,
+    combine,
+    load_profiles,
+    resolve_target,
+    user_profiles,
+)

@@ -1,0 +1,371 @@
+"""Backend profiles: what a backend runs exactly, as data the planner reads.
+
+A profile is the only place a backend's needs live (no form has a backend branch). It
+records the op types and variants (``revseq.ops.targets.vocabulary``) a backend runs exactly
+with static shapes and with symbolic dims, the element types each gather moves exactly,
+which forms ran exactly end to end, what each of those costs there per cost class, and
+the index layout its own output ran cheaper in.
+
+*Probed* profiles (``source == "probe"``) are written by ``revseq probe BACKEND
+--write``, which runs small models on the installed backend and compares every output
+bit for bit (``revseq.measure``); *documented* ones (``source == "documents"``) were
+copied from the backends' operator tables and never ran. This module reads them: a file
+naming an op, variant, type, form or class revseq does not know fails to load.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COST_TIE", "Cost", "Layout", "Profile"]
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping
+from importlib.resources.abc import Traversable
+from typing import NamedTuple
+
+import onnx.defs
+
+from revseq.errors import ProfileError
+from revseq.ops.targets.carriers import CARRIER_VARIANTS
+from revseq.ops.targets.tuning import Tuning
+from revseq.ops.targets.vocabulary import (
+    COST_CLASSES,
+    DYNAMIC,
+    ELEMENT_TYPES,
+    GATHER_KINDS,
+    INT32_INDEX,
+    INT64_INDEX,
+    LEAN,
+    LEAN_VARIANTS,
+    NARROW,
+    SCALAR_BY_SUM,
+    SHAPE_KINDS,
+    STATIC,
+    VARIANTS,
+    split_form_name,
+)
+
+COST_TIE = 1.1
+"""Costs within this factor of each other are a tie: paired medians of one probe move
+about that much between runs (docs/profiles.md)."""
+
+
+class Cost(NamedTuple):
+    """A form's cost on one backend: x its copy floor, and the nodes it emitted.
+
+    The ratio is the geometric mean over the probe's cases of paired medians.
+    """
+
+    ratio: float
+    nodes: int
+
+
+class Layout(NamedTuple):
+    """How a backend computes a time-major node's index, for one cost class.
+
+    Swapped (``in_place`` False): as ``[B, T]`` and transposed, and single-element rows
+    gathered on the data's ``[B, T]`` transpose; in place (``Index:in_place``): as
+    ``[T, B]``, no Transpose. The ratios are the probe's timings of each (x the copy
+    floor, geomean over batches of 1 to 256).
+    """
+
+    in_place: bool
+    swapped_ratio: float
+    in_place_ratio: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """What one backend runs exactly.
+
+    Attributes:
+        name: The name ``target=`` takes.
+        source: "probe" (verified by execution), "documents" (never run), "computed"
+            (combined from others: ``revseq.ops.targets.combine``), "ops" (a collection
+            of op types) or "onnx" (``any``).
+        description: One line on what the backend is.
+        backend_version: The version probed (None for documented profiles).
+        native: Whether the backend has ReverseSequence itself (None if unknown).
+        static_ops: Op types and variants that run exactly with static shapes (None:
+            any standard op).
+        dynamic_ops: The same with symbolic dims; empty when the backend cannot run
+            the forms' shape arithmetic at all (then only static shapes inline).
+        dtypes: For each gather kind (``GATHER_KINDS``), the element types it moves
+            exactly; None when unknown (documented profiles), which allows every type.
+        forms: For "static" and "dynamic", the forms that ran exactly end to end (None
+            when not probed); ``form@int32`` ran with its index in int32, ``form@lean``
+            with the lean index.
+        failures: What the probes saw fail, one line each (for ``revseq targets``).
+        costs: Per cost class (``COST_CLASSES``), each timed form's :class:`Cost`; None
+            where not measured.
+        falls_back: Whether the backend runs what its device lacks on the CPU (an
+            execution provider: exact, but slow); such members of a combined profile
+            yield where no form fits every member.
+        members: For a combined profile, the profiles it was computed from.
+        lean: Whether forms emitted for it take the lean index (``leaned``).
+        device: The accelerator the backend's data lives on (``cuda``), None for the
+            host. The default is computed from host backends only.
+        layouts: Per cost class, the index layout the probe timed cheaper there; None
+            where not measured (the swapped layout).
+        tuning: The thresholds its forms switch layout or index type at; None for
+            ``DEFAULT_TUNING`` (``revseq.measure.choices`` forces each side so).
+    """
+
+    name: str
+    source: str
+    description: str
+    backend_version: str | None
+    native: bool | None
+    static_ops: frozenset[str] | None
+    dynamic_ops: frozenset[str] | None
+    dtypes: Mapping[str, frozenset[str]] | None = None
+    forms: Mapping[str, frozenset[str]] | None = None
+    failures: tuple[str, ...] = ()
+    costs: Mapping[str, Mapping[str, Cost]] | None = None
+    falls_back: bool = False
+    members: tuple[Profile, ...] = ()
+    lean: bool = False
+    device: str | None = None
+    layouts: Mapping[str, Layout] | None = None
+    tuning: Tuning | None = None
+
+    @property
+    def verified(self) -> bool:
+        """Whether the profile comes from running probes on the backend."""
+        return self.source == "probe"
+
+    def allowed(self, *, dynamic: bool) -> frozenset[str] | None:
+        """The op types and variants a form may use for static or dynamic shapes.
+
+        The lean index's variants only where the profile is ``leaned``: they are options
+        a backend's timings choose (``form@lean``), not needs.
+        """
+        ops = self.dynamic_ops if dynamic else self.static_ops
+        return ops if ops is None or self.lean else ops - LEAN_VARIANTS
+
+    def moves(self, gather: str, dtype: str | None) -> bool:
+        """Whether ``gather`` moves elements of ``dtype`` exactly (unknown: yes)."""
+        if self.dtypes is None or dtype is None:
+            return True
+        return dtype in self.dtypes.get(gather, frozenset())
+
+    def has(self, dtype: str | None) -> bool:
+        """Whether some gather moves ``dtype`` exactly: the backend has the type at all."""
+        return any(self.moves(g, dtype) for g in GATHER_KINDS)
+
+    def having(self, dtype: str | None) -> list[Profile]:
+        """The members (or this profile) that have ``dtype`` (``has``)."""
+        return [p for p in self.members or (self,) if p.has(dtype)]
+
+    def ran(self, form: str, *, dynamic: bool) -> bool:
+        """Whether ``form`` ran exactly end to end (or was not probed)."""
+        if self.forms is None:
+            return True
+        return form in self.forms.get(DYNAMIC if dynamic else STATIC, frozenset())
+
+    def narrowed(self) -> Profile | None:
+        """This profile without int64 index arithmetic, where it has both kinds.
+
+        The forms then compute a symbolic-dim index in int32 (exact while every index
+        value is below 2^31, as the default always does). None where the profile lacks
+        either ``Index:int32`` or ``Index:int64`` with symbolic dims (one kind only).
+        """
+        dynamic = self.dynamic_ops
+        if dynamic is None or not {INT32_INDEX, INT64_INDEX} <= dynamic:
+            return None
+        return dataclasses.replace(self, dynamic_ops=dynamic - {INT64_INDEX})
+
+    def leaned(self) -> Profile | None:
+        """This profile emitting the lean index (``LEAN``).
+
+        None where that would be the form itself: the profile lists none of the lean
+        index's variants with symbolic dims (``ReduceSum:scalar`` counts with ReduceSum).
+        """
+        return dataclasses.replace(self, lean=True) if self.lean_steps() else None
+
+    def lean_steps(self) -> frozenset[str]:
+        """The lean index's variants this profile lists with symbolic dims."""
+        ops = self.dynamic_ops or frozenset()
+        steps = LEAN_VARIANTS & ops
+        return steps if "ReduceSum" in ops else steps - {SCALAR_BY_SUM}
+
+    def variant(self, name: str) -> tuple[str, Profile | None]:
+        """The form a timed name stands for, and the profile it is emitted for.
+
+        ``form@lean`` is the form emitted for this profile ``leaned`` (None where it
+        lists no variant of the lean index), any other name for this one; ``...@int32``
+        for that ``narrowed`` (None where it has one kind of index arithmetic only).
+        """
+        form = name.partition("@")[0]
+        profile: Profile | None = self.leaned() if LEAN in name else self
+        if profile is not None and name.endswith(NARROW):
+            profile = profile.narrowed()
+        return form, profile
+
+    def lacking(self, op_type: str, *, dynamic: bool) -> list[str]:
+        """The members (or this profile) that lack ``op_type``, as "name version"."""
+        profiles = self.members or (self,)
+        return [
+            p.backend_version or p.name
+            for p in profiles
+            if (allowed := p.allowed(dynamic=dynamic)) is not None and op_type not in allowed
+        ]
+
+    def not_moving(self, gather: str, dtype: str | None) -> list[str]:
+        """The members (or this profile) whose ``gather`` does not move ``dtype``."""
+        having = self.having(dtype)
+        return [p.backend_version or p.name for p in having if not p.moves(gather, dtype)]
+
+    def to_json(self) -> dict:
+        """The profile as JSON data (sorted, so regenerated files diff cleanly)."""
+        data: dict = {
+            "name": self.name,
+            "source": self.source,
+            "description": self.description,
+            "backend_version": self.backend_version,
+            "native": self.native,
+            "static_ops": sorted(self.static_ops or ()),
+            "dynamic_ops": sorted(self.dynamic_ops or ()),
+        }
+        if self.dtypes is not None:
+            data["dtypes"] = {k: _ordered(v) for k, v in sorted(self.dtypes.items())}
+        if self.forms is not None:
+            data["forms"] = {k: sorted(v) for k, v in sorted(self.forms.items())}
+        if self.costs is not None:
+            data["costs"] = {
+                kind: {form: cost._asdict() for form, cost in sorted(forms.items())}
+                for kind, forms in self.costs.items()
+            }
+        if self.layouts is not None:
+            data["layouts"] = {cls: layout._asdict() for cls, layout in self.layouts.items()}
+        data["failures"] = list(self.failures)
+        if self.falls_back:
+            data["falls_back"] = True
+        if self.device is not None:
+            data["device"] = self.device
+        if self.tuning is not None:
+            data["tuning"] = dataclasses.asdict(self.tuning)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> Profile:
+        """The inverse of :meth:`to_json`.
+
+        Raises:
+            ProfileError: A key, op type, variant, element type, form or class is unknown.
+        """
+        _check_keys(data)
+        dtypes = data.get("dtypes")
+        forms = data.get("forms")
+        costs = data.get("costs")
+        layouts = data.get("layouts")
+        return cls(
+            name=data["name"],
+            source=data["source"],
+            description=data.get("description", ""),
+            backend_version=data.get("backend_version"),
+            native=data.get("native"),
+            static_ops=_capabilities(data["static_ops"], "static_ops"),
+            dynamic_ops=_capabilities(data["dynamic_ops"], "dynamic_ops"),
+            dtypes=None
+            if dtypes is None
+            else {
+                _known(k, GATHER_KINDS, "gather in dtypes"): _element_types(v)
+                for k, v in dtypes.items()
+            },
+            forms=None
+            if forms is None
+            else {
+                _known(k, SHAPE_KINDS, "shape kind in forms"): _form_names(v)
+                for k, v in forms.items()
+            },
+            failures=tuple(data.get("failures", ())),
+            costs=None
+            if costs is None
+            else {
+                _known(kind, COST_CLASSES, "cost class"): {
+                    _form_name(form): Cost(**cost) for form, cost in forms.items()
+                }
+                for kind, forms in costs.items()
+            },
+            falls_back=bool(data.get("falls_back", False)),
+            device=data.get("device"),
+            layouts=None
+            if layouts is None
+            else {
+                _known(kind, COST_CLASSES, "layout class"): Layout(**layout)
+                for kind, layout in layouts.items()
+            },
+            tuning=None if data.get("tuning") is None else Tuning(**data["tuning"]),
+        )
+
+    @classmethod
+    def read(cls, path: Traversable) -> Profile:
+        """The profile a JSON file holds.
+
+        Raises:
+            ProfileError: The file is not a profile revseq can read; the message names it.
+        """
+        try:
+            return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (ProfileError, ValueError, KeyError, TypeError) as e:
+            raise ProfileError(f"profile {path.name}: {e}") from e
+
+
+_KEYS = frozenset(
+    {
+        "name",
+        "source",
+        "description",
+        "backend_version",
+        "native",
+        "static_ops",
+        "dynamic_ops",
+        "dtypes",
+        "forms",
+        "costs",
+        "layouts",
+        "failures",
+        "falls_back",
+        "device",
+        "tuning",
+    }
+)
+
+
+def _ordered(types: Iterable[str]) -> list[str]:
+    order = {t: i for i, t in enumerate(ELEMENT_TYPES)}
+    return sorted(types, key=lambda t: order.get(t, len(order)))
+
+
+def _check_keys(data: Mapping) -> None:
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise ProfileError(f"unknown key {unknown[0]!r}")
+
+
+def _known(name: str, known: Iterable[str], what: str) -> str:
+    if name not in known:
+        raise ProfileError(f"unknown {what} {name!r}")
+    return name
+
+
+def _capabilities(names: Iterable[str], field: str) -> frozenset[str]:
+    for name in names:
+        if name not in VARIANTS and name not in CARRIER_VARIANTS and not onnx.defs.has(name):
+            raise ProfileError(f"unknown op type or variant {name!r} in {field}")
+    return frozenset(names)
+
+
+def _element_types(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(_known(name, ELEMENT_TYPES, "element type") for name in names)
+
+
+def _form_name(name: str) -> str:
+    if split_form_name(name) is None:
+        raise ProfileError(f"unknown form {name!r}")
+    return name
+
+
+def _form_names(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(_form_name(name) for name in names)

@@ -1,0 +1,33 @@
+"""Graph tooling that inline and restore share: reading a model the way the passes do.
+
+``scopes`` walks every node of every scope; ``reverse_sequence`` reads and validates a
+ReverseSequence node; ``shapes``, ``inference`` and ``shape_reads`` reason about dims;
+``evaluate`` folds constants; ``builder`` emits a form's nodes into a graph and
+``index_sharing`` keeps one copy of index arithmetic that two forms compute alike;
+``names`` gives emitted nodes and values names of their own.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DECOMPOSITION_MIN_OPSET",
+    "Dim",
+    "ScopedNode",
+    "ShapeTable",
+    "gc_paused",
+    "is_reverse_sequence",
+    "node_label",
+    "signature_of",
+    "walk",
+]
+
+from revseq.passes.graph.builder import gc_paused
+from revseq.passes.graph.inference import Dim
+from revseq.passes.graph.reverse_sequence import (
+    DECOMPOSITION_MIN_OPSET,
+    is_reverse_sequence,
+    node_label,
+    signature_of,
+)
+from revseq.passes.graph.scopes import ScopedNode, walk
+from revseq.passes.graph.shapes import ShapeTable

@@ -1,0 +1,119 @@
+"""onnx's shape inference on a copy of a model, weights left out: types and dims by name.
+
+Inference runs with data propagation on a serialised copy, in the main graph and every
+If/Loop/Scan body (model-local functions are generic, onnx infers nothing in them).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Dim", "infer_types"]
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+import onnx
+import onnx.shape_inference
+import onnx_ir as ir
+
+from revseq.passes.graph.scopes import walk
+
+logger = logging.getLogger(__name__)
+
+Dim = int | str | None
+"""One dim as inference knows it: static size, symbol name, or unknown."""
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _graphs(sub)
+
+
+# In-memory initializers larger than this are serialised for inference as references to
+# external data that is never read: inference needs their types and dims, not their
+# bytes, and copying a model's weights would double its memory for the moment.
+_MAX_COPIED_BYTES = 1 << 16
+
+
+@contextlib.contextmanager
+def _weights_left_out(model: ir.Model) -> Iterator[None]:
+    """Stand large in-memory initializers in by unread external references meanwhile."""
+    swapped: list[tuple[ir.Value, ir.TensorProtocol]] = []
+    graphs = {id(model.graph): model.graph}
+    for scoped in walk(model):  # every graph that holds a node, subgraphs included
+        if scoped.node.graph is not None:
+            graphs.setdefault(id(scoped.node.graph), scoped.node.graph)
+    try:
+        for graph in graphs.values():
+            for value in graph.initializers.values():
+                tensor = value.const_value
+                if tensor is None or isinstance(tensor, ir.ExternalTensor):
+                    continue
+                if tensor.nbytes <= _MAX_COPIED_BYTES:
+                    continue
+                swapped.append((value, tensor))
+                value.const_value = ir.ExternalTensor(
+                    "revseq-shape-inference-only",
+                    0,
+                    tensor.nbytes,
+                    tensor.dtype,
+                    shape=tensor.shape,
+                    name=tensor.name or value.name or "",
+                )
+        yield
+    finally:
+        for value, tensor in swapped:
+            value.const_value = tensor
+
+
+def _dims_of(info: onnx.ValueInfoProto) -> tuple[ir.DataType | None, tuple[Dim, ...] | None]:
+    if not info.type.HasField("tensor_type"):
+        return None, None
+    tensor = info.type.tensor_type
+    dtype = ir.DataType(tensor.elem_type) if tensor.elem_type else None
+    if not tensor.HasField("shape"):
+        return dtype, None
+    dims: list[Dim] = []
+    for dim in tensor.shape.dim:
+        if dim.HasField("dim_value"):
+            dims.append(int(dim.dim_value))
+        elif dim.HasField("dim_param") and dim.dim_param:
+            dims.append(dim.dim_param)
+        else:
+            dims.append(None)
+    return dtype, tuple(dims)
+
+
+def infer_types(
+    model: ir.Model,
+) -> tuple[dict[str, tuple[Dim, ...]], dict[str, ir.DataType]] | None:
+    """Dims and element types by value name, as onnx infers them; None where it cannot.
+
+    A model onnx cannot infer (an op it does not know, inconsistent shapes) gives None:
+    the passes then go by the declared shapes, as without inference.
+    """
+    try:
+        with _weights_left_out(model):
+            proto = ir.to_proto(model)
+        inferred = onnx.shape_inference.infer_shapes(
+            proto, check_type=False, strict_mode=False, data_prop=True
+        )
+    except Exception as e:  # onnx raises several kinds; any means "no inference"
+        logger.info("shape inference failed, using declared shapes: %s", e)
+        return None
+    shapes: dict[str, tuple[Dim, ...]] = {}
+    dtypes: dict[str, ir.DataType] = {}
+    for graph in _graphs(inferred.graph):
+        for info in (*graph.input, *graph.value_info, *graph.output):
+            dtype, dims = _dims_of(info)
+            if dtype is not None:
+                dtypes[info.name] = dtype
+            if dims is not None:
+                shapes[info.name] = dims
+    return shapes, dtypes

@@ -1,0 +1,268 @@
+"""Inline pass: replace every ReverseSequence node with a decomposition into standard ops."""
+
+from __future__ import annotations
+
+__all__ = ["InlineReverseSequencePass"]
+
+import dataclasses
+import logging
+
+import onnx
+import onnx.version_converter
+import onnx_ir as ir
+
+from revseq.errors import UnsupportedOpsetError, one_line
+from revseq.ops.domains import FUNCTION_DOMAIN
+from revseq.ops.targets import Target, resolve_target
+from revseq.ops.targets.vocabulary import INT64_INDEX
+from revseq.passes.graph.builder import gc_paused
+from revseq.passes.graph.index_sharing import IndexSharing
+from revseq.passes.graph.names import NameSource, Survey
+from revseq.passes.graph.reverse_sequence import (
+    DECOMPOSITION_MIN_OPSET,
+    REVSEQ_DOMAIN,
+    int32_source,
+    remove_if_dead,
+    signature_of,
+    validate_all,
+)
+from revseq.passes.graph.scopes import ScopedNode, constants_graph, opset_version, walk
+from revseq.passes.graph.shapes import ShapeTable
+from revseq.passes.inline import planner as _planner
+from revseq.passes.inline.planner import Plan
+from revseq.passes.inline.simplify import replace_trivial, trivial_form
+
+logger = logging.getLogger(__name__)
+
+"""Domain of the model-local functions emitted with ``as_function=True``."""
+
+
+class InlineReverseSequencePass(ir.passes.InPlacePass):
+    """Replace every ReverseSequence (ONNX and ``revseq`` domain) with standard ops.
+
+    Nodes are replaced in the main graph, in If/Loop/Scan bodies at any depth and in
+    model-local functions. Everything else is left as it was. A model at opset 10 is
+    converted to opset 11 first, since the decomposition needs Range and GatherElements.
+
+    Attributes:
+        strategy: A name in ``revseq.STRATEGIES``; "auto" picks the fastest form that fits
+            each node.
+        as_function: Emit each distinct decomposition once as a model-local function
+            (domain ``revseq.inline``) and replace nodes with calls to it.
+        simplify: First replace trivial nodes (lengths all <= 1, or all the full
+            length) by Identity or a step -1 Slice; see ``SimplifyReverseSequencePass``.
+        target: The profile of the backend the output is for (``revseq.ops.targets``):
+            a profile name, op types, or None: ``portable`` (runs on every probed
+            backend) for strategy "auto", ``any`` for a strategy named explicitly.
+        share: Compute the index once for the nodes of a graph that reverse with the
+            same lengths over provably equal dims (``revseq.passes.graph.index_sharing``).
+    """
+
+    def __init__(
+        self,
+        *,
+        strategy: str = "auto",
+        as_function: bool = False,
+        target: Target = None,
+        simplify: bool = True,
+        share: bool = True,
+    ) -> None:
+        super().__init__()
+        _planner.check_name(strategy)
+        self.strategy = strategy
+        self.as_function = as_function
+        # No target: "auto" emits the portable output; a form the caller names is
+        # emitted for any standard runtime unless a target constrains it too.
+        self.target = resolve_target(
+            target if target is not None or strategy == "auto" else "any"
+        )
+        self.simplify = simplify
+        self.share = share
+
+    def requires(self, model: ir.Model) -> None:
+        """Validate every ReverseSequence node before anything is rewritten."""
+        validate_all(walk(model))
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Replace the nodes; ``modified`` is False when the model has none."""
+        with gc_paused():
+            return self._inline_all(model)
+
+    def _plan(self, scoped: ScopedNode, shapes: ShapeTable) -> Plan:
+        """What a node becomes: a form, or "Identity" or "Slice"."""
+        opset = opset_version(scoped.owner, "") or DECOMPOSITION_MIN_OPSET
+        sig = signature_of(scoped, opset=opset, shapes=shapes)
+        if self.simplify:
+            trivial = trivial_form(scoped, sig, shapes)
+            if trivial is not None and _planner.runs_trivial(trivial, sig, self.target):
+                return Plan(sig, trivial)
+            if trivial is not None:  # a full reversal the target's Slice cannot run
+                reversal = _planner.reversal_plan(sig, self.target)
+                if reversal is not None:
+                    return reversal
+        if opset < DECOMPOSITION_MIN_OPSET:
+            raise UnsupportedOpsetError(
+                f"{scoped.scope} imports opset {opset}; the decomposition needs opset "
+                f">= {DECOMPOSITION_MIN_OPSET} and only the main graph is converted"
+            )
+        plan = _planner.plan(self.strategy, sig, scoped, self.target)
+        # A target that computes its index in int32 reads int32 lengths cast to int64
+        # as they were (see int32_source).
+        source = int32_source(scoped.node.inputs[1])
+        if source is None or plan.sig.allows(INT64_INDEX) or sig.lens is not None:
+            return plan
+        narrowed = dataclasses.replace(sig, lens_dtype=ir.DataType.INT32)
+        plan = _planner.plan(self.strategy, narrowed, scoped, self.target)
+        return dataclasses.replace(plan, lengths=source)
+
+    def _inline_all(self, model: ir.Model) -> ir.passes.PassResult:
+        survey = Survey(model)
+        if not survey.targets:
+            return ir.passes.PassResult(model, modified=False)
+        if _needs_upgrade(model):
+            _upgrade_to_decomposition_opset(model)
+            survey = Survey(model)
+
+        targets, names = survey.targets, survey.names
+        shapes = ShapeTable.where_needed(model, [s.node for s in targets])
+        # Decide every node before changing any, so that a node no form fits leaves the
+        # model as it was.
+        plans = [self._plan(scoped, shapes) for scoped in targets]
+        functions: dict[tuple, ir.Function] = {}
+        sharing: dict[int, IndexSharing] = {}  # by graph
+        for scoped, plan in zip(targets, plans, strict=True):
+            if plan.template is None:  # a trivial node: Identity or Slice
+                replace_trivial(
+                    scoped,
+                    plan.replacement,
+                    plan.sig.time_axis,
+                    names.prefix_for(scoped.node),
+                    weights=constants_graph(model, scoped),
+                )
+                continue
+            if self.as_function:
+                _replace_with_call(model, scoped, plan.for_function(), functions, names)
+                continue
+            graph_sharing = (
+                sharing.setdefault(id(scoped.node.graph), IndexSharing(shapes))
+                if self.share
+                else None
+            )
+            _replace_with_template(
+                scoped,
+                plan,
+                names.prefix_for(scoped.node),
+                graph_sharing,
+                weights=constants_graph(model, scoped),
+            )
+        shared = sum(s.shared for s in sharing.values())
+        if shared:
+            logger.info("shared %d index node(s) between decompositions", shared)
+        if not survey.other_revseq_nodes:
+            _drop_revseq_import(model)
+        logger.info("inlined %d ReverseSequence node(s)", len(targets))
+        return ir.passes.PassResult(model, modified=True)
+
+
+def _needs_upgrade(model: ir.Model) -> bool:
+    version = opset_version(model.graph, "")
+    return version is not None and version < DECOMPOSITION_MIN_OPSET
+
+
+def _upgrade_to_decomposition_opset(model: ir.Model) -> None:
+    """Convert the model to opset 11 with onnx's version converter, in place."""
+    version = opset_version(model.graph, "")
+    try:
+        proto = onnx.version_converter.convert_version(
+            ir.to_proto(model), DECOMPOSITION_MIN_OPSET
+        )
+    except Exception as e:
+        raise UnsupportedOpsetError(
+            f"the model is at opset {version} and onnx's version converter could not "
+            f"convert it to opset {DECOMPOSITION_MIN_OPSET}, which the decomposition "
+            f"needs: {one_line(e)}"
+        ) from e
+    converted = ir.from_proto(proto)
+    model.graph = converted.graph
+    model.ir_version = max(model.ir_version, converted.ir_version)
+    logger.info("converted the model from opset %s to %d", version, DECOMPOSITION_MIN_OPSET)
+
+
+def _replace_with_template(
+    scoped: ScopedNode,
+    plan: Plan,
+    prefix: str,
+    sharing: IndexSharing | None,
+    *,
+    weights: ir.Graph | None,
+) -> None:
+    node = scoped.node
+    data, lens = node.inputs
+    assert data is not None and lens is not None and plan.template is not None
+    read = plan.lengths or lens
+    nodes, output = plan.template.instantiate(prefix, data, read, sharing, weights=weights)
+    container = node.graph
+    assert container is not None
+    ir.convenience.replace_nodes_and_values(
+        container, node, [node], nodes, list(node.outputs), [output]
+    )
+    remove_if_dead(lens)  # constant lengths are folded into the index
+
+
+def _replace_with_call(
+    model: ir.Model,
+    scoped: ScopedNode,
+    plan: Plan,
+    functions: dict[tuple, ir.Function],
+    names: NameSource,
+) -> None:
+    """Replace the node by a call to a model-local function holding the decomposition."""
+    key = (plan.replacement, plan.sig)
+    function = functions.get(key)
+    if function is None:
+        function = _build_function(plan, name=names.function_name(plan.replacement))
+        functions[key] = function
+        model.functions[function.identifier()] = function
+        model.opset_imports.setdefault(FUNCTION_DOMAIN, 1)
+    # A call inside a model-local function needs the import in that function too.
+    scoped.owner.opset_imports.setdefault(FUNCTION_DOMAIN, 1)
+    node = scoped.node
+    data, lens = node.inputs
+    assert lens is not None
+    call = ir.Node(
+        FUNCTION_DOMAIN,
+        function.name,
+        [data, plan.lengths or lens],
+        num_outputs=1,
+        name=node.name,
+        doc_string=node.doc_string,
+    )
+    container = node.graph
+    assert container is not None
+    ir.convenience.replace_nodes_and_values(
+        container, node, [node], [call], list(node.outputs), list(call.outputs)
+    )
+    remove_if_dead(lens)
+
+
+def _build_function(plan: Plan, *, name: str) -> ir.Function:
+    """A function ``name(input, sequence_lens) -> Y`` whose body replays the plan's form."""
+    assert plan.template is not None
+    sig = plan.sig
+    data = ir.Value(name="input", type=ir.TensorType(sig.dtype) if sig.dtype else None)
+    lens = ir.Value(
+        name="sequence_lens", type=ir.TensorType(sig.lens_dtype) if sig.lens_dtype else None
+    )
+    nodes, output = plan.template.instantiate(name, data, lens)
+    output.name = "Y"
+    graph = ir.Graph(
+        [data, lens], [output], nodes=nodes, opset_imports={"": sig.opset}, name=name
+    )
+    return ir.Function(FUNCTION_DOMAIN, name, graph=graph, attributes=[])
+
+
+def _drop_revseq_import(model: ir.Model) -> None:
+    """Remove the ``revseq`` opset import: no node of that domain is left."""
+    model.graph.opset_imports.pop(REVSEQ_DOMAIN, None)
+    for function in model.functions.values():
+        function.opset_imports.pop(REVSEQ_DOMAIN, None)

@@ -1,0 +1,188 @@
+"""Which form ``auto`` tries first for a node: the target's measured costs, ranked.
+
+A probed profile holds what each form cost on its backend (x the copy floor) per cost
+class. For a named backend its own costs rank the forms; for a combined target (the
+default) a form's cost is its **worst** over the members, so the output is as fast as
+its slowest backend lets it be. Forms within ``COST_TIE`` of the cheapest go by fewer
+nodes. Where a profile has no costs (documented ones, op-type collections) a fixed
+order stands. docs/forms.md says how each class is timed and what the orders rest on.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AUTO_PREFERENCE",
+    "STATIC_PREFERENCE",
+    "auto_order",
+    "cost_class",
+    "in_place",
+    "is_dynamic",
+    "shape_class",
+]
+
+from collections.abc import Mapping, Sequence
+
+from revseq.ops.signature import Signature
+from revseq.ops.targets.profile import COST_TIE, Cost, Profile
+from revseq.ops.targets.vocabulary import (
+    ALL_DIMS,
+    GATHER_ELEMENTS,
+    GATHER_ND,
+    GATHER_ROWS,
+    INT64_INDEX,
+    LEAN,
+    MATRIX,
+    MATRIX_STATIC,
+    NARROW,
+    STATIC,
+    TIME_BATCH,
+)
+
+AUTO_PREFERENCE: tuple[str, ...] = (GATHER_ND, GATHER_ELEMENTS, GATHER_ROWS)
+"""The order for symbolic dims without costs: GatherND gathers the rows of the data
+itself, GatherElements needs an index as large as the data."""
+
+STATIC_PREFERENCE: tuple[str, ...] = (GATHER_ROWS, GATHER_ND, GATHER_ELEMENTS)
+"""The order for static shapes without costs: the row form's Gather reads a view with
+the data's own trailing dims, so its output needs no Reshape."""
+
+_SINGLE_ELEMENT_ROWS: tuple[str, ...] = (GATHER_ELEMENTS, GATHER_ND, GATHER_ROWS)
+"""Single-element rows: GatherElements on the data as a matrix, GatherND's tuple per
+element, the row form's Gather of single elements."""
+
+
+def is_dynamic(sig: Signature) -> bool:
+    """Whether some data dim is not static (the form then computes shapes at run time)."""
+    return sig.static_dims() is None
+
+
+def shape_class(sig: Signature) -> str:
+    """The shape class a form's cost was measured for (``SHAPE_CLASSES``)."""
+    if not is_dynamic(sig):
+        return STATIC
+    if sig.row_size() is None:  # some dim after the leading axes is symbolic
+        return ALL_DIMS
+    return TIME_BATCH
+
+
+def cost_class(sig: Signature) -> str:
+    """The class a form for ``sig`` was timed in (its costs' and layout's).
+
+    ``shape_class``'s, but single-element rows' own (``MATRIX``, ``MATRIX_STATIC``).
+    """
+    if sig.index_covers_data():
+        return MATRIX if is_dynamic(sig) else MATRIX_STATIC
+    return shape_class(sig)
+
+
+def auto_order(sig: Signature, profile: Profile) -> tuple[str, ...]:
+    """The names ``auto`` tries for ``sig``, best first (``form``, ``form@int32``, ...).
+
+    Without int64 index arithmetic the index is int32 whatever the form, so members'
+    int32 timings stand for it; with it, a form timed faster in int32 is a candidate of
+    its own. Single-element rows rank by their own classes' costs where a profile has
+    them, else take GatherElements first, the index type by the shape class's costs.
+    """
+    narrow = not sig.allows(INT64_INDEX)
+    if sig.index_covers_data():
+        timed = cost_class(sig)
+        if _has_costs(profile, timed):
+            return _cheapest(profile, timed, _SINGLE_ELEMENT_ROWS, narrow=narrow)
+        if is_dynamic(sig) and not narrow:
+            return _int32_where_cheaper(profile, shape_class(sig), _SINGLE_ELEMENT_ROWS)
+        return _SINGLE_ELEMENT_ROWS
+    if not is_dynamic(sig):
+        return _cheapest(profile, STATIC, STATIC_PREFERENCE)
+    return _cheapest(profile, shape_class(sig), AUTO_PREFERENCE, narrow=narrow)
+
+
+def in_place(profile: Profile, cost_class: str) -> bool:
+    """Whether to compute a time-major index of ``cost_class`` in place (``Index:in_place``).
+
+    Where every member (or the profile itself) whose probe timed the layouts for the
+    class chose in place, and one did: a layout measured on one backend is not applied
+    to another, and the default keeps the swapped one unless all agree.
+    """
+    profiles = profile.members or (profile,)
+    timed = [p.layouts[cost_class] for p in profiles if cost_class in (p.layouts or {})]
+    return bool(timed) and all(layout.in_place for layout in timed)
+
+
+def _timed(profile: Profile, cost_class: str) -> list[Profile]:
+    """Each member (or the profile itself) that has costs for ``cost_class``."""
+    profiles = profile.members or (profile,)
+    return [p for p in profiles if p.costs is not None and p.costs.get(cost_class)]
+
+
+def _costed(profile: Profile, cost_class: str) -> list[Mapping[str, Cost]]:
+    """The costs for ``cost_class`` of each member (or the profile) that has any."""
+    return [p.costs[cost_class] for p in _timed(profile, cost_class) if p.costs is not None]
+
+
+def _has_costs(profile: Profile, cost_class: str) -> bool:
+    return bool(_costed(profile, cost_class))
+
+
+def _cheapest(
+    profile: Profile, cost_class: str, order: Sequence[str], *, narrow: bool = False
+) -> tuple[str, ...]:
+    """``order``'s forms by measured cost for ``cost_class``, cheapest first.
+
+    A form's cost is its worst ratio over the members that have costs for the class.
+    Forms within ``COST_TIE`` of the cheapest go by fewer nodes (their worst count).
+    Forms a costed member did not time (they did not run there) go last; where no
+    profile has costs, ``order`` stands.
+
+    A form timed with the lean index (``LEAN``) or its index in int32 (``NARROW``), or
+    both, is a candidate of its own where every costed member timed it; with ``narrow``
+    (the output computes its index in int32 anyway) a member's int32 timing stands for
+    the form. ``form@lean`` only where every costed member leans as this profile does:
+    a member timed its own variants, and a combined profile takes those they all list,
+    which none of them timed where they differ.
+    """
+    timed = _timed(profile, cost_class)
+    costed = _costed(profile, cost_class)
+    if not costed:
+        return tuple(order)
+    steps = profile.lean_steps()
+    if all(p.lean_steps() == steps for p in timed):
+        order = [*order, *(f + LEAN for f in order)]
+    if narrow:
+        costed = [{f: c.get(f + NARROW, cost) for f, cost in c.items()} for c in costed]
+    else:
+        order = [*order, *(f + NARROW for f in order)]
+    known = {
+        form: (max(c[form].ratio for c in costed), max(c[form].nodes for c in costed))
+        for form in order
+        if all(form in c for c in costed)
+    }
+    order = [f for f in order if "@" not in f or f in known]
+    if not known:
+        return tuple(order)
+    best = min(ratio for ratio, _ in known.values())
+    tied = sorted(
+        (f for f in known if known[f][0] <= best * COST_TIE),
+        key=lambda f: (known[f][1], known[f][0]),  # fewer nodes, then cheaper
+    )
+    rest = sorted((f for f in known if f not in tied), key=lambda f: known[f])
+    return (*tied, *rest, *(f for f in order if f not in known))
+
+
+def _int32_where_cheaper(
+    profile: Profile, cost_class: str, order: Sequence[str]
+) -> tuple[str, ...]:
+    """``order`` with each form as ``form@int32`` where that was timed cheaper.
+
+    For a fixed order of forms (single-element rows): the index type still goes by
+    cost, int32 where every costed member timed it cheaper beyond the tie.
+    """
+    costed = _costed(profile, cost_class)
+
+    def cheaper(form: str) -> bool:
+        narrow = form + NARROW
+        return bool(costed) and all(
+            form in c and narrow in c and c[narrow].ratio * COST_TIE < c[form].ratio
+            for c in costed
+        )
+
+    return tuple(form + NARROW if cheaper(form) else form for form in order)

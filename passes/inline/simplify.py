@@ -1,0 +1,148 @@
+"""Simplify pass: ReverseSequence nodes whose lengths make them trivial.
+
+- Lengths that are a constant <= 1 everywhere reverse nothing, and neither does a node
+  whose data has a static zero-sized dimension: the node becomes Identity. (The latter
+  also sidesteps onnxruntime's Expand elimination, which mis-shapes empty indices.)
+- Lengths that equal the full time length everywhere reverse everything: the node becomes
+  ``Slice`` with step -1 along the time axis. The lengths may be a constant, or built
+  from the data's own shape the way tf2onnx exports ``tf.reverse``
+  (``Expand(Gather(Shape(x), time_axis), ...)``, possibly with Cast/Unsqueeze/Reshape).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SimplifyReverseSequencePass",
+    "replace_trivial",
+    "trivial_form",
+]
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from revseq.ops.signature import Signature
+from revseq.passes.graph.names import NameSource, Survey, emitted_name
+from revseq.passes.graph.reverse_sequence import remove_if_dead, signature_of
+from revseq.passes.graph.scopes import ScopedNode, constants_graph, opset_version
+from revseq.passes.graph.shape_reads import scalar_dim
+from revseq.passes.graph.shapes import ShapeTable
+
+logger = logging.getLogger(__name__)
+
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+class SimplifyReverseSequencePass(ir.passes.InPlacePass):
+    """Replace trivial ReverseSequence nodes by Identity or a step -1 Slice."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Simplify every trivial node in every scope."""
+        survey = Survey(model)
+        targets = survey.targets
+        if not targets:
+            return ir.passes.PassResult(model, modified=False)
+        shapes = ShapeTable.infer(model)
+        names = survey.names
+        count = sum(_simplify(scoped, shapes, model, names) for scoped in targets)
+        if count:
+            logger.info("simplified %d ReverseSequence node(s)", count)
+        return ir.passes.PassResult(model, modified=bool(count))
+
+
+def trivial_form(scoped: ScopedNode, sig: Signature, shapes: ShapeTable) -> str | None:
+    """What the node ``sig`` describes becomes ("Identity" or "Slice"), or None."""
+    if (opset_version(scoped.owner, "") or 0) < 10:
+        return None  # no Identity or Slice to emit without the default domain
+    data, lens = scoped.node.inputs
+    assert data is not None and lens is not None
+    time_len = sig.dim(sig.time_axis)
+    if (sig.dims is not None and 0 in sig.dims) or (
+        sig.lens is not None and all(v <= 1 for v in sig.lens)
+    ):
+        return "Identity"
+    if sig.lens is not None and time_len is not None and all(v >= time_len for v in sig.lens):
+        return "Slice"
+    full = scalar_dim(lens, shapes)
+    if full is not None and full == shapes.dim_key(data, sig.time_axis):
+        return "Slice"
+    return None
+
+
+def _simplify(
+    scoped: ScopedNode, shapes: ShapeTable, model: ir.Model, names: NameSource
+) -> bool:
+    """Replace one trivial ReverseSequence node; True if it was replaced."""
+    sig = _signature(scoped, shapes)
+    kind = trivial_form(scoped, sig, shapes)
+    if kind is None:
+        return False
+    replace_trivial(
+        scoped,
+        kind,
+        sig.time_axis,
+        names.prefix_for(scoped.node),
+        weights=constants_graph(model, scoped),
+    )
+    return True
+
+
+def _signature(scoped: ScopedNode, shapes: ShapeTable) -> Signature:
+    return signature_of(scoped, opset=opset_version(scoped.owner, "") or 0, shapes=shapes)
+
+
+def replace_trivial(
+    scoped: ScopedNode,
+    kind: str,
+    time_axis: int,
+    prefix: str,
+    *,
+    weights: ir.Graph | None = None,
+) -> None:
+    """Replace the node by what ``trivial_form`` said: Identity, or a step -1 Slice.
+
+    The Slice's starts, ends, axes and steps are initializers of ``weights``, else
+    Constant nodes, named ``prefix/Constant_<i>`` as a decomposition's are (restore
+    reads a full reversal back by them): a converter that makes each node a module
+    call (onnx2torch) pays for a Constant on every run.
+    """
+    node = scoped.node
+    graph = node.graph
+    data, lens = node.inputs
+    assert graph is not None and data is not None and lens is not None
+    if kind == "Identity":
+        replacement = ir.Node("", "Identity", [data], name=node.name)
+    else:
+        values = [ir.tensor(v) for v in ([-1], [_INT64_MIN], [time_axis], [-1])]
+        if weights is not None:
+            bounds = [
+                ir.Value(
+                    name=emitted_name(prefix, "Constant", i),
+                    type=ir.TensorType(value.dtype),
+                    shape=value.shape,
+                    const_value=value,
+                )
+                for i, value in enumerate(values)
+            ]
+            for bound in bounds:
+                weights.register_initializer(bound)
+        else:
+            constants = [
+                ir.Node(
+                    "",
+                    "Constant",
+                    [],
+                    attributes=[ir.AttrTensor("value", v)],
+                    outputs=[ir.Value(name=emitted_name(prefix, "Constant", i))],
+                    name=emitted_name(prefix, "Constant", i),
+                )
+                for i, v in enumerate(values)
+            ]
+            graph.insert_before(node, constants)
+            bounds = [c.outputs[0] for c in constants]
+        replacement = ir.Node("", "Slice", [data, *bounds], name=node.name)
+    ir.convenience.replace_nodes_and_values(
+        graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs)
+    )
+    remove_if_dead(lens)

@@ -1,0 +1,119 @@
+"""A form as emitted once for a signature, and what the emitted nodes hold.
+
+The planner records each candidate form once (:func:`recorded`: a replayable
+:class:`Template`), checks what it holds against the target's profile
+(:func:`emitted`: the op types and variants it uses, the gathers that move the data),
+and inline replays the template for every node of that signature.
+"""
+
+from __future__ import annotations
+
+__all__ = ["emitted", "gather_kind", "recorded"]
+
+import functools
+
+import onnx_ir as ir
+
+from revseq.ops import forms
+from revseq.ops.signature import Signature
+from revseq.ops.targets.vocabulary import (
+    CLIP_CAST,
+    FLAT_GATHER_ELEMENTS,
+    GATHER_CONSTANT_INDEX,
+    GATHER_ND_BATCH_DIMS,
+    GATHERS,
+    RESHAPE_ALLOWZERO,
+    RESHAPE_VIEW,
+)
+from revseq.passes.graph.builder import Template
+
+
+@functools.lru_cache(maxsize=1024)
+def recorded(sig: Signature, strategy: str, back_to: ir.DataType | None = None) -> Template:
+    """The form emitted for ``sig``, once: the planner inspects it, inline replays it.
+
+    With ``back_to``, ``sig`` holds the carrier type: the data is cast to it first and
+    the result back to ``back_to``.
+    """
+
+    def emit(op, data, lens):
+        if back_to is None:
+            return forms.emit(op, data, lens, sig, strategy)
+        reversed_ = forms.emit(op, op.Cast(data, to=sig.dtype), lens, sig, strategy)
+        return op.Cast(reversed_, to=back_to)
+
+    return Template.record(emit)
+
+
+def emitted(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(op types and variants, the gathers that move the data) of the form for ``sig``.
+
+    GatherND with ``batch_dims > 0``, Reshape with ``allowzero=1``, a Gather of the data
+    by a constant index of two or more dims (constant lengths) and a Clip read through
+    Casts count as their variants too: backends differ on them (tinygrad reads a
+    constant Gather index as a flat list).
+
+    Raises:
+        StrategyError: The form does not fit ``sig``.
+    """
+    used = set()
+    moving = set()
+    template = recorded(sig, strategy)
+    for node in template.nodes:
+        used.add(CLIP_CAST if _clip_cast(node) else node.op_type)
+        if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
+            used.add(GATHER_ND_BATCH_DIMS)
+        if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
+            used.add(_allowzero_variant(node))
+        source = node.inputs[0] if node.inputs else None
+        looks_up = (
+            source is None or source.const_value is not None or source is template.lengths
+        )
+        if node.op_type in GATHERS and not looks_up:  # not in a table, not the lengths
+            moving.add(gather_kind(node))
+            index = node.inputs[1] if len(node.inputs) > 1 else None
+            if node.op_type == "Gather" and _constant_of_rank(index, at_least=2):
+                used.add(GATHER_CONSTANT_INDEX)
+    return frozenset(used), frozenset(moving)
+
+
+def gather_kind(gather: ir.Node) -> str:
+    """The gather's kind in a profile's types: its op type, or ``GatherElements:flat``.
+
+    A GatherElements of a Reshape to a one-element shape gathers a 1-D view.
+    """
+    source = gather.inputs[0] if gather.inputs else None
+    view = None if source is None else source.producer()
+    if gather.op_type == "GatherElements" and view is not None and view.op_type == "Reshape":
+        target = view.inputs[1] if len(view.inputs) > 1 else None
+        shape = None if target is None else ir.convenience.get_const_tensor(target)
+        if shape is not None and shape.size == 1:
+            return FLAT_GATHER_ELEMENTS
+    return gather.op_type
+
+
+def _clip_cast(node: ir.Node) -> bool:
+    """Whether ``node`` is a Clip read only by Casts (the variant ``Clip:cast``)."""
+    uses = node.outputs[0].uses() if node.op_type == "Clip" else ()
+    return bool(uses) and all(use.node.op_type == "Cast" for use in uses)
+
+
+def _allowzero_variant(reshape: ir.Node) -> str:
+    """The variant a Reshape with ``allowzero`` is: ``Reshape:view`` or ``Reshape:allowzero``.
+
+    The row form's ``[rows, *trailing]`` view reshapes to a Concat of dims; a Reshape
+    back reshapes to a shape as read.
+    """
+    shape = reshape.inputs[1] if len(reshape.inputs) > 1 else None
+    producer = None if shape is None else shape.producer()
+    if producer is not None and producer.op_type == "Concat":
+        return RESHAPE_VIEW
+    return RESHAPE_ALLOWZERO
+
+
+def _constant_of_rank(value: ir.Value | None, *, at_least: int) -> bool:
+    return (
+        value is not None
+        and value.const_value is not None
+        and len(value.const_value.shape) >= at_least
+    )

@@ -1,0 +1,61 @@
+"""The root of revseq's errors, the rewriting's own, and the one rendering of an error.
+
+Every error revseq raises on purpose is a :class:`RevseqError`. The rewriting's kinds
+are here (a strategy or target that fits nothing, a bad profile, an invalid node, an
+opset that cannot host the op); the layers above define their own (``revseq.files``,
+``revseq.equivalence``, ``revseq.backends``), and the command line turns any of them
+into one line. The rewriting's node errors are also onnx-ir ``PreconditionError``s,
+which a pass raises from ``requires``; an ``ir.passes.PassManager`` wraps whatever a
+pass raises in its own ``PassError``, with revseq's error as the ``__cause__``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidNodeError",
+    "ProfileError",
+    "RevseqError",
+    "StrategyError",
+    "UnsupportedOpsetError",
+    "one_line",
+]
+
+import onnx_ir as ir
+
+
+class RevseqError(Exception):
+    """Base class of every error revseq raises on purpose."""
+
+
+class StrategyError(RevseqError):
+    """No decomposition fits the requested strategy, target or opset."""
+
+
+class ProfileError(RevseqError):
+    """A profile file names something revseq does not know, or is malformed."""
+
+
+class InvalidNodeError(RevseqError, ir.passes.PreconditionError):
+    """A ReverseSequence node violates the operator's specification."""
+
+
+class UnsupportedOpsetError(RevseqError, ir.passes.PreconditionError):
+    """The model's opset cannot host the operator or its decomposition."""
+
+
+def one_line(error: BaseException, limit: int | None = 300, *, typed: bool = False) -> str:
+    """An error as one line of a message, the one rendering every layer uses.
+
+    Whitespace is collapsed (backends and the onnx checker print pages of frames and
+    context) and the type put first when ``typed`` (a backend's own exception type says
+    what went wrong). A text longer than ``limit`` characters (None: never cut, for
+    revseq's own messages) keeps its start and its end, the middle elided: runtimes
+    put where they failed first and why last ("... Status Message: sequence_lens shape
+    must be {batch_size}").
+    """
+    text = " ".join(str(error).split()) or type(error).__name__
+    if limit is not None and len(text) > limit:
+        head = limit // 3
+        tail = limit - head - 3
+        text = f"{text[:head]} … {text[-tail:]}"
+    return f"{type(error).__name__}: {text}" if typed else text

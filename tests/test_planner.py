@@ -1,0 +1,121 @@
+"""Inline's planner: a form per node from a target's profile, fed synthetic profiles."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import onnx
+import onnx_ir as ir
+import pytest
+
+from revseq.errors import StrategyError
+from revseq.ops.forms import FORMS
+from revseq.ops.reference import reverse_sequence_model
+from revseq.ops.targets import ANY, TARGETS
+from revseq.ops.targets.profile import Profile
+from revseq.ops.targets.vocabulary import INT32_INDEX, INT64_INDEX
+from revseq.passes.graph import signature_of, walk
+from revseq.passes.inline import planner
+from revseq.passes.inline.templates import emitted
+
+FLOAT = onnx.TensorProto.FLOAT
+
+
+def _node(dims=("T", "B", 4), elem=FLOAT):
+    model = ir.from_proto(reverse_sequence_model(list(dims), elem))
+    scoped = next(s for s in walk(model) if s.node.op_type == "ReverseSequence")
+    return scoped, signature_of(scoped, opset=17)
+
+
+def _profile(ops: set[str] | None, **changes) -> Profile:
+    """A profile that allows ``ops`` (None: any), static and symbolic dims alike.
+
+    With index arithmetic of both widths: without, no form computes an index at all.
+    """
+    allowed = None if ops is None else frozenset({*ops, INT32_INDEX, INT64_INDEX})
+    profile = Profile(
+        name="synthetic",
+        source="documents",
+        description="a synthetic backend",
+        backend_version=None,
+        native=False,
+        static_ops=allowed,
+        dynamic_ops=allowed,
+    )
+    return dataclasses.replace(profile, **changes)
+
+
+def _ops(plan: planner.Plan) -> set[str]:
+    assert plan.template is not None
+    return {node.op_type for node in plan.template.nodes}
+
+
+def _allowed_ops(plan: planner.Plan) -> set[str]:
+    """The plain op types a target named ``plan``'s form for allows (variants aside)."""
+    return {op for op in plan.sig.allowed or () if ":" not in op and "@" not in op}
+
+
+def test_any_target_gets_a_form_of_the_registry():
+    scoped, sig = _node()
+    plan = planner.plan("auto", sig, scoped, ANY)
+    assert plan.replacement in FORMS
+    assert "ReverseSequence" not in _ops(plan)
+
+
+@pytest.mark.parametrize("target", ["portable", "tvm", "tract", "webnn", "qnn", "mnn"])
+def test_a_plan_uses_only_what_its_target_allows(target):
+    scoped, sig = _node(dims=(6, 4, 8))
+    profile = TARGETS[target]
+    try:
+        plan = planner.plan("auto", sig, scoped, profile)
+    except StrategyError as e:
+        pytest.skip(f"{target} takes no static float node: {e}")
+    used, _ = emitted(plan.sig, plan.replacement)  # op types and variants, as profiles say
+    assert plan.sig.allowed is not None
+    assert used - {"Constant"} <= plan.sig.allowed
+
+
+def test_a_profile_without_gathers_gets_no_plan_and_each_form_says_why():
+    scoped, sig = _node()
+    profile = _profile({"Shape", "Range", "Less", "Where", "Sub", "Add", "Reshape"})
+    with pytest.raises(StrategyError) as caught:
+        planner.plan("auto", sig, scoped, profile)
+    message = str(caught.value)
+    assert "no decomposition fits target 'synthetic'" in message
+    assert message.count("needs ") >= 2, message
+
+
+def test_a_named_strategy_that_the_target_lacks_is_refused():
+    scoped, sig = _node()  # symbolic dims: the index is computed at run time
+    uses = {name: emitted(sig, name)[0] for name in FORMS if name != "reverse_all"}
+    name, used = next((n, u) for n, u in uses.items() if "Range" in u)
+    profile = _profile(used - {"Range"})
+    with pytest.raises(StrategyError, match="needs Range"):
+        planner.plan(name, sig, scoped, profile)
+    assert planner.plan(name, sig, scoped, _profile(used)).replacement == name
+
+
+def test_the_first_form_in_order_that_fits_wins():
+    scoped, sig = _node(dims=(6, 4, 8))
+    every = planner.plan("auto", sig, scoped, ANY)
+    # Withholding the chosen form's gather leaves a later candidate.
+    gathers = {"Gather", "GatherElements", "GatherND"} & _ops(every)
+    ops = set(_allowed_ops(every) or ()) | {
+        "Shape", "Range", "Less", "Where", "Sub", "Add", "Reshape", "Unsqueeze", "Squeeze",
+        "Expand", "Transpose", "Concat", "Cast", "Min", "Max", "Mul", "Slice", "Flatten",
+        "Gather", "GatherElements", "GatherND", "Tile", "ConstantOfShape", "CumSum",
+    }  # fmt: skip
+    other = planner.plan("auto", sig, scoped, _profile(ops - gathers))
+    assert not gathers & _ops(other)
+
+
+def test_the_plan_is_recorded_once_per_signature():
+    scoped, sig = _node()
+    first = planner.plan("auto", sig, scoped, ANY)
+    second = planner.plan("auto", sig, scoped, ANY)
+    assert first.template is second.template
+
+
+def test_an_unknown_strategy_names_the_known_ones():
+    with pytest.raises(StrategyError, match="choose one of auto"):
+        planner.check_name("fastest")
