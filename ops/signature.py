@@ -89,11 +89,11 @@ class Signature:
         """Whether the [T, B] source index already has the data's shape (rows of 1)."""
         return self.lead_rank == 2 and self.row_size() == 1
 
-    def allows(self, *op_types: str) -> bool:
+    def target_has(self, *op_types: str) -> bool:
         """Whether the target accepts every one of ``op_types``."""
         return self.allowed is None or all(t in self.allowed for t in op_types)
 
-    def takes(self, variant: str) -> bool:
+    def target_lists(self, variant: str) -> bool:
         """Whether the target's profile lists ``variant``, an option not a need.
 
         For the lean index (``LEAN_VARIANTS``), which only a backend's own timings choose:
@@ -101,12 +101,12 @@ class Signature:
         """
         return self.allowed is not None and variant in self.allowed
 
-    def moves(self, gather: str) -> bool:
+    def gather_moves_data(self, gather: str) -> bool:
         """Whether the target has ``gather`` and it moves this node's data exactly.
 
         ``gather`` may be a variant (``GatherElements:flat``): its op type must be allowed.
         """
-        return self.allows(gather.partition(":")[0], data_variant(gather))
+        return self.target_has(gather.partition(":")[0], data_variant(gather))
 
 
 def _all_static(dims: Sequence[int | None]) -> tuple[int, ...] | None:

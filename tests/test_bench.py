@@ -94,52 +94,28 @@ def test_bad_bench_arguments_are_refused_in_one_line(capsys, argv, message):
     assert message in capsys.readouterr().err.splitlines()[-1]
 
 
-def test_goal_lines_judge_rows_of_a_mib_and_up_against_the_floor_or_the_gather():
+def test_a_speed_page_reads_as_reference(tmp_path):
+    """Title with the backend, the set-up, the table, then the command: no goal lines."""
     from revseq.measure import _backend_bench as bb
+    from revseq.measure.pages import write_measured_page
 
-    assert bb.goal_bound("default", None) == 1.5
-    assert bb.goal_bound("own target", 1.0) == 1.3
-    assert bb.goal_bound("default", 2.0) == pytest.approx(2.4)
-
-    def row(shape, default, own, gather):
+    def row(shape, default, own):
         result = {"Identity": (1e-3, 1.0), "memcpy": (1e-3, 0.5)}
-        result |= {
-            "default": (0, default),
-            "own target": (0, own),
-            "gather alone": (0, gather),
-        }
-        return {"case": _cases.Case(shape, 1, 0, "float32"), "dims": "all", "result": result}
+        result |= {"default": (0, default), "own target": (0, own)}
+        case = _cases.Case(shape, 1, 0, "float32")
+        return {"case": case, "dims": "all", "result": result, "notes": {}, "nodes": {}}
 
-    rows = [
-        row((2000, 16), 9.0, 9.0, 1.0),  # 0.12 MiB: not judged
-        row((64, 32, 256), 1.4, 1.4, 1.0),  # default met, own target missed
-        row((256, 64, 256), 2.3, 2.35, 2.0),  # the gather costs 2.0: bound 2.4
-    ]
-    default, own = bb.goal_lines(rows, bb._over_floor)
-    assert "met in 2 of 2" in default and "misses" not in default
-    assert "met in 1 of 2" in own
-    assert "[64, 32, 256] time-major float32 all 1.40x > 1.30x" in own
-    assert "[256, 64, 256]" not in own
-
-
-def test_the_gather_alone_bound_is_the_median_of_the_shapes_rows():
-    """One model whatever dims a row declares: its rows measure one ratio three times."""
-    from revseq.measure import _backend_bench as bb
-
-    def row(dims, default, gather):
-        result = {"Identity": (1e-3, 1.0), "memcpy": (1e-3, 0.5)}
-        result |= {
-            "default": (0, default),
-            "own target": (0, 1.0),
-            "gather alone": (0, gather),
-        }
-        case = _cases.Case((64, 32, 256), 1, 0, "float32")
-        return {"case": case, "dims": dims, "result": result}
-
-    # The third row's gather alone (1.0) alone would bound its default at 1.5x.
-    rows = [row("static", 2.3, 2.0), row("time+batch", 2.3, 2.2), row("all", 2.3, 1.0)]
-    default, _ = bb.goal_lines(rows, bb._over_floor)
-    assert "met in 3 of 3" in default
+    table = bb.format_backend("tract 0.23.9", [row((64, 32, 256), 1.4, 1.2)])
+    assert "goal" not in table and "geomean 1.40x the floor" in table
+    page = tmp_path / "tract.md"
+    write_measured_page(
+        page, "Speed on tract 0.23.9", "python -m revseq.measure.bench --backend tract",
+        "Python 3.11", table, setup="Set-up: tract on 2 CPUs",
+    )  # fmt: skip
+    lines = page.read_text().splitlines()
+    assert lines[0] == "# Speed on tract 0.23.9" and lines[2] == "Set-up: tract on 2 CPUs"
+    assert lines[-1].startswith("Written by `python -m revseq.measure.bench --backend tract`")
+    assert "shared machine" not in page.read_text()
 
 
 def test_paired_medians_start_each_round_one_variant_further_on():
@@ -359,23 +335,22 @@ def test_node_costs_need_a_device(capsys, argv):
     assert "give it with --device" in capsys.readouterr().err.splitlines()[-1]
 
 
-def test_device_page_judges_the_goal_against_the_device_copy():
+def test_device_page_ratios_are_over_the_device_copy():
     from revseq.measure import _torch_bench as _bench_torch
 
-    def row(shape, default, own, gather):
+    def row(shape, default, own):
         result = {"device copy": (1e-4, 1.0), "memcpy": (1e-3, 9.0)}
         result |= {"default": (3e-4, default), "own target": (0, own)}
-        result |= {"gather alone": (0, gather)}
         case = _cases.Case(shape, 1, 0, "float32")
         return {"case": case, "dims": "all", "result": result, "notes": {}, "nodes": {}}
 
-    rows = [row((64, 32, 256), 1.4, 1.4, 1.0), row((256, 64, 256), 4.0, 2.35, 2.0)]
+    rows = [row((64, 32, 256), 1.0, 1.0), row((256, 64, 256), 4.0, 2.25)]
     text = _bench_torch.format_device("onnx2torch on cuda", rows)
-    default = next(line for line in text.splitlines() if line.startswith("default, goal"))
-    assert "met in 1 of 2" in default  # the device copy is the floor, not numpy's copy
-    assert "[256, 64, 256] time-major float32 all 4.00x > 2.40x" in default
-    own = next(line for line in text.splitlines() if line.startswith("own target, goal"))
-    assert "met in 1 of 2" in own and "1.40x > 1.30x" in own
+    assert "goal" not in text
+    default = next(line for line in text.splitlines() if line.startswith("default, all"))
+    assert "2.00x the device copy (worst 4.00x)" in default  # not numpy's copy
+    own = next(line for line in text.splitlines() if line.startswith("own target, all"))
+    assert "1.50x the device copy (worst 2.25x)" in own
 
 
 @pytest.mark.parametrize(

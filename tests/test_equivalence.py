@@ -223,7 +223,7 @@ def test_the_function_form_is_cut_with_its_function():
 
 
 def test_harmful_placements_are_a_copy_back_or_more_than_a_time_vector():
-    from revseq.equivalence.placement import harmful_nodes
+    from revseq.equivalence.off_device import harmful_nodes
 
     model = revseq.inline(_reverse())
     feeds = generate_inputs(_reverse(), 2, seed=0)

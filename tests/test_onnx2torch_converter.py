@@ -1,4 +1,4 @@
-"""revseq.onnx2torch: ReverseSequence converted to one torch module, eager, compiled with
+"""revseq.onnx2torch_converter: ReverseSequence as one torch module, eager, compiled with
 ``torch.compile(fullgraph=True)`` and exported with ``torch.export``, bit for bit against
 the numpy reference, at a second shape where dims are symbolic."""
 
@@ -32,7 +32,7 @@ TORCH_TYPES = [name for name in ELEMENT_TYPES if name != "string"]
 
 
 def _converter():
-    return pytest.importorskip("revseq.onnx2torch")
+    return pytest.importorskip("revseq.onnx2torch_converter")
 
 
 def _inputs(dims, dtype, batch_axis, time_axis, rng, lengths=None):

@@ -72,8 +72,8 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     the gather.
     """
     t, lead = sig.time_axis, sig.lead_rank
-    batch_dims = t if sig.opset >= 12 and sig.allows(GATHER_ND_BATCH_DIMS) else 0
-    if batch_dims and lead - batch_dims > 1 and not sig.allows(GATHER_ND_BATCH_TUPLES):
+    batch_dims = t if sig.opset >= 12 and sig.target_has(GATHER_ND_BATCH_DIMS) else 0
+    if batch_dims and lead - batch_dims > 1 and not sig.target_has(GATHER_ND_BATCH_TUPLES):
         batch_dims = 0
     # A constant table stays int64 where the target has int64 arithmetic: no Cast then.
     narrow = not int64_arithmetic(sig)

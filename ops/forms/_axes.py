@@ -60,7 +60,7 @@ def axis_grid(
         lens is not None
         and axis == sig.batch_axis
         and sig.dim(axis) is None
-        and not sig.takes(BATCH_FROM_DATA)
+        and not sig.target_lists(BATCH_FROM_DATA)
     )
     size = op.Shape(lens) if counted else dim_vector(op, data, axis, sig)
     where = axis if position is None else position

@@ -76,7 +76,7 @@ def dims_read(
     else:
         stop = sig.rank if end is None else end
         sliced = op.Slice(shape_of(op, data), const(op, [start]), const(op, [stop]))
-    if sig.takes(SHAPE_ARITHMETIC):
+    if sig.target_lists(SHAPE_ARITHMETIC):
         return sliced
     return op.Cast(sliced, to=ir.DataType.INT64)
 
@@ -99,9 +99,9 @@ def _scalar(op: OpBuilder, vector: ir.Value, sig: Signature) -> ir.Value:
     producer = vector.producer()
     read = producer is not None and producer.op_type == "Shape"
     if (
-        sig.takes(SCALAR_BY_SUM)
-        and sig.allows("ReduceSum")
-        and (not read or sig.takes(SHAPE_ARITHMETIC))
+        sig.target_lists(SCALAR_BY_SUM)
+        and sig.target_has("ReduceSum")
+        and (not read or sig.target_lists(SHAPE_ARITHMETIC))
     ):
         return op.ReduceSum(vector, keepdims=0)
     return squeeze(op, vector, [0], sig)
@@ -141,7 +141,7 @@ def pad_trailing(
     """
     if sig.rank is not None:
         return unsqueeze(op, value, list(range(lead, sig.rank)), sig)
-    if sig.opset >= 13 and sig.allows("Range", "Squeeze"):
+    if sig.opset >= 13 and sig.target_has("Range", "Squeeze"):
         rank = op.Cast(op.Shape(op.Shape(data)), to=ir.DataType.INT64)
         axes = op.Range(const(op, lead), _scalar(op, rank, sig), const(op, 1))
         return op.Unsqueeze(value, axes)
@@ -198,8 +198,10 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
     if own is np.int64 and sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
     # A Clip:cast result is cast back to the index type even where it is of that type.
-    clip_cast = not sig.allows("Clip") and sig.allows(CLIP_CAST) and time_len <= _FLOAT_EXACT
-    if sig.allows("Clip") or clip_cast:
+    clip_cast = (
+        not sig.target_has("Clip") and sig.target_has(CLIP_CAST) and time_len <= _FLOAT_EXACT
+    )
+    if sig.target_has("Clip") or clip_cast:
         clamped = op.Clip(lens, const(op, 0, own), const(op, time_len, own))
     else:
         top = const(op, [time_len], own)
@@ -214,9 +216,9 @@ def _at_most(op: OpBuilder, lens: ir.Value, top: ir.Value, sig: Signature) -> ir
 
     A select, not Min, wherever it can be (see ``clamped_lengths``).
     """
-    if sig.allows("Less", "Where"):
+    if sig.target_has("Less", "Where"):
         return op.Where(op.Less(top, lens), top, lens)
-    if sig.allows("Min") and sig.opset >= 12:
+    if sig.target_has("Min") and sig.opset >= 12:
         return op.Min(lens, top)
     raise StrategyError("clamping the lengths needs Less+Where or Min (opset >= 12)")
 
@@ -227,9 +229,9 @@ def _at_least_zero(op: OpBuilder, lens: ir.Value, dtype: type, sig: Signature) -
     A select, not Max, wherever it can be (see ``clamped_lengths``).
     """
     zero = const(op, [0], dtype)
-    if sig.allows("Less", "Where"):
+    if sig.target_has("Less", "Where"):
         return op.Where(op.Less(lens, zero), zero, lens)
-    if sig.allows("Max") and sig.opset >= 12:
+    if sig.target_has("Max") and sig.opset >= 12:
         return op.Max(lens, zero)
     raise StrategyError("clamping the lengths at 0 needs Less+Where or Max (opset >= 12)")
 
@@ -237,7 +239,7 @@ def _at_least_zero(op: OpBuilder, lens: ir.Value, dtype: type, sig: Signature) -
 def clamps(sig: Signature) -> bool:
     """Whether the target can clamp lengths to [0, T] (Clip, or Min and Max; opset 12)."""
     return sig.opset >= 12 and (
-        sig.allows("Clip") or sig.allows(CLIP_CAST) or sig.allows("Min", "Max")
+        sig.target_has("Clip") or sig.target_has(CLIP_CAST) or sig.target_has("Min", "Max")
     )
 
 
@@ -252,9 +254,9 @@ def iota(
     """
     if static is not None and static <= MAX_FOLDED_ELEMENTS:
         return const(op, np.arange(static), itype)
-    if sig.allows("Range", "Squeeze"):
+    if sig.target_has("Range", "Squeeze"):
         steps = op.Range(const(op, 0), _scalar(op, size, sig), const(op, 1))
-    elif sig.allows("ConstantOfShape", "CumSum"):
+    elif sig.target_has("ConstantOfShape", "CumSum"):
         ones = op.ConstantOfShape(size, value=ir.Tensor(np.array([1], np.int64)))
         steps = op.Sub(op.CumSum(ones, const(op, 0)), const(op, 1))
     else:
@@ -303,12 +305,12 @@ def select_source(
     if offset is not None:
         bias = op.Sub(bias, offset)
     backward = op.Sub(lens if scale is None else op.Mul(lens, scale), bias)
-    if sig.allows("Less", "Where"):
+    if sig.target_has("Less", "Where"):
         # where(L < t+1, forward, backward) == where(t < L, backward, forward), with the
         # operand broadcast along the batch axis on the "then" side: MNN misreads a
         # broadcast "else" operand (BACKENDS.md), every backend reads this one right.
         return op.Where(op.Less(lens, next_step), forward, backward)
-    if sig.allows("Max", "Min", "Mul", "Add") and sig.opset >= 12:
+    if sig.target_has("Max", "Min", "Mul", "Add") and sig.opset >= 12:
         # inside = 1 where t < L else 0, by integer clamping.
         inside = op.Min(op.Max(op.Sub(lens, steps), const(op, 0, itype)), one)
         return op.Add(forward, op.Mul(inside, op.Sub(backward, forward)))

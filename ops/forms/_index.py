@@ -42,7 +42,7 @@ from revseq.ops.targets.vocabulary import (
 
 def int64_arithmetic(sig: Signature) -> bool:
     """Whether the target runs the index arithmetic in int64 (``INT64_INDEX``)."""
-    return sig.allows(INT64_INDEX)
+    return sig.target_has(INT64_INDEX)
 
 
 def _fits_int32(
@@ -67,7 +67,7 @@ def _fits_int32(
 
 def _int32_arithmetic(sig: Signature) -> bool:
     """Whether to run the index arithmetic in int32 (given that it fits)."""
-    if not sig.allows("Cast", INT32_INDEX):
+    if not sig.target_has("Cast", INT32_INDEX):
         return False
     if sig.lens is not None and (int64_arithmetic(sig) or sig.lead_dims() is not None):
         return False  # constant lengths fold into a constant index
@@ -104,9 +104,9 @@ def _table_lookup(
         or time_len is None
         or batch is None
         or (time_len + 1) * time_len > MAX_FOLDED_ELEMENTS
-        or not sig.allows("Gather")
+        or not sig.target_has("Gather")
         or not clamps(sig)
-        or (t < b and not sig.allows("Transpose"))
+        or (t < b and not sig.target_has("Transpose"))
     ):
         return None
     # Column L of the [T, T+1] source index of lengths 0 .. T is row L of the table.
@@ -151,7 +151,7 @@ def source_index(
     that reads it, takes int32 indices on the target (``Gather:int32``).
     """
     int32_variant = None if gather is None else int32_index_variant(gather)
-    direct = int32_variant is not None and sig.allows(int32_variant)
+    direct = int32_variant is not None and sig.target_has(int32_variant)
     src, itype = typed_source_index(
         op, data, lens, sig, scale=scale, offsets=offsets, takes_int32=direct
     )
@@ -215,9 +215,9 @@ def _as_int64_factor(op: OpBuilder, value: ir.Value | None, sig: Signature) -> i
     Where it lacks ``Mul:dim``, the product of dims P becomes the sum of P ones
     (ConstantOfShape, ReduceSum): exact, and P is at most the number of rows.
     """
-    if value is None or value.const_value is not None or sig.allows(MUL_DIM):
+    if value is None or value.const_value is not None or sig.target_has(MUL_DIM):
         return value
-    if not sig.allows("ConstantOfShape", "ReduceSum"):
+    if not sig.target_has("ConstantOfShape", "ReduceSum"):
         raise StrategyError(
             "a run-time stride needs Mul by a dim (Mul:dim) or ConstantOfShape+ReduceSum"
         )

@@ -33,9 +33,9 @@ def _short_batch(sig: Signature, most: int) -> bool:
 
 def time_inner(sig: Signature) -> bool:
     """Whether to compute a time-major node's index with time as the inner axis."""
-    if sig.lead_rank != 2 or sig.time_axis > sig.batch_axis or not sig.allows("Transpose"):
+    if sig.lead_rank != 2 or sig.time_axis > sig.batch_axis or not sig.target_has("Transpose"):
         return False
-    if sig.takes(INDEX_IN_PLACE):
+    if sig.target_lists(INDEX_IN_PLACE):
         return False
     return _short_batch(sig, sig.tuning.time_inner_max_batch)
 
@@ -49,8 +49,8 @@ def transposes_data(sig: Signature) -> bool:
         sig.rank != 2
         or sig.time_axis != 0
         or sig.lens is not None
-        or not sig.allows("Transpose")
-        or sig.takes(INDEX_IN_PLACE)
+        or not sig.target_has("Transpose")
+        or sig.target_lists(INDEX_IN_PLACE)
     ):
         return False
     return _short_batch(sig, sig.tuning.transpose_data_max_batch)
@@ -64,8 +64,8 @@ def gathers_matrix(sig: Signature) -> bool:
     """
     return (
         sig.index_covers_data()
-        and (sig.moves("GatherElements") or gathers_flat(sig))
-        and (sig.rank == 2 or sig.allows("Squeeze", "Unsqueeze"))
+        and (sig.gather_moves_data("GatherElements") or gathers_flat(sig))
+        and (sig.rank == 2 or sig.target_has("Squeeze", "Unsqueeze"))
     )
 
 
@@ -79,8 +79,8 @@ def gathers_flat(sig: Signature) -> bool:
     return (
         sig.static_dims() is not None
         and sig.row_size() == 1
-        and sig.moves(FLAT_GATHER_ELEMENTS)
-        and sig.allows("Reshape")
+        and sig.gather_moves_data(FLAT_GATHER_ELEMENTS)
+        and sig.target_has("Reshape")
     )
 
 

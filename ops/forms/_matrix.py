@@ -52,7 +52,7 @@ def _gather_time(op: OpBuilder, matrix: ir.Value, lens: ir.Value, sig: Signature
     matrix is gathered as its 1-D view with a flat index (``stride_t * src + stride_b *
     b``), static dims.
     """
-    if sig.moves("GatherElements"):
+    if sig.gather_moves_data("GatherElements"):
         src = source_index(op, matrix, lens, sig, gather="GatherElements")
         return op.GatherElements(matrix, src, axis=sig.time_axis)
     dims = sig.static_dims()

@@ -110,7 +110,7 @@ def _row_view(sig: Signature) -> RowView:
     (tract: "square of symbols"). ``flatten`` also where none of these fits.
     """
     one_trailing = sig.dims is not None and sig.rank == sig.lead_rank + 1
-    if one_trailing and sig.allows("Flatten") and not gathers_flat(sig):
+    if one_trailing and sig.target_has("Flatten") and not gathers_flat(sig):
         return "flatten"
     if sig.static_dims() is not None:
         return "static"
@@ -118,8 +118,8 @@ def _row_view(sig: Signature) -> RowView:
         return "inferred"
     if (
         sig.dims is not None
-        and sig.allows(RESHAPE_VIEW)
-        and (sig.rank > sig.lead_rank + 1 or not sig.allows("Flatten"))
+        and sig.target_has(RESHAPE_VIEW)
+        and (sig.rank > sig.lead_rank + 1 or not sig.target_has("Flatten"))
     ):
         return "read"
     return "flatten"

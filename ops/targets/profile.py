@@ -34,10 +34,10 @@ from revseq.ops.targets.vocabulary import (
     ELEMENT_TYPES,
     GATHER_KINDS,
     INT32_INDEX,
+    INT32_INDEX_SUFFIX,
     INT64_INDEX,
-    LEAN,
+    LEAN_INDEX_SUFFIX,
     LEAN_VARIANTS,
-    NARROW,
     SCALAR_BY_SUM,
     SHAPE_KINDS,
     STATIC,
@@ -176,7 +176,7 @@ class Profile:
         return dataclasses.replace(self, dynamic_ops=dynamic - {INT64_INDEX})
 
     def leaned(self) -> Profile | None:
-        """This profile emitting the lean index (``LEAN``).
+        """This profile emitting the lean index (``LEAN_INDEX_SUFFIX``).
 
         None where that would be the form itself: the profile lists none of the lean
         index's variants with symbolic dims (``ReduceSum:scalar`` counts with ReduceSum).
@@ -197,8 +197,8 @@ class Profile:
         for that ``narrowed`` (None where it has one kind of index arithmetic only).
         """
         form = name.partition("@")[0]
-        profile: Profile | None = self.leaned() if LEAN in name else self
-        if profile is not None and name.endswith(NARROW):
+        profile: Profile | None = self.leaned() if LEAN_INDEX_SUFFIX in name else self
+        if profile is not None and name.endswith(INT32_INDEX_SUFFIX):
             profile = profile.narrowed()
         return form, profile
 

@@ -33,12 +33,12 @@ __all__ = [
     "INDEX_IN_PLACE",
     "INT32_INDEX",
     "INT64_INDEX",
-    "LEAN",
+    "LEAN_INDEX_SUFFIX",
     "LEAN_VARIANTS",
     "MATRIX",
     "MATRIX_STATIC",
     "MUL_DIM",
-    "NARROW",
+    "INT32_INDEX_SUFFIX",
     "RESHAPE_ALLOWZERO",
     "RESHAPE_VIEW",
     "REVERSE_ALL",
@@ -82,11 +82,11 @@ REVERSE_ALL = "reverse_all"
 """The form of a node whose lengths all reach T where no step -1 Slice runs: one Gather
 along time at T-1 .. 0 (never a strategy of its own)."""
 
-NARROW = "@int32"
+INT32_INDEX_SUFFIX = "@int32"
 """Suffix of a form run (and timed) with its symbolic-dim index in int32 where the
 backend computes it in int64 otherwise: ``gather_rows@int32``."""
 
-LEAN = "@lean"
+LEAN_INDEX_SUFFIX = "@lean"
 """Suffix of a form run (and timed) with the lean index (``LEAN_VARIANTS``):
 ``gather_rows@lean``, and ``gather_rows@lean@int32``."""
 
@@ -275,9 +275,9 @@ def variant_names(forms: Iterable[str]) -> tuple[str, ...]:
     forms = tuple(forms)
     return (
         *forms,
-        *(f + NARROW for f in forms),
-        *(f + LEAN for f in forms),
-        *(f + LEAN + NARROW for f in forms),
+        *(f + INT32_INDEX_SUFFIX for f in forms),
+        *(f + LEAN_INDEX_SUFFIX for f in forms),
+        *(f + LEAN_INDEX_SUFFIX + INT32_INDEX_SUFFIX for f in forms),
     )
 
 
@@ -286,6 +286,8 @@ def split_form_name(name: str) -> tuple[str, bool, bool] | None:
     for form in FORM_NAMES:
         for lean in (False, True):
             for narrow in (False, True):
-                if name == form + (LEAN if lean else "") + (NARROW if narrow else ""):
+                if name == form + (LEAN_INDEX_SUFFIX if lean else "") + (
+                    INT32_INDEX_SUFFIX if narrow else ""
+                ):
                     return form, lean, narrow
     return None

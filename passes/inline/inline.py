@@ -109,7 +109,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         # A target that computes its index in int32 reads int32 lengths cast to int64
         # as they were (see int32_source).
         source = int32_source(scoped.node.inputs[1])
-        if source is None or plan.sig.allows(INT64_INDEX) or sig.lens is not None:
+        if source is None or plan.sig.target_has(INT64_INDEX) or sig.lens is not None:
             return plan
         narrowed = dataclasses.replace(sig, lens_dtype=ir.DataType.INT32)
         plan = _planner.plan(self.strategy, narrowed, scoped, self.target)

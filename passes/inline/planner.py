@@ -147,13 +147,13 @@ def reversal_plan(sig: Signature, profile: Profile) -> Plan | None:
     The Gather along time of ``REVERSE_ALL`` where the target has its op types and
     its Gather moves the type, else None (the node is then decomposed as any other).
     """
-    fitted = _fitted(sig, profile)
-    if _misfit(fitted, REVERSE_ALL, profile, probed=False) is not None:
+    fitted = _as_the_target_sees(sig, profile)
+    if _why_not_fitting(fitted, REVERSE_ALL, profile, probed=False) is not None:
         return None
     return Plan(fitted, REVERSE_ALL, recorded(fitted, REVERSE_ALL))
 
 
-def _misfit(
+def _why_not_fitting(
     sig: Signature,
     strategy: str,
     profile: Profile,
@@ -201,7 +201,7 @@ def _misfit(
     return None
 
 
-def _fitted(sig: Signature, profile: Profile) -> Signature:
+def _as_the_target_sees(sig: Signature, profile: Profile) -> Signature:
     """``sig`` as the target sees it: what it accepts for this node, its thresholds."""
     tuning = profile.tuning or DEFAULT_TUNING
     return dataclasses.replace(sig, allowed=_capabilities(sig, profile), tuning=tuning)
@@ -226,9 +226,11 @@ def _capabilities(sig: Signature, profile: Profile) -> frozenset[str] | None:
     return allowed | implied | {data_variant(g) for g in moving}
 
 
-def _fit(strategy: str, sig: Signature, profile: Profile) -> tuple[Plan | None, list[str]]:
+def _first_fitting(
+    strategy: str, sig: Signature, profile: Profile
+) -> tuple[Plan | None, list[str]]:
     """The first candidate form that fits the node and the target, and why others do not."""
-    fitted = _fitted(sig, profile)
+    fitted = _as_the_target_sees(sig, profile)
     candidates = auto_order(fitted, profile) if strategy == "auto" else (strategy,)
     reasons = []
     for name in candidates:
@@ -237,10 +239,10 @@ def _fit(strategy: str, sig: Signature, profile: Profile) -> tuple[Plan | None, 
         form, emitted_for = profile.variant(name)
         if emitted_for is None:
             continue
-        candidate = fitted if emitted_for is profile else _fitted(sig, emitted_for)
+        candidate = fitted if emitted_for is profile else _as_the_target_sees(sig, emitted_for)
         if form == GATHER_ROWS and strategy == "auto":
             candidate = _row_gather(candidate)
-        reason = _misfit(candidate, form, profile, ran_as=name)
+        reason = _why_not_fitting(candidate, form, profile, ran_as=name)
         if reason is None:
             return Plan(candidate, form, recorded(candidate, form)), reasons
         if form == name:  # a form@int32 that does not fit: its form says why
@@ -277,7 +279,7 @@ def _runs_round_trip(profile: Profile, dtype: str, *, dynamic: bool) -> bool:
     return all(variant in (m.allowed(dynamic=dynamic) or {variant}) for m in having)
 
 
-def _carried(strategy: str, sig: Signature, profile: Profile) -> Plan | None:
+def _in_carrier_type(strategy: str, sig: Signature, profile: Profile) -> Plan | None:
     """The plan that reverses the data in its carrier type, where the target runs that.
 
     Only where no form moves the type itself: the two Casts cost a pass over the data
@@ -287,7 +289,7 @@ def _carried(strategy: str, sig: Signature, profile: Profile) -> Plan | None:
     if dtype not in CARRIERS or not _runs_round_trip(profile, dtype, dynamic=is_dynamic(sig)):
         return None
     carried_sig = dataclasses.replace(sig, dtype=ir.DataType(ELEMENT_TYPES[CARRIERS[dtype]]))
-    found, _ = _fit(strategy, carried_sig, profile)
+    found, _ = _first_fitting(strategy, carried_sig, profile)
     if found is None:
         return None
     assert sig.dtype is not None
@@ -306,10 +308,10 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
         StrategyError: No form fits the node and the target; the message gives each
             form's reason.
     """
-    found, reasons = _fit(strategy, sig, profile)
+    found, reasons = _first_fitting(strategy, sig, profile)
     if found is not None:
         return found
-    carried = _carried(strategy, sig, profile)
+    carried = _in_carrier_type(strategy, sig, profile)
     if carried is not None:
         return carried
     # No form fits every member: members that run what their device lacks on the CPU
@@ -317,7 +319,7 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     yielding = _without_fallbacks(profile)
     if yielding is not None:
         return plan(strategy, sig, scoped, yielding)
-    sig = _fitted(sig, profile)
+    sig = _as_the_target_sees(sig, profile)
     shapes = DYNAMIC if is_dynamic(sig) else STATIC
     where = f"target {profile.name!r} with {shapes} shapes"
     if profile.backend_version:

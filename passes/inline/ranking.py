@@ -29,11 +29,11 @@ from revseq.ops.targets.vocabulary import (
     GATHER_ELEMENTS,
     GATHER_ND,
     GATHER_ROWS,
+    INT32_INDEX_SUFFIX,
     INT64_INDEX,
-    LEAN,
+    LEAN_INDEX_SUFFIX,
     MATRIX,
     MATRIX_STATIC,
-    NARROW,
     STATIC,
     TIME_BATCH,
 )
@@ -83,7 +83,7 @@ def auto_order(sig: Signature, profile: Profile) -> tuple[str, ...]:
     its own. Single-element rows rank by their own classes' costs where a profile has
     them, else take GatherElements first, the index type by the shape class's costs.
     """
-    narrow = not sig.allows(INT64_INDEX)
+    narrow = not sig.target_has(INT64_INDEX)
     if sig.index_covers_data():
         timed = cost_class(sig)
         if _has_costs(profile, timed):
@@ -133,12 +133,12 @@ def _cheapest(
     Forms a costed member did not time (they did not run there) go last; where no
     profile has costs, ``order`` stands.
 
-    A form timed with the lean index (``LEAN``) or its index in int32 (``NARROW``), or
-    both, is a candidate of its own where every costed member timed it; with ``narrow``
-    (the output computes its index in int32 anyway) a member's int32 timing stands for
-    the form. ``form@lean`` only where every costed member leans as this profile does:
-    a member timed its own variants, and a combined profile takes those they all list,
-    which none of them timed where they differ.
+    A form timed with the lean index (``LEAN_INDEX_SUFFIX``) or its index in int32
+    (``INT32_INDEX_SUFFIX``), or both, is a candidate of its own where every costed
+    member timed it; with ``narrow`` (the output computes its index in int32 anyway) a
+    member's int32 timing stands for the form. ``form@lean`` only where every costed
+    member leans as this profile does: a member timed its own variants, and a combined
+    profile takes those they all list, which none of them timed where they differ.
     """
     timed = _timed(profile, cost_class)
     costed = _costed(profile, cost_class)
@@ -146,11 +146,13 @@ def _cheapest(
         return tuple(order)
     steps = profile.lean_steps()
     if all(p.lean_steps() == steps for p in timed):
-        order = [*order, *(f + LEAN for f in order)]
+        order = [*order, *(f + LEAN_INDEX_SUFFIX for f in order)]
     if narrow:
-        costed = [{f: c.get(f + NARROW, cost) for f, cost in c.items()} for c in costed]
+        costed = [
+            {f: c.get(f + INT32_INDEX_SUFFIX, cost) for f, cost in c.items()} for c in costed
+        ]
     else:
-        order = [*order, *(f + NARROW for f in order)]
+        order = [*order, *(f + INT32_INDEX_SUFFIX for f in order)]
     known = {
         form: (max(c[form].ratio for c in costed), max(c[form].nodes for c in costed))
         for form in order
@@ -179,10 +181,10 @@ def _int32_where_cheaper(
     costed = _costed(profile, cost_class)
 
     def cheaper(form: str) -> bool:
-        narrow = form + NARROW
+        narrow = form + INT32_INDEX_SUFFIX
         return bool(costed) and all(
             form in c and narrow in c and c[narrow].ratio * COST_TIE < c[form].ratio
             for c in costed
         )
 
-    return tuple(form + NARROW if cheaper(form) else form for form in order)
+    return tuple(form + INT32_INDEX_SUFFIX if cheaper(form) else form for form in order)

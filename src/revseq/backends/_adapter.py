@@ -48,6 +48,7 @@ ADAPTERS: dict[str, str] = {
     "tract": "Sonos tract, through its Python bindings",
     "mnn": "Alibaba MNN: its converter, then its nn Module API on the CPU",
     "webgpu": "onnxruntime-web's WebGPU execution provider on Dawn, in Node",
+    "opencv": "OpenCV's DNN module (cv2.dnn) on its CPU backend",
     "executorch": "onnx2torch's module through torch.export to ExecuTorch, XNNPACK delegate "
     "and portable kernels",
     "executorch-portable": "onnx2torch's module through torch.export to ExecuTorch, its "

@@ -1,7 +1,7 @@
 """ExecuTorch: onnx2torch's module exported with ``torch.export``, lowered, run by its runtime.
 
 The road a model takes to a phone or a microcontroller through PyTorch. The conversion
-registers revseq's ReverseSequence converter (:mod:`revseq.onnx2torch`), so a model
+registers revseq's ReverseSequence converter (:mod:`revseq.onnx2torch_converter`), so a model
 that still holds the op gets there too. ``executorch`` lowers with the XNNPACK delegate
 (the nodes it takes run in XNNPACK, the others on ExecuTorch's portable kernels);
 ``executorch-portable`` (:mod:`revseq.backends.executorch_portable`) with the portable
@@ -41,7 +41,7 @@ _GROWTH = 4
 
 def prepare(model: onnx.ModelProto, *, delegate: bool = True):
     """A runner that exports and lowers ``model`` for the first inputs it is given."""
-    from revseq import onnx2torch as converter
+    from revseq import onnx2torch_converter as converter
 
     module = converter.convert(model)
     names = input_names(model)

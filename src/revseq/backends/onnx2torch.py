@@ -4,8 +4,8 @@ On a CUDA device it is another backend, ``onnx2torch-cuda`` (its kernels move ot
 types, :mod:`revseq.backends.onnx2torch_cuda`), which builds on the helpers here.
 
 This is onnx2torch as users install it: without revseq's ReverseSequence converter
-(:mod:`revseq.onnx2torch`), whose module is imported here only to let onnx2torch import
-where torchvision cannot (``make_importable``).
+(:mod:`revseq.onnx2torch_converter`), whose module is imported here only to let
+onnx2torch import where torchvision cannot (``make_importable``).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def to_numpy(tensor) -> np.ndarray:
 
 def convert(model: onnx.ModelProto):
     """The ``torch.fx.GraphModule`` onnx2torch makes of ``model``."""
-    from revseq.onnx2torch import make_importable
+    from revseq.onnx2torch_converter import make_importable
 
     make_importable()  # registers nothing: revseq's converter is registered on request
     from onnx2torch import convert as onnx2torch_convert

@@ -3,7 +3,7 @@
 On onnxruntime-web's WebGPU EP a node without a kernel falls back to the CPU. An
 adapter for such a backend returns runners whose ``placement`` maps each provider to
 the nodes placed on it; the check judges which placements defeat inlining
-(:mod:`revseq.equivalence.placement`).
+(:mod:`revseq.equivalence.off_device`).
 """
 
 from __future__ import annotations

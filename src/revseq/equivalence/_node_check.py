@@ -25,7 +25,7 @@ from revseq.equivalence._runners import Engine, Native, Runner, capture, with_de
 from revseq.equivalence.compare import first_difference
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.inputs import Inputs, lengths_pattern
-from revseq.equivalence.placement import harmful_nodes, harmless_size
+from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.reports import NodeReport
 from revseq.equivalence.values import random_array
 from revseq.errors import RevseqError

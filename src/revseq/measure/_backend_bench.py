@@ -17,7 +17,6 @@ __all__ = [
     "floor_ratio",
     "floor_runners",
     "format_backend",
-    "goal_lines",
     "ratio_cells",
     "table_head",
     "time_on_floor",
@@ -61,8 +60,8 @@ the index arithmetic adds to); `native` the backend's own ReverseSequence where 
 one. Identical models (the own target is one of the form columns, but where it gathers
 single-element rows by the row form's Gather, which the named `gather_rows` gathers as
 GatherElements does) are timed once and show the same figure. Each row is the median
-of its passes, each pass with every runner made anew; ratios still move between runs
-on a shared machine, by more on the small tensor.
+of its passes, each pass with every runner made anew; ratios move between runs by more
+on the small tensor.
 """
 
 BACKEND_SUITE: tuple[Case, ...] = (
@@ -207,68 +206,8 @@ def _over_floor(row: dict[str, object], name: str) -> float | None:
     return result[name][1] / _floor(row)[1] if name in result else None
 
 
-# The speed goal on tensors of a MiB or more: the default within 1.5x of the copy floor
-# and the backend's own target within 1.3x, or, where the backend's gather alone (its
-# index a constant) costs more than that, within 1.2x of that gather.
-GOAL = {"default": 1.5, "own target": 1.3}
-GOAL_OVER_GATHER = 1.2
-GOAL_MIN_BYTES = 1 << 20
-
 Over = Callable[[dict[str, object], str], float | None]
 """A variant of a row x the row's floor, by the variant's name (None: it did not run)."""
-
-
-def goal_bound(name: str, gather_alone: float | None) -> float:
-    """The most ``name`` ("default" or "own target") may cost, x the copy floor."""
-    if gather_alone is None:
-        return GOAL[name]
-    return max(GOAL[name], GOAL_OVER_GATHER * gather_alone)
-
-
-def _gather_alone(rows: list[dict[str, object]], over: Over) -> dict[Case, float]:
-    """Each case's gather alone x the floor (``over``): the median over the case's rows.
-
-    The gather alone is one model (static dims, the lengths a constant) whatever dims a
-    row declares, so a case's rows measure one ratio again and again; single rows
-    scatter (onnx2torch's measured 2.80x, 2.62x and 1.31x the floor in the three rows
-    of 2 MiB on one run).
-    """
-    measured: dict[Case, list[float]] = {}
-    for row in rows:
-        ratio = over(row, "gather alone")
-        if ratio is not None:
-            measured.setdefault(row["case"], []).append(ratio)  # type: ignore[arg-type]
-    return {case: statistics.median(ratios) for case, ratios in measured.items()}
-
-
-def goal_lines(rows: list[dict[str, object]], over: Over) -> list[str]:
-    """Which rows of a MiB or more meet the speed goal (``GOAL``), and which miss it.
-
-    ``over(row, name)`` is variant ``name`` of ``row`` x the floor (None where it did
-    not run): the copy floor on a CPU backend's page, the device copy on a GPU's.
-    """
-    lines = []
-    gathers = _gather_alone(rows, over)
-    for name, limit in GOAL.items():
-        met, misses = 0, []
-        for row in rows:
-            case: Case = row["case"]  # type: ignore[assignment]
-            ratio = over(row, name)
-            if case.nbytes < GOAL_MIN_BYTES or ratio is None:
-                continue
-            bound = goal_bound(name, gathers.get(case))
-            if ratio <= bound:
-                met += 1
-            else:
-                misses.append(f"{case.label} {row['dims']} {ratio:.2f}x > {bound:.2f}x")
-        if met or misses:
-            miss = f"; misses: {', '.join(misses)}" if misses else ""
-            lines.append(
-                f"{name}, goal (1 MiB and up, {limit}x the floor or "
-                f"{GOAL_OVER_GATHER}x the gather alone, its median over the shape's rows): "
-                f"met in {met} of {met + len(misses)}{miss}  "
-            )
-    return lines
 
 
 def table_head(columns: Sequence[str]) -> list[str]:
@@ -309,7 +248,6 @@ def format_backend(label: str, rows: list[dict[str, object]]) -> str:
             f"{seconds * 1e3:.3f} ({which}) | " + " | ".join(cells) + " |"
         )
     lines.append("")
-    lines.extend(goal_lines(rows, _over_floor))
     for dims in dict.fromkeys(r["dims"] for r in rows):
         for name in ("default", "own target"):
             over = (_over_floor(r, name) for r in rows if r["dims"] == dims)

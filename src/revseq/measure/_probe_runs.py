@@ -29,7 +29,7 @@ import revseq
 from revseq.backends import Backend, BackendError, IsolatedBackend
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.equivalence.compare import first_difference
-from revseq.equivalence.placement import harmful_nodes, harmless_size
+from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.values import NAN_PAYLOADS, random_array
 from revseq.measure._op_probes import OP_PROBES
 from revseq.measure._probe_models import (
@@ -84,7 +84,7 @@ def run_exact(
     """None when every output on every input set is bit-identical, else why not.
 
     On an execution-provider backend (webgpu) a model placed off the device fails too
-    (:func:`~revseq.equivalence.placement.harmful_nodes`; ``axes`` are the time and
+    (:func:`~revseq.equivalence.off_device.harmful_nodes`; ``axes`` are the time and
     batch axes of the probe's ``x``): a probe certifies what runs there, not on a
     fallback. A worker in which a model failed is not used again
     (``IsolatedBackend.restart``).

@@ -132,13 +132,14 @@ constant, static dims (the same gather with its index folded: what the index ari
 adds to), `ort copy` onnxruntime running one Identity on the data (its own copy, session
 overhead included), `memcpy` numpy copying the data. Identical models (`auto` is always
 one of the strategy columns) are timed once and show the same figures. Ratios move by a
-few hundredths between runs on a shared machine.
+few hundredths between runs.
 """
 
 
 def page_body(tables: str, intro: str | None = None) -> str:
-    """The tables as a page's body: what the columns mean (``intro``), then them.
+    """The tables as a page's body: them, then what the columns mean (``intro``).
 
     Without ``intro``, docs/benchmark.md's (onnxruntime against its native kernel).
     """
-    return (intro or _PAGE_INTRO) + "\n" + tables.replace("\n## ", "\n### ")
+    tables = tables.replace("\n## ", "\n### ").strip()
+    return f"{tables}\n\n### What the columns mean\n\n{intro or _PAGE_INTRO}"

@@ -65,7 +65,7 @@ brackets. `torch gather` and `torch rows` are the op written directly in torch (
 `where(t < L, L-1-t, t)`, then `torch.gather` with it expanded over the features, or
 `index_select` of the data's rows): what a user gets without ONNX. `converter` is the
 model that keeps the op, converted with revseq's ReverseSequence converter
-(`revseq.onnx2torch`), and `converter compiled` that module compiled with
+(`revseq.onnx2torch_converter`), and `converter compiled` that module compiled with
 `torch.compile(fullgraph=True)` (inductor; dynamic where dims are symbolic);
 `torch gather compiled` the hand-written gather compiled alike. `default` is the
 output with no target, `own target` the output for the device's own target
@@ -266,7 +266,7 @@ def _converter_variants(
     """
     import torch
 
-    from revseq import onnx2torch as converter
+    from revseq import onnx2torch_converter as converter
 
     dynamic = any(
         d.HasField("dim_param")
@@ -345,7 +345,6 @@ def format_device(label: str, rows: list[dict[str, object]]) -> str:
             f"{default_ms} | " + " | ".join(cells) + " |"
         )
     lines.append("")
-    lines.extend(_bench_backend.goal_lines(rows, _over))
     for dims in dict.fromkeys(r["dims"] for r in rows):
         selected = [r for r in rows if r["dims"] == dims]
         for name in ("default", "own target", CPU_TARGET, CONVERTER, COMPILED[0]):

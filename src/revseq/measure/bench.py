@@ -167,12 +167,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = tuple(case for case in suite if case.shape in args.shape)
     out = io.StringIO()
     intro = None
+    title, setup = "onnxruntime against its own kernel", None
     machine = f"Python {platform.python_version()}, {os.cpu_count()} CPUs"
     if args.device is not None:
         timer = _bench_torch.DeviceTimer(args.device, args.rounds, args.budget)
         rows = rows_of_passes(timer, cases, args.dims, args.passes)
         machine = f"{machine}, {_bench_torch.device_context(args.device)}"
         out.write(_bench_torch.format_device(f"onnx2torch on {args.device}", rows) + "\n")
+        title = f"Speed of onnx2torch on {args.device}"
+        setup = (
+            f"Set-up: torch on {_bench_torch.device_context(args.device)}; float32 "
+            f"time-major data; {args.rounds} rounds, median of {args.passes} pass(es)."
+        )
         if args.node_costs:
             from revseq.measure import _node_costs
 
@@ -188,6 +194,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         label = backends.get(args.backend).label
         out.write(_bench_backend.format_backend(label, rows) + "\n")
         intro = _bench_backend.PAGE_INTRO
+        title = f"Speed on {label}"
+        setup = (
+            f"Set-up: {label} on {os.cpu_count()} CPUs (Python {platform.python_version()}); "
+            f"float32 time-major data, lengths at run time; {args.rounds} rounds, median "
+            f"of {args.passes} pass(es); each variant x the copy floor."
+        )
     else:
         threads = (1,) if args.quick else (1, 2)
         rows = run_speed(
@@ -200,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ["python -m revseq.measure.bench", *(sys.argv[1:] if argv is None else argv)]
         )
         body = page_body(out.getvalue(), intro)
-        write_measured_page(args.write, "Benchmark", command, machine, body)
+        write_measured_page(args.write, title, command, machine, body, setup=setup)
     return 0
 
 

@@ -38,9 +38,9 @@ from revseq.ops.targets.vocabulary import (
     FORM_NAMES,
     GATHER_ELEMENTS_KINDS,
     GATHER_ROWS,
+    INT32_INDEX_SUFFIX,
     MATRIX,
     MATRIX_STATIC,
-    NARROW,
     SHAPE_CLASSES,
     STATIC,
     TIME_BATCH,
@@ -61,7 +61,9 @@ MATRIX_CASES: tuple[Case, ...] = (
 """Time-major float32 single-element rows, 0.1, 2 and 16 MiB, timed (``MATRIX_FORMS``)
 with time and batch symbolic for the ``matrix`` class and static for ``matrix:static``."""
 
-MATRIX_FORMS = frozenset(form + suffix for form in FORM_NAMES for suffix in ("", NARROW))
+MATRIX_FORMS = frozenset(
+    form + suffix for form in FORM_NAMES for suffix in ("", INT32_INDEX_SUFFIX)
+)
 """The forms timed on ``MATRIX_CASES``, each with either index type: GatherElements on
 the data as a matrix, GatherND with one index tuple per element, and the row form's
 Gather of single elements (``gather_rows``, emitted as for a type GatherElements does

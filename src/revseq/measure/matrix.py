@@ -24,7 +24,7 @@ from onnx import helper
 import revseq
 from revseq import backends
 from revseq.equivalence.compare import first_difference
-from revseq.equivalence.placement import harmful_nodes, harmless_size
+from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.values import random_array
 from revseq.measure.pages import write_measured_page
 from revseq.measure.sweep import types_of

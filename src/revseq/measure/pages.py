@@ -12,18 +12,26 @@ from revseq import __version__, files
 
 
 def write_measured_page(
-    path: str | os.PathLike, title: str, command: str, context: str, body: str
+    path: str | os.PathLike,
+    title: str,
+    command: str,
+    context: str,
+    body: str,
+    *,
+    setup: str | None = None,
 ) -> None:
-    """Write a Markdown page of measurements, stamped with what wrote it and when.
+    """Write a Markdown page of measurements: the title, the set-up, the body, the stamp.
 
-    The stamp names the ``command`` (so anyone can bring the page up to date), the date,
-    revseq's version and the ``context`` it measured with (backend versions, machine).
+    ``setup`` is one line on what was measured on what; the stamp at the end names the
+    ``command`` (so anyone can bring the page up to date), the date, revseq's version
+    and the ``context`` it measured with (backend versions, machine).
     """
     stamp = (
         f"Written by `{command}` on {time.strftime('%Y-%m-%d')} (revseq {__version__}; "
         f"{context}); run it again to bring it up to date."
     )
-    files.write_text_atomically(path, f"# {title}\n\n{stamp}\n\n{body}")
+    head = f"# {title}\n\n" + (f"{setup}\n\n" if setup else "")
+    files.write_text_atomically(path, f"{head}{body.rstrip()}\n\n{stamp}\n")
 
 
 # What differs between two runs of the same failure: a temporary folder (IREE compiles
