@@ -26,6 +26,7 @@ PROBED = (
     "mnn",
     "onnx2torch",
     "onnxruntime",
+    "opencv",
     "openvino",
     "tinygrad",
     "tract",
@@ -1004,3 +1005,17 @@ def test_user_profiles_are_read_over_the_shipped_ones(tmp_path):
     ).stdout.split()
     assert out[:2] == ["tvm", "9.9"] and out[2:] == shipped["tvm"].backend_version.split()
     assert json.loads(path.read_text())["name"] == "mytvm"
+
+
+def test_a_deployment_runtime_gives_way_in_the_default_where_no_form_fits_it():
+    """float64 with symbolic dims: no form fits every probed backend at once (OpenCV
+    moves float64 by Gather alone); the default still inlines, OpenCV yielding, and
+    OpenCV's own target serves it."""
+    assert TARGETS["opencv"].yields and not TARGETS["tvm"].yields
+    model = one_node(["d0", "d1", "d2"], elem=TensorProto.DOUBLE)
+    assert gathers(revseq.inline(model))
+    assert gathers(revseq.inline(model, target="opencv"))
+    strict = dataclasses.replace(TARGETS["opencv"], yields=False)
+    members = [strict if m.name == "opencv" else m for m in TARGETS[PORTABLE].members]
+    with pytest.raises(revseq.StrategyError, match="moves no float64 on opencv"):
+        revseq.inline(model, target=combine(members))

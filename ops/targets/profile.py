@@ -101,6 +101,9 @@ class Profile:
         falls_back: Whether the backend runs what its device lacks on the CPU (an
             execution provider: exact, but slow); such members of a combined profile
             yield where no form fits every member.
+        yields: Whether, in a combined profile (the default), the backend gives way
+            where no form fits every member: a deployment runtime with fewer ops than
+            the rest, whose own target serves it where the default cannot.
         members: For a combined profile, the profiles it was computed from.
         lean: Whether forms emitted for it take the lean index (``leaned``).
         device: The accelerator the backend's data lives on (``cuda``), None for the
@@ -123,6 +126,7 @@ class Profile:
     failures: tuple[str, ...] = ()
     costs: Mapping[str, Mapping[str, Cost]] | None = None
     falls_back: bool = False
+    yields: bool = False
     members: tuple[Profile, ...] = ()
     lean: bool = False
     device: str | None = None
@@ -241,6 +245,8 @@ class Profile:
         data["failures"] = list(self.failures)
         if self.falls_back:
             data["falls_back"] = True
+        if self.yields:
+            data["yields"] = True
         if self.device is not None:
             data["device"] = self.device
         if self.tuning is not None:
@@ -289,6 +295,7 @@ class Profile:
                 for kind, forms in costs.items()
             },
             falls_back=bool(data.get("falls_back", False)),
+            yields=bool(data.get("yields", False)),
             device=data.get("device"),
             layouts=None
             if layouts is None
@@ -327,6 +334,7 @@ _KEYS = frozenset(
         "layouts",
         "failures",
         "falls_back",
+        "yields",
         "device",
         "tuning",
     }

@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = [
     "ADAPTERS",
     "PLACED",
+    "YIELDING",
     "UNTIMED",
     "Backend",
     "BackendError",
@@ -34,6 +35,7 @@ from revseq.backends._adapter import (
     ADAPTERS,
     PLACED,
     UNTIMED,
+    YIELDING,
     Backend,
     BackendError,
     BackendUnavailableError,

@@ -9,6 +9,7 @@ __all__ = [
     "BackendUnavailableError",
     "Runner",
     "PLACED",
+    "YIELDING",
     "adapter_module",
     "UNTIMED",
     "get",
@@ -65,6 +66,10 @@ UNTIMED: dict[str, str] = {
 PLACED = frozenset({"webgpu"})
 """Adapters whose runs report where each node ran (an execution provider and its CPU
 fallback): on them a run placed off the device fails like a wrong value."""
+
+YIELDING = frozenset({"opencv"})
+"""Deployment runtimes that give way in the default where no form fits every backend
+(their own target still serves them): their fewer ops narrow no one else's output."""
 
 
 class BackendError(RevseqError):

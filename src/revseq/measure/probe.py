@@ -27,6 +27,7 @@ from revseq.backends import (
     ADAPTERS,
     PLACED,
     UNTIMED,
+    YIELDING,
     Backend,
     IsolatedBackend,
     adapter_module,
@@ -218,5 +219,6 @@ def _profile(
         forms=forms,
         failures=failures,
         falls_back=name in PLACED,
+        yields=name in YIELDING,
         device=getattr(adapter_module(name), "DEVICE", None),
     )
