@@ -88,9 +88,9 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
             grid = op.Expand(src, lead_shape)
         else:
             # With symbolic dims the batch coordinates count the lengths and take the
-            # index's own shape: a Concat with a column of the data's [T, B] converts
-            # neither in TVM (it cannot prove T' == T) nor in tract (it cannot unify L
-            # with broadcast(L, B)).
+            # index's own shape: a Concat with a column of the data's [T, B] does not
+            # convert where a frontend cannot prove T' == T or unify L with
+            # broadcast(L, B) (docs/backends.md).
             pair_lens = lens if symbolic_pair else None
             steps = axis_grid(op, data, axis, sig, itype=itype, broadcast=True, lens=pair_lens)
             grid = op.Expand(steps, lead_shape)
@@ -154,11 +154,11 @@ FORMS: dict[str, Form] = {
 def reverse_all(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
     """A node whose lengths all reach T (``simplify.trivial_form``), as one Gather.
 
-    For a target without a step -1 Slice of the node's dims (``Slice:reverse``; tract
-    with a symbolic dim): the data gathered along the time axis at T-1 .. 0, a constant
-    with a static T, else T-1 minus a Range. The lengths are not read: what computed
-    them (tf2onnx's ``Expand`` of the data's own time length, which TVM cannot convert)
-    is left to nothing and removed.
+    For a target without a step -1 Slice of the node's dims (``Slice:reverse``): the
+    data gathered along the time axis at T-1 .. 0, a constant with a static T, else
+    T-1 minus a Range. The lengths are not read: what computed
+    them (tf2onnx's ``Expand`` of the data's own time length, which some frontends
+    cannot convert) is left to nothing and removed.
     """
     time_len = dim_vector(op, data, sig.time_axis, sig)
     steps = iota(op, time_len, sig.dim(sig.time_axis), sig)

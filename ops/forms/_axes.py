@@ -23,7 +23,7 @@ def batch_lengths(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature)
     """The lengths gathered at 0 .. B-1, B read from the data: the same values, the data's dim.
 
     Exporters declare the lengths with a symbolic dim of their own (tf2onnx: ``unk__18``
-    beside the data's ``unk__16``). A backend that tracks symbols (tract) cannot prove
+    beside the data's ``unk__16``). A backend that tracks symbols may not prove
     it the data's batch dim where a value shaped by the lengths meets one shaped by the
     data; gathered by an index counted from the data's batch dim, the lengths carry it.
     """
@@ -48,11 +48,11 @@ def axis_grid(
     ``position`` places it in a swapped layout (default: at ``axis`` itself);
     ``broadcast`` as for ``place_along``. Given ``lens``, a symbolic batch axis counts
     the lengths instead of reading the data's dim: the index is [T', L] (T' a Range's
-    length, L the lengths'), and a frontend that gives each its own symbol (TVM Relax,
-    tract) cannot add or concatenate a [B] from the data's shape to it. With
+    length, L the lengths'), and a frontend that gives each its own symbol cannot add or
+    concatenate a [B] from the data's shape to it (docs/backends.md). With
     ``lens_shaped`` the count is reshaped to the lengths' shape, so that it is [L] and
-    not [B'] (a Range's own length) where it meets the index by broadcasting: TVM
-    cannot emit that Add otherwise (a caller that expands it to the index's shape
+    not [B'] (a Range's own length) where it meets the index by broadcasting: such a
+    frontend cannot emit that Add otherwise (a caller that expands it to the index's shape
     needs no Reshape). Not where the target takes the data's dim there
     (``BATCH_FROM_DATA``).
     """

@@ -51,8 +51,8 @@ def dim_vector(op: OpBuilder, data: ir.Value, axis: int, sig: Signature) -> ir.V
     """The size of ``axis`` as a 1-element int64 tensor: a constant when static.
 
     A run-time size is sliced out of ``Shape`` (never a 0-D Gather of it) and passed
-    through Cast: frontends that keep shapes as symbolic shape expressions (TVM Relax)
-    turn it into an ordinary tensor there, so arithmetic on it converts, and a 1-element
+    through Cast: frontends that keep shapes as symbolic shape expressions turn it into
+    an ordinary tensor there, so arithmetic on it converts, and a 1-element
     tensor keeps every later op free of 0-D operands.
     """
     static = sig.dim(axis) if axis >= 0 else None
@@ -93,8 +93,8 @@ def _scalar(op: OpBuilder, vector: ir.Value, sig: Signature) -> ir.Value:
     """A 1-element tensor as a 0-D one (Range takes scalars).
 
     A Squeeze, or where the target takes it (``SCALAR_BY_SUM``) the vector's ReduceSum;
-    a shape as read stays a Squeeze where the target does no arithmetic on one (TVM
-    Relax keeps it a shape expression, which its ReduceSum does not take).
+    a shape as read stays a Squeeze where the target does no arithmetic on one (a
+    frontend may keep it a shape expression, which its ReduceSum does not take).
     """
     producer = vector.producer()
     read = producer is not None and producer.op_type == "Shape"
@@ -133,7 +133,7 @@ def pad_trailing(
 
     With an unknown rank, from opset 13, an Unsqueeze whose axes are
     ``Range(lead, rank)``: the rank read as ``Cast(Shape(Shape(data)))``, which a
-    frontend that holds shapes as shape expressions (TVM Relax) folds to a constant
+    frontend that holds shapes as shape expressions folds to a constant
     once it knows the rank (arithmetic on the shape expression itself does not convert
     there). Before opset 13, a Reshape to ``Concat(Shape(value), Expand([1], [rank -
     lead]))``: its leading entries equal the input's own dims, so Reshape's copy-a-zero
@@ -146,15 +146,15 @@ def pad_trailing(
         axes = op.Range(const(op, lead), _scalar(op, rank, sig), const(op, 1))
         return op.Unsqueeze(value, axes)
     extra = op.Sub(op.Shape(op.Shape(data)), const(op, [lead]))
-    ones = op.Expand(const(op, [1]), extra)  # not ConstantOfShape: TVM cannot convert it
+    ones = op.Expand(const(op, [1]), extra)  # not ConstantOfShape: not every frontend has it
     return op.Reshape(value, op.Concat(op.Shape(value), ones, axis=0))
 
 
 _INDEX_TYPES = {np.int32: ir.DataType.INT32, np.int64: ir.DataType.INT64}
 
-# Where a target's integer Clip is exact only once cast back (``CLIP_CAST``: onnx2torch
-# clamps with float bounds, so its Clip of int64 lengths comes out float32), it serves
-# while T is below 2^24, where float32 holds every integer exactly.
+# Where a target's integer Clip is exact only once cast back (``CLIP_CAST``: a converter
+# that clamps with float bounds returns its Clip of int64 lengths as float32), it
+# serves while T is below 2^24, where float32 holds every integer exactly.
 _FLOAT_EXACT = 1 << 24
 
 
@@ -163,15 +163,15 @@ def clamped_lengths(
 ) -> ir.Value:
     """The lengths as [B] of the index type, clamped to at most T.
 
-    ``time_len`` is a 1-element tensor. Less+Where: tract cannot evaluate Min of a
-    run-time value and a symbolic dim ("Undetermined symbol") but selects fine, and
-    onnx2torch's Min and Max broadcast through a stack of their operands, dearer than a
-    Less and a Where there; Min only where a target lacks them. Negatives act as 0
+    ``time_len`` is a 1-element tensor. Less+Where: some backends cannot evaluate Min of
+    a run-time value and a symbolic dim but select fine, and some broadcast Min and Max
+    through a stack of their operands, dearer than a Less and a Where
+    (docs/backends.md); Min only where a target lacks them. Negatives act as 0
     downstream. For int32 arithmetic with a static T see ``lengths_in_range``; int32
-    lengths are clamped as they are, against T cast to int32 (onnxruntime-web would
-    otherwise cast them to int64 on the GPU and copy them back for the int64 clamp its
-    CPU runs); others are clamped to [0, T] in int64 (so that no 64-bit length wraps
-    into range) and cast.
+    lengths are clamped as they are, against T cast to int32 (a GPU runtime without int64
+    arithmetic would otherwise cast them to int64 on the device and copy them back for
+    an int64 clamp on the host); others are clamped to [0, T] in int64 (so that no
+    64-bit length wraps into range) and cast.
     """
     if itype is np.int32 and sig.dim(sig.time_axis) is not None and clamps(sig):
         return lengths_in_range(op, lens, sig, itype)
@@ -307,8 +307,8 @@ def select_source(
     backward = op.Sub(lens if scale is None else op.Mul(lens, scale), bias)
     if sig.target_has("Less", "Where"):
         # where(L < t+1, forward, backward) == where(t < L, backward, forward), with the
-        # operand broadcast along the batch axis on the "then" side: MNN misreads a
-        # broadcast "else" operand (BACKENDS.md), every backend reads this one right.
+        # operand broadcast along the batch axis on the "then" side: a backend has
+        # misread a broadcast "else" operand (docs/backends.md), none this one.
         return op.Where(op.Less(lens, next_step), forward, backward)
     if sig.target_has("Max", "Min", "Mul", "Add") and sig.opset >= 12:
         # inside = 1 where t < L else 0, by integer clamping.

@@ -3,8 +3,8 @@
 Three ways compute ``src`` (see :mod:`revseq.ops.forms`): one Gather of a constant
 table of rows per length (static T), int32 arithmetic where every value provably fits
 and the target runs it (``Index:int32``), and int64 arithmetic everywhere else
-(``Index:int64``). A target without int64 arithmetic (WebGPU, and so the portable
-default) computes every index in int32: with symbolic dims that is exact while each
+(``Index:int64``). A target without int64 arithmetic (a GPU runtime, and so the
+portable default) computes every index in int32: with symbolic dims that is exact while each
 index value is below 2^31. The thresholds' measurements are in docs/forms.md.
 """
 

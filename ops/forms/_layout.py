@@ -73,8 +73,8 @@ def gathers_flat(sig: Signature) -> bool:
     """Whether static single-element rows are gathered by GatherElements on a 1-D view.
 
     The view and its index are Reshapes to a constant length, and so is the result back:
-    with symbolic dims that Reshape would need ``allowzero`` (a run-time 0), which
-    onnx2torch, the backend that needs the view (``GatherElements:flat``), lacks.
+    with symbolic dims that Reshape would need ``allowzero`` (a run-time 0), which the
+    backend that needs the view (``GatherElements:flat``) lacks (docs/backends.md).
     """
     return (
         sig.static_dims() is not None

@@ -3,8 +3,8 @@
 Where every row holds one element (rank-2 data, or trailing size-1 axes squeezed off)
 GatherElements needs no data-sized index: its index is the ``[T, B]`` source index
 itself. Where a target's GatherElements moves the type on 1-D data only
-(``GatherElements:flat``: torch keeps a signalling float16 NaN there and quiets it on a
-matrix), static rows are gathered as the 1-D view, by a flat index.
+(``GatherElements:flat``: a kernel may keep a signalling float16 NaN there and quiet it
+on a matrix), static rows are gathered as the 1-D view, by a flat index.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def flat_gather(
 
     ``flat`` is the index of each element as the leading axes hold it; the result is
     reshaped to ``shape``, the data's. Empty data has nothing to move (and a Reshape to
-    a shape holding 0 would need ``allowzero``, which some converters lack: onnx2torch).
+    a shape holding 0 would need ``allowzero``, which some converters lack).
     """
     size = int(np.prod(shape, dtype=np.int64))
     if size == 0:

@@ -50,20 +50,21 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
         assert shape is not None and static is not None
         trailing = list(shape[lead:])
         # allowzero only where a static dim is 0: without zeros Reshape's default reading
-        # is the same, and some converters (onnx2torch) lack the attribute.
+        # is the same, and some converters lack the attribute (docs/backends.md).
         zeros = {"allowzero": 1} if 0 in shape else {}
         if single:
             return flat_gather(op, data, flat, shape)
         rows = int(np.prod(static, dtype=np.int64))
         view = op.Reshape(data, const(op, [rows, *trailing]), **zeros)
     elif view_kind == "inferred":
-        # [-1, *trailing]: tract cannot Flatten symbolic leading dims ("square of
-        # symbols") but infers a -1; the view keeps the data's trailing dims.
+        # [-1, *trailing]: some backends cannot Flatten symbolic leading dims but
+        # infer a -1; the view keeps the data's trailing dims.
         view = op.Reshape(data, const(op, [-1, *sig.dims[lead:]]))
     elif view_kind == "read":
         # [rows, *trailing] read from the shape, so that the gather's output has the
         # data's shape; allowzero: a run-time 0 must survive, and no -1 may meet it.
-        # The Cast of the read: TVM cannot Concat a shape expression to a tensor.
+        # The Cast of the read: a frontend that keeps shapes as expressions cannot
+        # Concat one to a tensor.
         rows = product_of_dims(op, data, 0, sig)
         trailing = dims_read(op, data, lead, sig)
         view = op.Reshape(data, op.Concat(rows, trailing, axis=0), allowzero=1)
@@ -99,15 +100,15 @@ def _row_view(sig: Signature) -> RowView:
 
     ``flatten``: a Flatten after the leading axes, wherever one dim trails them and the
     target Flattens these dims (rows of one element aside, gathered as a 1-D view): the
-    same view as a Reshape to ``[rows, trailing]`` without a shape to read (onnx2torch's
-    Reshape reads its shape element by element, a host round trip each on CUDA).
+    same view as a Reshape to ``[rows, trailing]`` without a shape to read (a converter
+    may read a Reshape's shape element by element, a host round trip each on a GPU).
     ``static``: every dim static, ``[rows, *trailing]`` as constants. ``inferred``:
-    static trailing dims, ``[-1, *trailing]`` (tract, tinygrad and OpenVINO cannot
-    Flatten symbolic leading dims). ``read``: ``[rows, *trailing]`` read from the
+    static trailing dims, ``[-1, *trailing]`` (for targets that cannot Flatten symbolic
+    leading dims). ``read``: ``[rows, *trailing]`` read from the
     shape, where the target reshapes to a computed shape (``Reshape:view``) and several
     dims trail at run time (a Flatten view would need its gather's output reshaped
-    back, a copy where that is the graph output) or one the target cannot Flatten
-    (tract: "square of symbols"). ``flatten`` also where none of these fits.
+    back, a copy where that is the graph output) or one the target cannot Flatten.
+    ``flatten`` also where none of these fits.
     """
     one_trailing = sig.dims is not None and sig.rank == sig.lead_rank + 1
     if one_trailing and sig.target_has("Flatten") and not gathers_flat(sig):
@@ -130,7 +131,7 @@ def _reshapes_back(sig: Signature, view_kind: RowView) -> bool:
 
     Where its view is a Flatten of several trailing axes: the rank is unknown (inside a
     function), or the target lacks the ``[rows, *trailing]`` view (``Reshape:view``:
-    TVM reshapes only to a shape as read).
+    it reshapes only to a shape as read).
     """
     return view_kind == "flatten" and (sig.dims is None or sig.rank > sig.lead_rank + 1)
 

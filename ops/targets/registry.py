@@ -79,9 +79,8 @@ def load_profiles() -> dict[str, Profile]:
 
     The portable one is combined from the probed profiles of host backends: a device's
     kernels can lack what the same runtime's CPU kernels have and have what they lack
-    (torch's CUDA indexing moves no uint16, uint32 or uint64, its ``gather`` does, the
-    reverse of its CPU kernels), so a default that held on both would refuse those
-    types; a device has its own target.
+    (the profiles of one runtime on the CPU and on CUDA say so), so a default that held
+    on both would refuse those types; a device has its own target.
 
     Raises:
         ProfileError: A profile file names something unknown.

@@ -97,7 +97,7 @@ GATHERS = ("Gather", "GatherElements", "GatherND")
 
 FLAT_GATHER_ELEMENTS = "GatherElements:flat"
 """GatherElements on a 1-D view of the data (single-element rows, static dims): a
-kernel of its own on some backends (torch keeps a signalling float16 NaN there only)."""
+kernel of its own on some backends (one keeps a signalling float16 NaN there only)."""
 
 GATHER_KINDS = (*GATHERS, FLAT_GATHER_ELEMENTS)
 """What a profile records element types for: each gather, and the flat GatherElements."""

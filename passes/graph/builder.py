@@ -255,8 +255,8 @@ class Template:
         (``IndexSharing.key``) is not copied: its value is read instead. The output node
         is always copied. With ``weights``, the graph the nodes go into, each constant
         the nodes read becomes an initializer of it rather than a Constant node: a
-        converter that makes each node a module call (onnx2torch) pays for a Constant
-        on every run; other backends fold constants either way.
+        converter that makes each node a module call pays for a Constant on every run;
+        other backends fold constants either way.
         """
         mapping: dict[int, ir.Value] = {id(self._data): data, id(self._lens): lens}
         nodes = []

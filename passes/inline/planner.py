@@ -129,8 +129,8 @@ def runs_trivial(kind: str, sig: Signature, profile: Profile) -> bool:
 
     An Identity everywhere; a step -1 Slice where the profile lists ``Slice:reverse``
     for the node's dims, and over data of rank 4 and more (or of a rank unknown) its
-    ``Slice:reverse:high_rank`` (their profiles: tract has the Slice with static dims
-    only, MNN up to rank 3).
+    ``Slice:reverse:high_rank`` (some backends have the Slice with static dims only, or
+    up to rank 3: their profiles say which).
     """
     if kind != "Slice":
         return True
@@ -256,8 +256,7 @@ def _row_gather(sig: Signature) -> Signature:
     Where GatherElements moves the type, the row form would gather such rows as it
     does (the same model); the ``matrix`` costs timed the row form's Gather of single
     elements instead (emitted with GatherElements withheld), which some backends run
-    cheaper (tract and MNN with static dims, IREE, OpenVINO), so ``auto`` emits what
-    was timed.
+    cheaper (their costs say which), so ``auto`` emits what was timed.
     """
     if not sig.index_covers_data() or sig.allowed is None:
         return sig

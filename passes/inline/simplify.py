@@ -105,7 +105,7 @@ def replace_trivial(
     The Slice's starts, ends, axes and steps are initializers of ``weights``, else
     Constant nodes, named ``prefix/Constant_<i>`` as a decomposition's are (restore
     reads a full reversal back by them): a converter that makes each node a module
-    call (onnx2torch) pays for a Constant on every run.
+    call pays for a Constant on every run.
     """
     node = scoped.node
     graph = node.graph

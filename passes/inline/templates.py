@@ -50,8 +50,8 @@ def emitted(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[st
 
     GatherND with ``batch_dims > 0``, Reshape with ``allowzero=1``, a Gather of the data
     by a constant index of two or more dims (constant lengths) and a Clip read through
-    Casts count as their variants too: backends differ on them (tinygrad reads a
-    constant Gather index as a flat list).
+    Casts count as their variants too: backends differ on them (one reads a constant
+    Gather index of two dims as a flat list: docs/backends.md).
 
     Raises:
         StrategyError: The form does not fit ``sig``.
