@@ -97,6 +97,20 @@ def _concrete_dims(info: onnx.ValueInfoProto, symbols: Mapping[str, int]) -> tup
     )
 
 
+def _input_shapes(
+    infos: Sequence[onnx.ValueInfoProto], symbols: Mapping[str, int], given: GivenInputs
+) -> dict[str, tuple[int, ...]]:
+    """Each input's shape: a given value's own, else its dims with these sizes."""
+    return {
+        i.name: (
+            tuple(np.shape(given.values[i.name]))
+            if i.name in given.values
+            else _concrete_dims(i, symbols)
+        )
+        for i in infos
+    }
+
+
 Capture = Callable[[onnx.ModelProto, Inputs, Sequence[str]], dict[str, np.ndarray]]
 """Runs a model and returns the named values (intermediate ones included)."""
 
@@ -259,14 +273,7 @@ class InputGenerator:
     def _feeds(self, trial: int, symbols: dict[str, int], given: GivenInputs) -> Inputs:
         rng = np.random.default_rng([self.seed, trial])
         infos = self._infos
-        shapes = {
-            i.name: (
-                tuple(np.shape(given.values[i.name]))
-                if i.name in given.values
-                else _concrete_dims(i, symbols)
-            )
-            for i in infos
-        }
+        shapes = _input_shapes(infos, symbols, given)
         free = [k for k in symbols if k not in self._pinned]
         if self._computed and self._capture is not None and free:
             shapes = self._grown(infos, symbols, free, shapes, given)
@@ -400,14 +407,7 @@ class InputGenerator:
                 break
             for key in free:  # twice the step each round: a dim may be T / k
                 symbols[key] += short << growth
-            shapes = {
-                i.name: (
-                    tuple(np.shape(given.values[i.name]))
-                    if i.name in given.values
-                    else _concrete_dims(i, symbols)
-                )
-                for i in infos
-            }
+            shapes = _input_shapes(infos, symbols, given)
         return shapes
 
     def _spans(
