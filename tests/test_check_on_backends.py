@@ -328,3 +328,19 @@ def test_mnn_takes_bool_through_int32_and_checks_the_masked_gru_node_by_node():
     result = revseq("check", model, "--per-node", "--backend", "mnn")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 of 3 node(s) identical" in result.stdout
+
+
+def test_a_type_the_backend_moves_wrong_is_said_even_where_these_values_survive():
+    """OpenCV keeps int64 data in 32 bits: token ids below 2^31 come back right, and the
+    report says that this proves nothing of larger values."""
+    _backend_or_skip("opencv")
+    from real_models import bidirectional_ids
+
+    model = bidirectional_ids()  # the ids (int64) are what its ReverseSequence reverses
+    report = api.check(model, api.inline(model), backend="opencv", trials=1)
+    assert report.ok, report
+    (node,) = report.nodes
+    assert "opencv's profile moves no int64 exactly" in str(node)
+    float_model = _matmul_model(None)
+    plain = api.check(float_model, api.inline(float_model), backend="opencv", trials=1)
+    assert "moves no" not in str(plain.nodes[0])

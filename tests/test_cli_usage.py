@@ -90,3 +90,17 @@ def test_the_readme_names_the_extras_its_examples_need_and_the_test_time():
     assert 'pip install "revseq[onnx2torch]"' in readme
     assert "minutes on two cores" in readme
     assert "`webnn`, `qnn`" in readme and "static dims only" in readme
+
+
+def test_per_node_check_names_one_thing_everywhere():
+    """``--per-node`` checks one model's nodes; ``check REF CAND`` runs nodes alone."""
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    entry = glossary.split("**per-node check**", 1)[1].split("\n\n", 1)[0]
+    assert "--per-node" in entry and "REF CAND" not in entry
+    alone = glossary.split("**run alone**", 1)[1].split("\n\n", 1)[0]
+    assert "revseq check REF CAND" in alone
+    for page in (ROOT / "README.md", *(ROOT / "docs").glob("*.md")):
+        text = page.read_text()
+        for line in text.splitlines():
+            if "per-node" in line.lower() and page.name != "glossary.md":
+                assert "--per-node" in line or "per-node check" not in line, (page, line)

@@ -30,6 +30,8 @@ from revseq.equivalence.reports import NodeReport
 from revseq.equivalence.values import random_array
 from revseq.errors import RevseqError
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
+from revseq.ops.targets import TARGETS
+from revseq.ops.targets.vocabulary import dtype_name
 
 logger = logging.getLogger(__name__)
 
@@ -126,10 +128,29 @@ def _check_counterparts(
                 runs=state.runs,
                 longest=state.longest,
                 difference=state.difference,
-                note=state.note,
+                note=state.note + _type_caveat(engine.name, cp.data_dtype),
             )
         )
     return reports
+
+
+def _type_caveat(backend: str, dtype: ir.DataType | None) -> str:
+    """What the backend's profile says of an element type none of its gathers moves.
+
+    Such data may still come out right for the values one run holds (OpenCV keeps
+    int64 in 32 bits: small token ids survive), which proves nothing of other values.
+    """
+    profile = TARGETS.get(backend)
+    name = dtype_name(dtype) if dtype is not None else None
+    if profile is None or profile.dtypes is None or name is None or profile.has(name):
+        return ""
+    seen = next((f for f in profile.failures if f"[{name}]" in f), "")
+    saw = seen.split(": ", 1)[-1].split(" (", 1)[0].split(":", 1)[0] if seen else ""
+    why = f" (its probe saw {saw})" if saw else ""
+    return (
+        f"; but {backend}'s profile moves no {name} exactly{why}: exact for these "
+        "values only (docs/backends.md)"
+    )
 
 
 def _alone(cp: Counterpart) -> Counterpart:

@@ -200,6 +200,7 @@ class Engine:
 
     def __init__(self, backend: str | None) -> None:
         self._backend = None
+        self.name = backend or "onnxruntime"
         self.label = "onnxruntime"
         if backend is not None:
             from revseq.backends import isolated
