@@ -693,3 +693,16 @@ def test_device_profiles_stay_out_of_the_default():
     assert device_lacks(device, inlined, "uint32") and not device_lacks(
         host, inlined, "uint32"
     )
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("dtype", ["uint16", "int16", "float64", "uint32"])
+def test_opencv_own_target_serves_where_it_yields_in_the_default(dtype):
+    """With every dim symbolic no form that moves these types on OpenCV (its Gather)
+    fits every backend: OpenCV yields in the default, and its own target is exact."""
+    backend = backend_or_skip("opencv")
+    model = model_of(("d0", "d1", "d2"), dtype, 1, 0)
+    inlined = revseq.inline(model, target="opencv")
+    run_and_compare(
+        backend, inlined, rank=3, dtype=dtype, batch_axis=1, time_axis=0, dynamic=True
+    )
