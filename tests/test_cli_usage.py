@@ -76,9 +76,9 @@ def test_a_check_against_a_restored_model_speaks_of_nodes_not_decompositions():
 
 
 def test_a_refusal_gives_its_reason_once():
-    model = reverse_sequence_model([6, 4, 8], onnx.TensorProto.FLOAT)  # every form fails alike
+    model = reverse_sequence_model(["T", "B", 8], onnx.TensorProto.FLOAT)  # all fail alike
     with pytest.raises(revseq.StrategyError) as caught:
-        revseq.inline(model, target="coreml")
+        revseq.inline(model, target="webnn")
     message = str(caught.value)
     reason = "the source index needs int64 arithmetic"
     assert message.count(reason) == 1, message

@@ -641,7 +641,7 @@ TARGET_EXPECTATIONS = {
     "webgpu": (True, True, True),
     "webnn": (True, True, False),
     "qnn": (True, True, False),
-    "coreml": (True, False, False),
+    "coreml": (True, True, False),
     "nnapi": (True, False, False),
 }
 

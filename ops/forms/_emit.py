@@ -173,7 +173,8 @@ def clamped_lengths(
     an int64 clamp on the host); others are clamped to [0, T] in int64 (so that no
     64-bit length wraps into range) and cast.
     """
-    if itype is np.int32 and sig.dim(sig.time_axis) is not None and clamps(sig):
+    static_time = sig.dim(sig.time_axis) is not None
+    if static_time and clamps(sig) and (itype is np.int32 or not _clamps_at_run_time(sig)):
         return lengths_in_range(op, lens, sig, itype)
     if itype is np.int32 and sig.lens_dtype == ir.DataType.INT32:
         return _at_most(op, lens, op.Cast(time_len, to=ir.DataType.INT32), sig)
@@ -209,6 +210,14 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
     if own is itype and not clip_cast:
         return clamped
     return op.Cast(clamped, to=_INDEX_TYPES[itype])
+
+
+def _clamps_at_run_time(sig: Signature) -> bool:
+    """Whether the target clamps against a run-time T (Less+Where, or Min; ``_at_most``).
+
+    A target with neither clamps a static T's lengths by Clip (``lengths_in_range``).
+    """
+    return sig.target_has("Less", "Where") or (sig.target_has("Min") and sig.opset >= 12)
 
 
 def _at_most(op: OpBuilder, lens: ir.Value, top: ir.Value, sig: Signature) -> ir.Value:
@@ -314,4 +323,10 @@ def select_source(
         # inside = 1 where t < L else 0, by integer clamping.
         inside = op.Min(op.Max(op.Sub(lens, steps), const(op, 0, itype)), one)
         return op.Add(forward, op.Mul(inside, op.Sub(backward, forward)))
-    raise StrategyError("selecting the source step needs Less+Where or Min+Max+Mul+Add")
+    if sig.target_has("Clip", "Mul", "Add") and sig.opset >= 12:
+        # The same clamp by one Clip with constant bounds (a target without Min).
+        inside = op.Clip(op.Sub(lens, steps), const(op, 0, itype), one)
+        return op.Add(forward, op.Mul(inside, op.Sub(backward, forward)))
+    raise StrategyError(
+        "selecting the source step needs Less+Where, Min+Max+Mul+Add or Clip+Mul+Add"
+    )

@@ -176,8 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.write(_bench_torch.format_device(f"onnx2torch on {args.device}", rows) + "\n")
         title = f"Speed of onnx2torch on {args.device}"
         setup = (
-            f"Set-up: torch on {_bench_torch.device_context(args.device)}; float32 "
-            f"time-major data; {args.rounds} rounds, median of {args.passes} pass(es)."
+            f"Set-up: {_bench_torch.device_context(args.device)}, {os.cpu_count()} CPUs "
+            f"(Python {platform.python_version()}); float32 time-major data, lengths at "
+            f"run time; {args.rounds} rounds, median of {args.passes} pass(es); each "
+            "variant x the device copy."
         )
         if args.node_costs:
             from revseq.measure import _node_costs
