@@ -101,9 +101,8 @@ class Profile:
         falls_back: Whether the backend runs what its device lacks on the CPU (an
             execution provider: exact, but slow); such members of a combined profile
             yield where no form fits every member.
-        yields: Whether, in a combined profile (the default), the backend gives way
-            where no form fits every member: a deployment runtime with fewer ops than
-            the rest, whose own target serves it where the default cannot.
+        yields: Whether the backend is kept out of the portable default: a deployment
+            runtime with fewer ops than the rest, whose own target serves it.
         members: For a combined profile, the profiles it was computed from.
         lean: Whether forms emitted for it take the lean index (``leaned``).
         device: The accelerator the backend's data lives on (``cuda``), None for the

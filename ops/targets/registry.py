@@ -80,7 +80,10 @@ def load_profiles() -> dict[str, Profile]:
     The portable one is combined from the probed profiles of host backends: a device's
     kernels can lack what the same runtime's CPU kernels have and have what they lack
     (the profiles of one runtime on the CPU and on CUDA say so), so a default that held
-    on both would refuse those types; a device has its own target.
+    on both would refuse those types; a device has its own target. A deployment
+    runtime with fewer ops than the rest (``Profile.yields``: OpenCV) is kept out too,
+    so that it narrows no one else's output (it lacks exact int32 index arithmetic with
+    static dims, which WebGPU needs); its own target serves it.
 
     Raises:
         ProfileError: A profile file names something unknown.
@@ -93,7 +96,9 @@ def load_profiles() -> dict[str, Profile]:
             if entry.name.endswith(".json"):
                 profile = Profile.read(entry)
                 profiles[profile.name] = profile
-    hosted = (p for p in profiles.values() if p.verified and p.device is None)
+    hosted = (
+        p for p in profiles.values() if p.verified and p.device is None and not p.yields
+    )
     profiles[PORTABLE] = combine(hosted)
     return profiles
 

@@ -314,9 +314,8 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     if carried is not None:
         return carried
     # No form fits every member: members that run what their device lacks on the CPU
-    # (WebGPU), and deployment runtimes that give way (their own target serves them),
-    # yield to the others, so the node still inlines.
-    yielding = _without_yielding(profile)
+    # (WebGPU) yield to those that would fail, so the node still inlines.
+    yielding = _without_fallbacks(profile)
     if yielding is not None:
         return plan(strategy, sig, scoped, yielding)
     sig = _as_the_target_sees(sig, profile)
@@ -334,13 +333,12 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     raise StrategyError(f"{node_label(scoped)}: no decomposition fits {where}: {why}{hint}")
 
 
-def _without_yielding(profile: Profile) -> Profile | None:
-    """A combined profile without the members that yield.
+def _without_fallbacks(profile: Profile) -> Profile | None:
+    """A combined profile without the members that fall back to the CPU (WebGPU).
 
-    Those that fall back to the CPU (WebGPU) and those that give way in the default
-    (``Profile.yields``). None when it has none (or is not combined), or has nothing but them.
+    None when it has none (or is not combined), or has nothing but them.
     """
-    kept = [m for m in profile.members if not (m.falls_back or m.yields)]
+    kept = [m for m in profile.members if not m.falls_back]
     if len(kept) in (0, len(profile.members)):
         return None
     return combine(kept, name=profile.name)

@@ -68,8 +68,8 @@ PLACED = frozenset({"webgpu"})
 fallback): on them a run placed off the device fails like a wrong value."""
 
 YIELDING = frozenset({"opencv"})
-"""Deployment runtimes that give way in the default where no form fits every backend
-(their own target still serves them): their fewer ops narrow no one else's output."""
+"""Deployment runtimes kept out of the portable default (their own target serves them):
+their fewer ops narrow no one else's output."""
 
 
 class BackendError(RevseqError):
