@@ -96,9 +96,7 @@ def load_profiles() -> dict[str, Profile]:
             if entry.name.endswith(".json"):
                 profile = Profile.read(entry)
                 profiles[profile.name] = profile
-    hosted = (
-        p for p in profiles.values() if p.verified and p.device is None and not p.yields
-    )
+    hosted = (p for p in profiles.values() if p.verified and p.device is None and not p.yields)
     profiles[PORTABLE] = combine(hosted)
     return profiles
 

@@ -211,7 +211,13 @@ def _run_case(
     native: Native,
     engine: Engine,
 ) -> None:
-    """The node's own lengths, then generated ones (0, 1 and T among them)."""
+    """The node's own lengths, then generated ones (0, 1 and T among them).
+
+    Float data the model computed rarely holds what a copy must keep (NaN payloads,
+    -0.0, infinities: the whole model's inputs hold them only where they reach a
+    reversal and its output unchanged), so the node also runs on data of the same
+    type and shape that holds them, with the lengths at T.
+    """
     cp = state.cp
     data = np.asarray(values[cp.data])
     time_len = data.shape[cp.time_axis % data.ndim]
@@ -222,13 +228,21 @@ def _run_case(
         variants.append(lengths_pattern(rng, time_len, own.shape, trial).astype(own.dtype))
         variants.append(np.full(own.shape, time_len, own.dtype))
     opset = _native_opset(reference, cp)
-    for lens in variants:
+    cases = [(data, lens) for lens in variants]
+    if variants and _is_float(data):
+        special = random_array(
+            rng, onnx.helper.np_dtype_to_tensor_dtype(data.dtype), data.shape
+        )
+        cases.append((special, variants[-1]))
+    for case_data, lens in cases:
         feeds = {name: np.asarray(values[name]) for name in cp.inputs}
         if cp.lengths in feeds:
             feeds[cp.lengths] = lens
+        if cp.data in feeds:
+            feeds[cp.data] = case_data
         expected = np.asarray(
             native(
-                data,
+                case_data,
                 lens,
                 domain=cp.domain,
                 batch_axis=cp.batch_axis,
@@ -255,6 +269,11 @@ def _run_case(
                 f"T={time_len}, lengths {shown})"
             )
             return
+
+
+def _is_float(array: np.ndarray) -> bool:
+    """Whether ``array`` holds floats a copy must keep bit for bit (bfloat16 included)."""
+    return array.dtype.kind == "f" or array.dtype.name == "bfloat16"
 
 
 def _declared_dims(

@@ -6,9 +6,11 @@ token ids index an embedding (``Gather``), so an id beyond its rows fails the ru
 values without changing them (Cast, Reshape, Unsqueeze, Transpose, Concat, the gathers'
 data, a ReverseSequence's data, ...) to the gathers that take it as their index: its
 values must then lie within the gathered axis. :func:`reversed_inputs` finds the inputs
-whose values reach a ReverseSequence's data the same way: only there do NaN payloads,
--0.0 and infinities prove something (a copy must keep them), while elsewhere they would
-turn a whole model's outputs into NaN.
+whose values reach a ReverseSequence's data, and through it an output, the same way:
+only there do NaN payloads, -0.0 and infinities prove something in a whole model (a
+copy must keep them), while through arithmetic they would turn its outputs into NaNs
+whose sign each runtime's kernels set their own way. Each node run alone gets them
+anyway.
 """
 
 from __future__ import annotations
@@ -155,15 +157,41 @@ def index_uses(model: ir.Model) -> dict[str, list[IndexUse]]:
     return found
 
 
+def _reaches_an_output(model: ir.Model, node: ir.Node) -> bool:
+    """Whether ``node``'s output reaches a graph output unchanged.
+
+    A node outside the main graph (a subgraph or a function returns its output) is
+    taken as reaching one.
+    """
+    if node.graph is not model.graph:
+        return True
+    outputs = {id(v) for v in model.graph.outputs}
+    if any(id(o) in outputs for o in node.outputs):
+        return True
+    for start in node.outputs:
+        if start is None:
+            continue
+        for user, position in _uses(model, start, integer=False):
+            if _moved(user, position, integer=False) and any(
+                id(o) in outputs for o in user.outputs
+            ):
+                return True
+    return False
+
+
 def reversed_inputs(model: ir.Model) -> set[str]:
-    """Graph inputs whose values reach some ReverseSequence's data unchanged."""
+    """Graph inputs whose values reach a ReverseSequence's data, and an output, unchanged.
+
+    Only there do a NaN's payload and sign survive every runtime's arithmetic alike (a
+    Conv after the reversal may set a NaN's sign either way).
+    """
     found = set()
     for value in model.graph.inputs:
         if value.name is None or value.name in model.graph.initializers:
             continue
         integer = value.dtype in _INTEGER_TYPES
         for node, position in _uses(model, value, integer=integer):
-            if position == 0 and is_reverse_sequence(node):
+            if position == 0 and is_reverse_sequence(node) and _reaches_an_output(model, node):
                 found.add(value.name)
                 break
     return found
