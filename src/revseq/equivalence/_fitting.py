@@ -11,12 +11,69 @@ runs is taken, and the report says which size was chosen and why.
 
 from __future__ import annotations
 
-__all__ = ["MAX_FIT_RUNS", "explain_failure", "larger_sizes", "runtime_reason"]
+__all__ = [
+    "MAX_FIT_RUNS",
+    "concrete_dims",
+    "draw_sizes",
+    "explain_failure",
+    "input_shapes",
+    "larger_sizes",
+    "runtime_reason",
+]
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+import numpy as np
 import onnx
+
+from revseq.equivalence.given import GivenInputs, dim_key
+
+# Sizes given to symbolic dimensions, trial after trial; 1 comes early on purpose.
+_SIZES = (3, 1, 4, 2, 5)
+
+
+def draw_sizes(
+    infos: Sequence[onnx.ValueInfoProto],
+    trial: int,
+    floors: Mapping[str, int],
+    pinned: Mapping[str, int],
+) -> dict[str, int]:
+    """A size for each symbolic dim of the inputs: pinned, else drawn for the trial."""
+    symbols: dict[str, int] = {}
+    for info in infos:
+        for axis in range(len(info.type.tensor_type.shape.dim)):
+            key = dim_key(info, axis)
+            if key is None or key in symbols:
+                continue
+            if key in pinned:
+                symbols[key] = pinned[key]
+                continue
+            size = _SIZES[(trial + len(symbols)) % len(_SIZES)]
+            symbols[key] = max(size, floors.get(key, 0))
+    return symbols
+
+
+def concrete_dims(info: onnx.ValueInfoProto, symbols: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(
+        d.dim_value if d.HasField("dim_value") else symbols[dim_key(info, axis) or ""]
+        for axis, d in enumerate(info.type.tensor_type.shape.dim)
+    )
+
+
+def input_shapes(
+    infos: Sequence[onnx.ValueInfoProto], symbols: Mapping[str, int], given: GivenInputs
+) -> dict[str, tuple[int, ...]]:
+    """Each input's shape: a given value's own, else its dims with these sizes."""
+    return {
+        i.name: (
+            tuple(np.shape(given.values[i.name]))
+            if i.name in given.values
+            else concrete_dims(i, symbols)
+        )
+        for i in infos
+    }
+
 
 # The largest size a dim is grown to, and the most elements all inputs may hold then.
 _LADDER = tuple(2**k for k in range(1, 17))

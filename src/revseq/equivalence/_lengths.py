@@ -15,13 +15,21 @@ __all__ = [
     "lengths_inputs",
     "steps_reversed",
     "time_needs",
+    "declared_span",
+    "input_elem",
+    "reversals_as_identities",
     "trace_to_input",
+    "zeros",
 ]
 
 import dataclasses
 
+import ml_dtypes
+import numpy as np
+import onnx
 import onnx_ir as ir
 
+from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.passes import is_reverse_sequence, walk
 
 
@@ -175,3 +183,47 @@ def steps_reversed(node: ir.Node, longest: int) -> int:
         if isinstance(time_dim, int):
             return min(longest, time_dim)
     return longest
+
+
+def zeros(elem: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Zeros (empty strings) of ONNX element type ``elem``."""
+    if elem == onnx.TensorProto.STRING:
+        return np.full(shape, "", dtype=object)
+    if elem == onnx.TensorProto.BFLOAT16:
+        return np.zeros(shape, ml_dtypes.bfloat16)
+    return np.zeros(shape, onnx.helper.tensor_dtype_to_np_dtype(elem))
+
+
+def reversals_as_identities(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with each main-graph ReverseSequence an Identity of its data."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for node in probe.graph.node:
+        if node.op_type == "ReverseSequence" and node.domain in {*ONNX_DOMAINS, REVSEQ_DOMAIN}:
+            node.op_type = "Identity"
+            node.domain = ""
+            del node.input[1:]
+            del node.attribute[:]
+    return probe
+
+
+def input_elem(model: onnx.ModelProto, name: str) -> int:
+    return next(i.type.tensor_type.elem_type for i in model.graph.input if i.name == name)
+
+
+def declared_span(
+    spec: LengthsInput, shapes: dict[str, tuple[int, ...]]
+) -> tuple[int, int | None]:
+    """T and B from the data input's shape, or its declared static dims; else 1, None."""
+    if spec.data is not None and spec.data in shapes:
+        dims = shapes[spec.data]
+        return dims[spec.time_axis % len(dims)], dims[spec.batch_axis % len(dims)]
+    if spec.data_dims is not None:
+        rank = len(spec.data_dims)
+        time_len = spec.data_dims[spec.time_axis % rank]
+        batch = spec.data_dims[spec.batch_axis % rank]
+        return (
+            time_len if isinstance(time_len, int) else 1,
+            batch if isinstance(batch, int) else None,
+        )
+    return 1, None

@@ -24,37 +24,39 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-import ml_dtypes
 import numpy as np
 import onnx
 import onnx_ir as ir
 
 from revseq.equivalence._fitting import (
     MAX_FIT_RUNS,
+    concrete_dims,
+    draw_sizes,
     explain_failure,
+    input_shapes,
     larger_sizes,
     runtime_reason,
 )
 from revseq.equivalence._lengths import (
     LengthsInput,
     constant_reversals,
+    declared_span,
+    input_elem,
     lengths_inputs,
+    reversals_as_identities,
     steps_reversed,
     time_needs,
+    zeros,
 )
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.given import GivenInputs, dim_key
 from revseq.equivalence.input_uses import IndexUse, index_uses, reversed_inputs
 from revseq.equivalence.values import random_array, ranged_array
 from revseq.errors import one_line
-from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 
 logger = logging.getLogger(__name__)
 
 Inputs = dict[str, np.ndarray]
-
-# Sizes given to symbolic dimensions, trial after trial; 1 comes early on purpose.
-_SIZES = (3, 1, 4, 2, 5)
 
 
 def lengths_pattern(
@@ -67,48 +69,6 @@ def lengths_pattern(
         flat[0] = (0, 1, time_len)[trial % 3]
         flat[-1] = (time_len, 0, 1)[trial % 3] if flat.size > 1 else flat[0]
     return values
-
-
-def _symbols(
-    infos: Sequence[onnx.ValueInfoProto],
-    trial: int,
-    floors: Mapping[str, int],
-    pinned: Mapping[str, int],
-) -> dict[str, int]:
-    """A size for each symbolic dim of the inputs: pinned, else drawn for the trial."""
-    symbols: dict[str, int] = {}
-    for info in infos:
-        for axis in range(len(info.type.tensor_type.shape.dim)):
-            key = dim_key(info, axis)
-            if key is None or key in symbols:
-                continue
-            if key in pinned:
-                symbols[key] = pinned[key]
-                continue
-            size = _SIZES[(trial + len(symbols)) % len(_SIZES)]
-            symbols[key] = max(size, floors.get(key, 0))
-    return symbols
-
-
-def _concrete_dims(info: onnx.ValueInfoProto, symbols: Mapping[str, int]) -> tuple[int, ...]:
-    return tuple(
-        d.dim_value if d.HasField("dim_value") else symbols[dim_key(info, axis) or ""]
-        for axis, d in enumerate(info.type.tensor_type.shape.dim)
-    )
-
-
-def _input_shapes(
-    infos: Sequence[onnx.ValueInfoProto], symbols: Mapping[str, int], given: GivenInputs
-) -> dict[str, tuple[int, ...]]:
-    """Each input's shape: a given value's own, else its dims with these sizes."""
-    return {
-        i.name: (
-            tuple(np.shape(given.values[i.name]))
-            if i.name in given.values
-            else _concrete_dims(i, symbols)
-        )
-        for i in infos
-    }
 
 
 Capture = Callable[[onnx.ModelProto, Inputs, Sequence[str]], dict[str, np.ndarray]]
@@ -175,7 +135,7 @@ class InputGenerator:
             for key, floor in floors.items():
                 self._floors[key] = max(self._floors.get(key, 0), floor)
             if computed:
-                self._computed.append((_reversals_as_identities(model), computed))
+                self._computed.append((reversals_as_identities(model), computed))
             for node, longest, _ in reversals:
                 self.constant_steps = max(self.constant_steps, steps_reversed(node, longest))
             for name, uses in index_uses(graph).items():
@@ -218,7 +178,7 @@ class InputGenerator:
         if values is not None:
             given = dataclasses.replace(given, values=values)
             pinned = given.pinned(self._infos)
-        symbols = _symbols(self._infos, trial, {**self._floors, **self._learned}, pinned)
+        symbols = draw_sizes(self._infos, trial, {**self._floors, **self._learned}, pinned)
         # Lengths take their size from the data: their own dims need no growing.
         free = [k for k in symbols if k not in pinned and k in self._data_dims]
         first = self._attempt(trial, symbols, given)
@@ -248,7 +208,7 @@ class InputGenerator:
 
     def _elements(self, symbols: Mapping[str, int], given: GivenInputs) -> int:
         return sum(
-            int(np.prod(_concrete_dims(i, symbols)))
+            int(np.prod(concrete_dims(i, symbols)))
             for i in self._infos
             if i.name not in given.values
         )
@@ -273,7 +233,7 @@ class InputGenerator:
     def _feeds(self, trial: int, symbols: dict[str, int], given: GivenInputs) -> Inputs:
         rng = np.random.default_rng([self.seed, trial])
         infos = self._infos
-        shapes = _input_shapes(infos, symbols, given)
+        shapes = input_shapes(infos, symbols, given)
         free = [k for k in symbols if k not in self._pinned]
         if self._computed and self._capture is not None and free:
             shapes = self._grown(infos, symbols, free, shapes, given)
@@ -330,12 +290,12 @@ class InputGenerator:
                     continue
                 bounds[name] = min(bounds.get(name, size), size)
         if pending and self._capture is not None:
-            zeros = {
-                i.name: _zeros(i.type.tensor_type.elem_type, shapes[i.name])
+            blank = {
+                i.name: zeros(i.type.tensor_type.elem_type, shapes[i.name])
                 for i in self._infos
             }
             wanted = sorted({use.data for _, use in pending})
-            values = self._capture(_reversals_as_identities(self.model), zeros, wanted)
+            values = self._capture(reversals_as_identities(self.model), blank, wanted)
             for name, use in pending:
                 dims = values[use.data].shape
                 if len(dims) > use.axis:
@@ -395,11 +355,11 @@ class InputGenerator:
         """
         for growth in range(_GROWTH_ROUNDS):
             short = 0
-            zeros = {
-                i.name: _zeros(i.type.tensor_type.elem_type, shapes[i.name]) for i in infos
+            blank = {
+                i.name: zeros(i.type.tensor_type.elem_type, shapes[i.name]) for i in infos
             }
             for probe, computed in self._computed:
-                values = self._capture(probe, zeros, sorted({name for name, _, _ in computed}))
+                values = self._capture(probe, blank, sorted({name for name, _, _ in computed}))
                 for name, axis, longest in computed:
                     dims = values[name].shape
                     short = max(short, longest - dims[axis % len(dims)] if dims else 0)
@@ -407,7 +367,7 @@ class InputGenerator:
                 break
             for key in free:  # twice the step each round: a dim may be T / k
                 symbols[key] += short << growth
-            shapes = _input_shapes(infos, symbols, given)
+            shapes = input_shapes(infos, symbols, given)
         return shapes
 
     def _spans(
@@ -425,14 +385,16 @@ class InputGenerator:
             if spec.observed and self._capture is not None:
                 observed_by_model.setdefault(id(self._owners[name]), []).append(name)
                 continue
-            spans[name] = _declared_span(spec, shapes)
+            spans[name] = declared_span(spec, shapes)
         for names in observed_by_model.values():
             model = self._owners[names[0]]
             # The reversals as Identities: lengths of any size are no invalid input there.
-            zero = {n: _zeros(_elem(model, n), shapes[n]) for n in self.lengths if n in shapes}
+            zero = {
+                n: zeros(input_elem(model, n), shapes[n]) for n in self.lengths if n in shapes
+            }
             wanted = sorted({d for n in names for d, _, _ in self.lengths[n].observed})
             assert self._capture is not None
-            values = self._capture(_reversals_as_identities(model), {**feeds, **zero}, wanted)
+            values = self._capture(reversals_as_identities(model), {**feeds, **zero}, wanted)
             for name in names:
                 observed = [
                     (values[data].shape, time_axis, batch_axis)
@@ -447,47 +409,3 @@ class InputGenerator:
 
 # How often a trial's symbolic dims grow for constant lengths along a computed time dim.
 _GROWTH_ROUNDS = 6
-
-
-def _zeros(elem: int, shape: tuple[int, ...]) -> np.ndarray:
-    """Zeros (empty strings) of ONNX element type ``elem``."""
-    if elem == onnx.TensorProto.STRING:
-        return np.full(shape, "", dtype=object)
-    if elem == onnx.TensorProto.BFLOAT16:
-        return np.zeros(shape, ml_dtypes.bfloat16)
-    return np.zeros(shape, onnx.helper.tensor_dtype_to_np_dtype(elem))
-
-
-def _reversals_as_identities(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with each main-graph ReverseSequence an Identity of its data."""
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    for node in probe.graph.node:
-        if node.op_type == "ReverseSequence" and node.domain in {*ONNX_DOMAINS, REVSEQ_DOMAIN}:
-            node.op_type = "Identity"
-            node.domain = ""
-            del node.input[1:]
-            del node.attribute[:]
-    return probe
-
-
-def _elem(model: onnx.ModelProto, name: str) -> int:
-    return next(i.type.tensor_type.elem_type for i in model.graph.input if i.name == name)
-
-
-def _declared_span(
-    spec: LengthsInput, shapes: dict[str, tuple[int, ...]]
-) -> tuple[int, int | None]:
-    """T and B from the data input's shape, or its declared static dims; else 1, None."""
-    if spec.data is not None and spec.data in shapes:
-        dims = shapes[spec.data]
-        return dims[spec.time_axis % len(dims)], dims[spec.batch_axis % len(dims)]
-    if spec.data_dims is not None:
-        rank = len(spec.data_dims)
-        time_len = spec.data_dims[spec.time_axis % rank]
-        batch = spec.data_dims[spec.batch_axis % rank]
-        return (
-            time_len if isinstance(time_len, int) else 1,
-            batch if isinstance(batch, int) else None,
-        )
-    return 1, None
