@@ -212,6 +212,43 @@ def two_time_lengths() -> onnx.ModelProto:
     )
 
 
+def negative_id_wrap() -> onnx.ModelProto:
+    """tf2onnx's Keras embedding: ids < 0 wrap to ids + N, a select by multiply-add.
+
+    ``Where(ids < 0, ids + N, ids)`` written as ``Cast(c) * (ids + N) + Cast(!c) * ids``
+    (tf2onnx's SelectV2): the ids reach the Gather through arithmetic alone. The
+    reversal is of the ids themselves, before the wrap.
+    """
+    return _model(
+        [
+            oh.make_node("ReverseSequence", ["ids", "lens"], ["r"], batch_axis=0, time_axis=1),
+            oh.make_node("Cast", ["r"], ["r_float"], to=FLOAT),
+            oh.make_node("Less", ["r_float", "zero"], ["negative"]),
+            oh.make_node("Not", ["negative"], ["positive"]),
+            oh.make_node("Cast", ["negative"], ["negative_int"], to=INT32),
+            oh.make_node("Cast", ["positive"], ["positive_int"], to=INT32),
+            oh.make_node("Add", ["r", "rows"], ["wrapped"]),
+            oh.make_node("Mul", ["negative_int", "wrapped"], ["when_negative"]),
+            oh.make_node("Mul", ["r", "positive_int"], ["when_positive"]),
+            oh.make_node("Add", ["when_negative", "when_positive"], ["index"]),
+            oh.make_node("Gather", ["emb", "index"], ["e"], name="embed"),
+            oh.make_node("ReduceSum", ["e", "last"], ["y"], keepdims=0),
+        ],
+        [
+            oh.make_tensor_value_info("ids", INT32, ["batch", "time"]),
+            oh.make_tensor_value_info("lens", INT64, ["batch"]),
+        ],
+        [oh.make_tensor_value_info("y", FLOAT, ["batch", "time"])],
+        [
+            _weights("emb", 49, 6),
+            _ints("last", [2]),
+            onh.from_array(np.asarray(49, np.int32), "rows"),
+            onh.from_array(np.asarray(0.0, np.float32), "zero"),
+        ],
+        "negative_id_wrap",
+    )
+
+
 CORPUS = {
     "embedding_tagger": embedding_tagger,
     "bidirectional_ids": bidirectional_ids,
@@ -221,4 +258,5 @@ CORPUS = {
     "computed_features": computed_features,
     "broadcast_of_two_dims": broadcast_of_two_dims,
     "two_time_lengths": two_time_lengths,
+    "negative_id_wrap": negative_id_wrap,
 }

@@ -338,3 +338,54 @@ def test_model_files_in_a_folder_are_left_for_real_corpora(tmp_path):
         path = pathlib.Path(tmp_path, f"{name}.onnx")
         onnx.save(build(), path)
         assert revseq.check(path, revseq.inline(path), trials=2).ok, name
+
+
+def _whole(reference: dict, candidate: dict, levels=("off", "on")):
+    """``_compare_whole`` on runners that return fixed outputs per level."""
+    from revseq.equivalence._check import _compare_whole
+
+    feeds = {"x": np.zeros(1, np.float32)}
+    return _compare_whole(
+        {level: (lambda f, v=reference[level]: [v]) for level in levels},
+        {level: (lambda f, v=candidate[level]: [v]) for level in levels},
+        [feeds], ["y"], levels, tolerance=None, progress=None,
+    )  # fmt: skip
+
+
+def test_a_difference_the_optimiser_makes_in_the_reference_itself_is_set_aside():
+    plain, optimised, other = (np.array([v], np.float32) for v in (1.0, 1.0000001, 1.0000002))
+    compared, example, _, set_aside = _whole(
+        {"off": plain, "on": optimised}, {"off": plain, "on": other}
+    )
+    assert example is None and compared == 1
+    assert len(set_aside) == 1 and "'y'" in set_aside[0], set_aside
+
+
+@pytest.mark.parametrize(
+    "reference, candidate",
+    [
+        # the candidate differs with optimisations off: always a difference
+        ({"off": 1.0, "on": 2.0}, {"off": 3.0, "on": 2.0}),
+        # the optimiser leaves the reference as it is: the candidate's change is its own
+        ({"off": 1.0, "on": 1.0}, {"off": 1.0, "on": 2.0}),
+    ],
+)
+def test_a_difference_the_reference_does_not_share_is_reported(reference, candidate):
+    as_arrays = {k: np.array([v], np.float32) for k, v in reference.items()}
+    theirs = {k: np.array([v], np.float32) for k, v in candidate.items()}
+    _, example, where, set_aside = _whole(as_arrays, theirs)
+    assert example is not None and not set_aside, where
+
+
+def test_with_optimisations_on_only_nothing_is_set_aside():
+    values = {"on": np.array([1.0], np.float32)}
+    _, example, _, _ = _whole(values, {"on": np.array([2.0], np.float32)}, levels=("on",))
+    assert example is not None
+
+
+def test_an_id_wrapped_by_arithmetic_is_drawn_within_the_embedding():
+    from real_models import negative_id_wrap
+
+    report = revseq.check(negative_id_wrap(), revseq.inline(negative_id_wrap()))
+    assert report.ok and report.exercised, report
+    assert any("[0, 48]" in line and "through Mul" in line for line in report.inputs), report

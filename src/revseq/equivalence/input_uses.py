@@ -5,7 +5,10 @@ token ids index an embedding (``Gather``), so an id beyond its rows fails the ru
 :func:`index_uses` follows each integer graph input forward through the ops that move
 values without changing them (Cast, Reshape, Unsqueeze, Transpose, Concat, the gathers'
 data, a ReverseSequence's data, ...) to the gathers that take it as their index: its
-values must then lie within the gathered axis. :func:`reversed_inputs` finds the inputs
+values must then lie within the gathered axis. It follows the elementwise arithmetic
+exporters wrap indices in as well (TensorFlow's negative-index wrap ``Where(x < 0, x + N,
+x)``, written as a select by multiply-add): ids drawn within the axis pass through it
+unchanged, and a run of the reference proves it. :func:`reversed_inputs` finds the inputs
 whose values reach a ReverseSequence's data, and through it an output, the same way:
 only there do NaN payloads, -0.0 and infinities prove something in a whole model (a
 copy must keep them), while through arithmetic they would turn its outputs into NaNs
@@ -56,6 +59,13 @@ _INTEGER_TYPES = frozenset(
     }
 )  # fmt: skip
 
+# Elementwise arithmetic an index may pass through on its way to a gather (a wrap of
+# negative ids, a clamp, a select by multiply-add): followed for indices only, and
+# named in the report.
+_ARITHMETIC = frozenset(
+    {"Add", "Sub", "Mul", "Neg", "Abs", "Max", "Min", "Clip", "Mod", "Where", "Cast"}
+)
+
 # Gathers whose input 1 is an index into input 0 along an axis attribute.
 _GATHERS = ("Gather", "GatherElements")
 
@@ -75,11 +85,13 @@ class IndexUse:
     data: str
     axis: int
     size: int | None
+    through: str | None = None
 
     def describe(self) -> str:
         """What the use bounds, for the report."""
         size = self.size if self.size is not None else "its run-time size"
-        return f"indexes axis {self.axis} of {self.data!r} ({size}) at {self.node}"
+        via = f" through {self.through}" if self.through else ""
+        return f"indexes axis {self.axis} of {self.data!r} ({size}) at {self.node}{via}"
 
 
 def _moved(node: ir.Node, position: int, *, integer: bool) -> bool:
@@ -118,11 +130,38 @@ def _uses(model: ir.Model, value: ir.Value, *, integer: bool) -> Iterator[tuple[
                 stack.append(function.inputs[position])
 
 
+def _index_paths(
+    model: ir.Model, value: ir.Value
+) -> Iterator[tuple[ir.Node, int, str | None]]:
+    """Every (node, position, through) an integer input's values reach as an index may.
+
+    Like :func:`_uses`, and on through elementwise arithmetic (``through`` names the
+    first such op on the way, None where the values arrive unchanged).
+    """
+    seen: set[int] = set()
+    stack: list[tuple[ir.Value, str | None]] = [(value, None)]
+    while stack:
+        current, through = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for node, position in current.uses():
+            yield node, position, through
+            if _moved(node, position, integer=True):
+                stack.extend((o, through) for o in node.outputs if o is not None)
+            elif node.domain in ("", "ai.onnx") and node.op_type in _ARITHMETIC:
+                label = through or _label(node)
+                stack.extend((o, label) for o in node.outputs if o is not None)
+            function = model.functions.get(node.op_identifier())
+            if function is not None and position < len(function.inputs):
+                stack.append((function.inputs[position], through))
+
+
 def _label(node: ir.Node) -> str:
     return f"{node.op_type} {node.name!r}" if node.name else node.op_type
 
 
-def _index_use(node: ir.Node) -> IndexUse | None:
+def _index_use(node: ir.Node, through: str | None) -> IndexUse | None:
     data = node.inputs[0] if node.inputs else None
     if data is None or not data.name:
         return None
@@ -137,7 +176,7 @@ def _index_use(node: ir.Node) -> IndexUse | None:
         axis %= len(shape)
         dim = shape[axis]
         size = dim if isinstance(dim, int) else None
-    return IndexUse(_label(node), data.name, axis, size)
+    return IndexUse(_label(node), data.name, axis, size, through)
 
 
 def index_uses(model: ir.Model) -> dict[str, list[IndexUse]]:
@@ -148,12 +187,15 @@ def index_uses(model: ir.Model) -> dict[str, list[IndexUse]]:
             continue
         if value.name in model.graph.initializers:
             continue
-        for node, position in _uses(model, value, integer=True):
+        for node, position, through in _index_paths(model, value):
             if node.op_type in _GATHERS and node.domain in ("", "ai.onnx") and position == 1:
-                use = _index_use(node)
+                use = _index_use(node, through)
                 # A size known only at run time is read from a run: main graph only.
-                if use is not None and (use.size is not None or node.graph is model.graph):
-                    found.setdefault(value.name, []).append(use)
+                if use is None or (use.size is None and node.graph is not model.graph):
+                    continue
+                known = found.setdefault(value.name, [])
+                if all(u.node != use.node or u.data != use.data for u in known):
+                    known.append(use)
     return found
 
 

@@ -83,6 +83,9 @@ class CheckReport:
         tolerance: (rtol, atol) where the whole models were compared across runtimes.
         inputs: What each input was fed (given, or generated how) and the sizes of
             the symbolic dims, trial by trial.
+        set_aside: Whole-model runs with optimisations on whose difference says
+            nothing of the rewrite: onnxruntime's optimiser changed the reference's own
+            outputs there (the candidate matched them with optimisations off).
     """
 
     ok: bool
@@ -96,6 +99,7 @@ class CheckReport:
     exercised: bool = True
     tolerance: tuple[float, float] | None = None
     inputs: tuple[str, ...] = ()
+    set_aside: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> str:
@@ -113,6 +117,7 @@ class CheckReport:
             f"  engines: {engines}",
         ]
         lines.extend(f"  {line}" for line in self.inputs)
+        lines.extend(f"  set aside: {line}" for line in self.set_aside)
         lines.extend(f"  node {node}" for node in self.nodes)
         c = self.counterexample
         if c is not None:
