@@ -119,3 +119,32 @@ def test_the_plan_is_recorded_once_per_signature():
 def test_an_unknown_strategy_names_the_known_ones():
     with pytest.raises(StrategyError, match="choose one of auto"):
         planner.check_name("fastest")
+
+
+_GATHER_SHAPES = [
+    ("T", "B"), (5, 3), (5, 3, 1), ("T", "B", 4), (2, 0, 3), (0, 3), (3, 0, 1), (4, "B", 2, 3),
+    ("T", "B", 1, 1),
+]  # fmt: skip
+_T = onnx.TensorProto
+_GATHER_TYPES = [_T.FLOAT, _T.STRING, _T.FLOAT16, _T.BOOL]
+
+
+@pytest.mark.parametrize("dims", _GATHER_SHAPES, ids=str)
+@pytest.mark.parametrize("elem", _GATHER_TYPES)
+def test_a_form_says_which_gathers_move_the_data_as_it_emits_them(dims, elem):
+    """``data_gathers`` (unemitted) is what the recorded form gathers the data with."""
+    from revseq.ops.forms import data_gathers
+    from revseq.ops.targets.vocabulary import REVERSE_ALL
+
+    _, sig = _node(dims, elem)
+    compared = 0
+    for name, profile in TARGETS.items():
+        fitted = planner._as_the_target_sees(sig, profile)
+        for form in (*FORMS, REVERSE_ALL):
+            try:
+                _, moving = emitted(fitted, form)
+            except StrategyError:
+                continue
+            assert data_gathers(fitted, form) == moving, (name, form)
+            compared += 1
+    assert compared > len(TARGETS)

@@ -18,7 +18,15 @@ invalid lengths unspecified, and clamping is deterministic and never reads out o
 
 from __future__ import annotations
 
-__all__ = ["FORMS", "Form", "emit", "gather_elements", "gather_nd", "reverse_all"]
+__all__ = [
+    "FORMS",
+    "Form",
+    "data_gathers",
+    "emit",
+    "gather_elements",
+    "gather_nd",
+    "reverse_all",
+]
 
 import dataclasses
 from collections.abc import Callable
@@ -31,8 +39,8 @@ from revseq.ops.forms._axes import axis_grid, batch_lengths, lead_shape_of
 from revseq.ops.forms._emit import const, dim_vector, iota, pad_trailing, shape_of, unsqueeze
 from revseq.ops.forms._index import int64_arithmetic, source_index, typed_source_index
 from revseq.ops.forms._layout import gathers_matrix
-from revseq.ops.forms._matrix import gather_matrix
-from revseq.ops.forms._rows import gather_rows, needs_allowzero
+from revseq.ops.forms._matrix import gather_matrix, matrix_gathers
+from revseq.ops.forms._rows import gather_rows, needs_allowzero, rows_gathers
 from revseq.ops.signature import OpBuilder, Signature
 from revseq.ops.targets.vocabulary import (
     GATHER_ELEMENTS,
@@ -103,18 +111,26 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     return op.GatherND(data, index, batch_dims=batch_dims)
 
 
+def _elements_gathers(sig: Signature) -> frozenset[str]:
+    return matrix_gathers(sig) if gathers_matrix(sig) else frozenset({"GatherElements"})
+
+
 @dataclasses.dataclass(frozen=True)
 class Form:
-    """A named decomposition and the opset it needs.
+    """A named decomposition, the opset it needs and the gathers that move its data.
 
     ``min_opset`` is what the form needs at best; ``needs`` raises it for a signature
-    where the form emits something newer (``gather_rows``' ``allowzero``).
+    where the form emits something newer (``gather_rows``' ``allowzero``). ``gathers``
+    says, without emitting the form, which gather kinds (``GatherElements:flat`` among
+    them) move the data for a signature: most forms a target cannot run are turned
+    away on that alone.
     """
 
     name: str
     build: Callable[[OpBuilder, ir.Value, ir.Value, Signature], ir.Value]
     min_opset: int
     description: str
+    gathers: Callable[[Signature], frozenset[str]]
     needs: Callable[[Signature], int] | None = None
 
     def available(self, sig: Signature) -> str | None:
@@ -133,18 +149,21 @@ FORMS: dict[str, Form] = {
             gather_elements,
             11,
             "GatherElements with a data-sized index (the canonical form)",
+            _elements_gathers,
         ),
         Form(
             GATHER_ND,
             gather_nd,
             11,
             "GatherND gathering whole rows with (time, batch) index tuples",
+            lambda sig: frozenset({"GatherND"}),
         ),
         Form(
             GATHER_ROWS,
             gather_rows,
             11,
             "Gather of whole rows of a flattened [rows, rest] view",
+            rows_gathers,
             needs=lambda sig: 14 if needs_allowzero(sig) else 11,
         ),
     )
@@ -166,7 +185,35 @@ def reverse_all(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     return op.Gather(data, op.Sub(last, steps), axis=sig.time_axis)
 
 
-_FULL_LENGTHS = Form(REVERSE_ALL, reverse_all, 11, "Gather along time at T-1 .. 0")
+_FULL_LENGTHS = Form(
+    REVERSE_ALL,
+    reverse_all,
+    11,
+    "Gather along time at T-1 .. 0",
+    lambda sig: frozenset({"Gather"}),
+)
+
+
+def _form(strategy: str) -> Form:
+    form = _FULL_LENGTHS if strategy == REVERSE_ALL else FORMS.get(strategy)
+    if form is None:
+        raise StrategyError(
+            f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(FORMS))}"
+        )
+    return form
+
+
+def data_gathers(sig: Signature, strategy: str) -> frozenset[str]:
+    """The gather kinds that move the data in the named form for ``sig``, unemitted.
+
+    Raises:
+        StrategyError: The form does not fit ``sig`` (an unknown name, too old an opset).
+    """
+    form = _form(strategy)
+    reason = form.available(sig)
+    if reason is not None:
+        raise StrategyError(reason)
+    return form.gathers(sig)
 
 
 def emit(
@@ -178,11 +225,7 @@ def emit(
     (never a strategy of its own: it ignores the lengths). Lengths declared with a dim
     of their own are first given the data's batch dim (``batch_lengths``).
     """
-    form = _FULL_LENGTHS if strategy == REVERSE_ALL else FORMS.get(strategy)
-    if form is None:
-        raise StrategyError(
-            f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(FORMS))}"
-        )
+    form = _form(strategy)
     reason = form.available(sig)
     if reason is not None:
         raise StrategyError(reason)

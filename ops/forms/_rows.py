@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["gather_rows", "needs_allowzero"]
+__all__ = ["gather_rows", "needs_allowzero", "rows_gathers"]
 
 from typing import Literal
 
@@ -13,7 +13,7 @@ from revseq.ops.forms._axes import product_of_dims
 from revseq.ops.forms._emit import const, dims_read, shape_of, unsqueeze
 from revseq.ops.forms._index import row_index
 from revseq.ops.forms._layout import gathers_flat, gathers_matrix
-from revseq.ops.forms._matrix import flat_gather, gather_matrix
+from revseq.ops.forms._matrix import flat_gather, flat_gathers, gather_matrix, matrix_gathers
 from revseq.ops.signature import OpBuilder, Signature
 from revseq.ops.targets.vocabulary import RESHAPE_VIEW
 
@@ -78,6 +78,19 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     if not _reshapes_back(sig, view_kind):
         return gathered  # the view kept the trailing dims: the data's shape already
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
+
+
+def rows_gathers(sig: Signature) -> frozenset[str]:
+    """The gathers :func:`gather_rows` moves the data with, for ``sig``."""
+    if gathers_matrix(sig):
+        return matrix_gathers(sig)
+    if gathers_flat(sig):
+        shape = sig.static_dims()
+        assert shape is not None
+        return flat_gathers(shape)
+    if sig.dtype in (ir.DataType.STRING, None):
+        return frozenset({"GatherND"})
+    return frozenset({"Gather"})
 
 
 def _static_trailing(sig: Signature) -> bool:

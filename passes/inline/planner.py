@@ -3,9 +3,10 @@
 The planner is the one place that reads a target's capabilities: it copies the op types
 and variants the profile allows into the node's :class:`Signature` (forms read only the
 signature, and say "does not fit" by raising :class:`StrategyError`), tries the
-candidate forms in ``auto``'s order (``_ranking``), records each once
-(``_emitted.recorded``) and checks what it holds (op types, the gathers that move the
-data and the types they move) against the profile.
+candidate forms in ``auto``'s order (``ranking``), turns away those whose data gathers
+(each form says which, unemitted: ``forms.data_gathers``) the target cannot run, records
+the others once (``templates.recorded``) and checks what they hold (op types, the
+gathers that move the data and the types they move) against the profile.
 """
 
 from __future__ import annotations
@@ -168,6 +169,10 @@ def _why_not_fitting(
     types and its gather's type are all there is to check).
     """
     try:
+        # What the form says it gathers the data with: most misfits end here, unemitted.
+        reason = _why_gathers_misfit(sig, strategy, forms.data_gathers(sig, strategy), profile)
+        if reason is not None:
+            return reason
         used, moving = emitted(sig, strategy)
     except StrategyError as e:
         return str(e)
@@ -181,6 +186,19 @@ def _why_not_fitting(
             )
             who = ", ".join(blamed) or "the target"
             return f"strategy {strategy!r} needs {', '.join(missing)}, which {who} lacks"
+    reason = _why_gathers_misfit(sig, strategy, moving, profile)  # as emitted
+    if reason is not None:
+        return reason
+    ran = ran_as or strategy
+    if probed and not profile.ran(ran, dynamic=dynamic):
+        return f"strategy {ran!r} did not run exactly there with {shapes} shapes"
+    return None
+
+
+def _why_gathers_misfit(
+    sig: Signature, strategy: str, moving: frozenset[str], profile: Profile
+) -> str | None:
+    """Why the gathers that move the data do not fit the target, or None."""
     dtype = dtype_name(sig.dtype)
     beyond = sorted(moving & _beyond_the_reference(sig)) if sig.allowed is not None else []
     if beyond:  # a target's output is checked there; ``any`` emits what is asked
@@ -195,9 +213,6 @@ def _why_not_fitting(
             return (
                 f"strategy {strategy!r} gathers with {gather}, which moves no {dtype} on {who}"
             )
-    ran = ran_as or strategy
-    if probed and not profile.ran(ran, dynamic=dynamic):
-        return f"strategy {ran!r} did not run exactly there with {shapes} shapes"
     return None
 
 
