@@ -131,9 +131,10 @@ _GATHER_TYPES = [_T.FLOAT, _T.STRING, _T.FLOAT16, _T.BOOL]
 
 @pytest.mark.parametrize("dims", _GATHER_SHAPES, ids=str)
 @pytest.mark.parametrize("elem", _GATHER_TYPES)
-def test_a_form_says_which_gathers_move_the_data_as_it_emits_them(dims, elem):
-    """``data_gathers`` (unemitted) is what the recorded form gathers the data with."""
-    from revseq.ops.forms import data_gathers
+def test_a_form_says_what_it_uses_as_it_emits_it(dims, elem):
+    """``declared_uses`` (unemitted): the gathers the recorded form moves the data with,
+    and op types it holds."""
+    from revseq.ops.forms import declared_uses
     from revseq.ops.targets.vocabulary import REVERSE_ALL
 
     _, sig = _node(dims, elem)
@@ -142,9 +143,11 @@ def test_a_form_says_which_gathers_move_the_data_as_it_emits_them(dims, elem):
         fitted = planner._as_the_target_sees(sig, profile)
         for form in (*FORMS, REVERSE_ALL):
             try:
-                _, moving = emitted(fitted, form)
+                used, moving = emitted(fitted, form)
             except StrategyError:
                 continue
-            assert data_gathers(fitted, form) == moving, (name, form)
+            gathers, view_ops = declared_uses(fitted, form)
+            assert gathers == moving, (name, form)
+            assert view_ops <= used, (name, form, view_ops - used)
             compared += 1
     assert compared > len(TARGETS)

@@ -21,7 +21,7 @@ from __future__ import annotations
 __all__ = [
     "FORMS",
     "Form",
-    "data_gathers",
+    "declared_uses",
     "emit",
     "gather_elements",
     "gather_nd",
@@ -40,7 +40,7 @@ from revseq.ops.forms._emit import const, dim_vector, iota, pad_trailing, shape_
 from revseq.ops.forms._index import int64_arithmetic, source_index, typed_source_index
 from revseq.ops.forms._layout import gathers_matrix
 from revseq.ops.forms._matrix import gather_matrix, matrix_gathers
-from revseq.ops.forms._rows import gather_rows, needs_allowzero, rows_gathers
+from revseq.ops.forms._rows import gather_rows, needs_allowzero, rows_gathers, rows_view_ops
 from revseq.ops.signature import OpBuilder, Signature
 from revseq.ops.targets.vocabulary import (
     GATHER_ELEMENTS,
@@ -120,10 +120,11 @@ class Form:
     """A named decomposition, the opset it needs and the gathers that move its data.
 
     ``min_opset`` is what the form needs at best; ``needs`` raises it for a signature
-    where the form emits something newer (``gather_rows``' ``allowzero``). ``gathers``
-    says, without emitting the form, which gather kinds (``GatherElements:flat`` among
-    them) move the data for a signature: most forms a target cannot run are turned
-    away on that alone.
+    where the form emits something newer (``gather_rows``' ``allowzero``). Without
+    emitting the form, ``gathers`` says which gather kinds (``GatherElements:flat``
+    among them) move the data for a signature, and ``view_ops`` which op types and
+    variants its view of the data takes: most forms a target cannot run are turned
+    away on these alone.
     """
 
     name: str
@@ -132,6 +133,7 @@ class Form:
     description: str
     gathers: Callable[[Signature], frozenset[str]]
     needs: Callable[[Signature], int] | None = None
+    view_ops: Callable[[Signature], frozenset[str]] = lambda sig: frozenset()
 
     def available(self, sig: Signature) -> str | None:
         """None if the form fits ``sig``, else the reason it does not."""
@@ -165,6 +167,7 @@ FORMS: dict[str, Form] = {
             "Gather of whole rows of a flattened [rows, rest] view",
             rows_gathers,
             needs=lambda sig: 14 if needs_allowzero(sig) else 11,
+            view_ops=rows_view_ops,
         ),
     )
 }
@@ -203,8 +206,11 @@ def _form(strategy: str) -> Form:
     return form
 
 
-def data_gathers(sig: Signature, strategy: str) -> frozenset[str]:
-    """The gather kinds that move the data in the named form for ``sig``, unemitted.
+def declared_uses(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(the gather kinds that move the data, the view's op types) of a form, unemitted.
+
+    The op types are some of those the form emits for ``sig`` (its view of the data),
+    the gathers all of those that move the data.
 
     Raises:
         StrategyError: The form does not fit ``sig`` (an unknown name, too old an opset).
@@ -213,7 +219,7 @@ def data_gathers(sig: Signature, strategy: str) -> frozenset[str]:
     reason = form.available(sig)
     if reason is not None:
         raise StrategyError(reason)
-    return form.gathers(sig)
+    return form.gathers(sig), form.view_ops(sig)
 
 
 def emit(

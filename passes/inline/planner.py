@@ -4,9 +4,9 @@ The planner is the one place that reads a target's capabilities: it copies the o
 and variants the profile allows into the node's :class:`Signature` (forms read only the
 signature, and say "does not fit" by raising :class:`StrategyError`), tries the
 candidate forms in ``auto``'s order (``ranking``), turns away those whose data gathers
-(each form says which, unemitted: ``forms.data_gathers``) the target cannot run, records
-the others once (``templates.recorded``) and checks what they hold (op types, the
-gathers that move the data and the types they move) against the profile.
+and views (each form says which, unemitted: ``forms.declared_uses``) the target cannot
+run, records the others once (``templates.recorded``) and checks what they hold (op
+types, the gathers that move the data and the types they move) against the profile.
 """
 
 from __future__ import annotations
@@ -168,31 +168,41 @@ def _why_not_fitting(
     ``form@lean``). ``probed``: whether the probe ran the form end to end (else its op
     types and its gather's type are all there is to check).
     """
+    dynamic = is_dynamic(sig)
     try:
-        # What the form says it gathers the data with: most misfits end here, unemitted.
-        reason = _why_gathers_misfit(sig, strategy, forms.data_gathers(sig, strategy), profile)
+        # What the form says it uses (its data gathers, its view): most misfits end
+        # here, unemitted.
+        gathers, view_ops = forms.declared_uses(sig, strategy)
+        reason = _why_ops_missing(sig, strategy, view_ops, profile, dynamic=dynamic)
+        reason = reason or _why_gathers_misfit(sig, strategy, gathers, profile)
         if reason is not None:
             return reason
         used, moving = emitted(sig, strategy)
     except StrategyError as e:
         return str(e)
-    dynamic = is_dynamic(sig)
-    shapes = DYNAMIC if dynamic else STATIC
-    if sig.allowed is not None:
-        missing = sorted(used - sig.allowed - _ALWAYS_ALLOWED)
-        if missing:
-            blamed = sorted(
-                {b for op in missing for b in profile.lacking(op, dynamic=dynamic)}
-            )
-            who = ", ".join(blamed) or "the target"
-            return f"strategy {strategy!r} needs {', '.join(missing)}, which {who} lacks"
-    reason = _why_gathers_misfit(sig, strategy, moving, profile)  # as emitted
+    reason = _why_ops_missing(sig, strategy, used, profile, dynamic=dynamic)
+    reason = reason or _why_gathers_misfit(sig, strategy, moving, profile)  # as emitted
     if reason is not None:
         return reason
+    shapes = DYNAMIC if dynamic else STATIC
     ran = ran_as or strategy
     if probed and not profile.ran(ran, dynamic=dynamic):
         return f"strategy {ran!r} did not run exactly there with {shapes} shapes"
     return None
+
+
+def _why_ops_missing(
+    sig: Signature, strategy: str, used: frozenset[str], profile: Profile, *, dynamic: bool
+) -> str | None:
+    """Why the target lacks op types or variants the form uses, or None."""
+    if sig.allowed is None:
+        return None
+    missing = sorted(used - sig.allowed - _ALWAYS_ALLOWED)
+    if not missing:
+        return None
+    blamed = sorted({b for op in missing for b in profile.lacking(op, dynamic=dynamic)})
+    who = ", ".join(blamed) or "the target"
+    return f"strategy {strategy!r} needs {', '.join(missing)}, which {who} lacks"
 
 
 def _why_gathers_misfit(
