@@ -59,8 +59,9 @@ def _exit_description(returncode: int | None) -> str:
 class _Worker:
     """One child process serving one backend; restarted on demand after a crash."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, command: list[str] | None = None) -> None:
         self.name = name
+        self._command = command or [sys.executable, "-m", "revseq.backends._isolated", name]
         self._process: subprocess.Popen[bytes] | None = None
         self._drainer: threading.Thread | None = None
         self._panic: str | None = None
@@ -71,7 +72,7 @@ class _Worker:
         self._stderr.clear()
         self._panic: str | None = None
         process = subprocess.Popen(
-            [sys.executable, "-m", "revseq.backends._isolated", self.name],
+            self._command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -220,6 +221,15 @@ class IsolatedBackend:
     def run(self, model: onnx.ModelProto, feeds: Inputs) -> list[np.ndarray]:
         """Prepare ``model`` and run it once."""
         return self.prepare(model)(feeds)
+
+    @property
+    def survives_failures(self) -> bool:
+        """Whether a model that failed leaves the backend as it was (``SURVIVES_FAILURES``).
+
+        Then its worker is kept after a failure (a fresh one costs the runtime's
+        import); a crash still ends it.
+        """
+        return getattr(self.backend.module, "SURVIVES_FAILURES", False)
 
     def restart(self) -> None:
         """Make the next call start a fresh worker.

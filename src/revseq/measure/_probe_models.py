@@ -74,6 +74,16 @@ def probe_model(
     return model
 
 
+def probe_floats(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Random float32 data on float16's grid, for the op and form probes.
+
+    They ask whether an op or a form computes what ONNX says, not how wide the backend
+    stores float32 (the element-type probes ask that): an NPU that stores it as
+    float16 (RKNN) still runs a Gather exactly, and moves int32 with it.
+    """
+    return rng.standard_normal(shape).astype(np.float16).astype(np.float32)
+
+
 def probe_inputs(probe: Probe, dynamic: bool, seed: int = 0) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
     batch_major = probe.name == GATHER_ND_BATCH_DIMS
@@ -84,7 +94,7 @@ def probe_inputs(probe: Probe, dynamic: bool, seed: int = 0) -> list[dict[str, n
     feeds = []
     for time_len, batch in sizes:
         shape = (batch, time_len, 3) if batch_major else (time_len, batch, 3)
-        x = rng.standard_normal(shape).astype(np.float32)
+        x = probe_floats(rng, shape)
         lens = np.array(([0, 1, time_len, 3] * batch)[:batch], dtype=np.int64)
         feeds.append({"x": x, "lens": np.minimum(lens, time_len)})
     return feeds
@@ -236,8 +246,8 @@ class FormLayout:
     lens_type: int = onnx.TensorProto.INT64
     computed: bool = False
 
-    def model(self, dynamic: bool) -> onnx.ModelProto:
-        """The one-node model; with symbolic dims the lengths have a dim of their own.
+    def model(self, dynamic: bool, elem: int = onnx.TensorProto.FLOAT) -> onnx.ModelProto:
+        """The one-node model of ``elem`` data; symbolic lengths have a dim of their own.
 
         Exporters declare ``sequence_lens`` with a symbol of its own (tf2onnx's
         ``unk__18`` beside the data's ``unk__16``), so the probes do.
@@ -245,7 +255,7 @@ class FormLayout:
         dims = self.dims if dynamic else self.shape(5, 4)
         model = reverse_sequence_model(
             dims,
-            onnx.TensorProto.FLOAT,
+            elem,
             batch_axis=self.batch_axis,
             time_axis=self.time_axis,
             domain="" if {self.batch_axis, self.time_axis} == {0, 1} else REVSEQ_DOMAIN,
@@ -285,9 +295,13 @@ three trailing dims, one of size 1. The first is what the costs are timed on."""
 
 
 def form_inputs(
-    layout: FormLayout, dynamic: bool, *, invalid: bool
+    layout: FormLayout, dynamic: bool, *, invalid: bool, elem: int = onnx.TensorProto.FLOAT
 ) -> list[dict[str, np.ndarray]]:
-    """Lengths 0, 1, T and one between; with ``invalid``, also -1 and T+2."""
+    """Lengths 0, 1, T and one between; with ``invalid``, also -1 and T+2.
+
+    The data is float32 on float16's grid (:func:`probe_floats`), or for another
+    ``elem`` random integers of that type.
+    """
     rng = np.random.default_rng(2)
     lens_type = (
         np.int32 if layout.computed or layout.lens_type == onnx.TensorProto.INT32 else np.int64
@@ -296,6 +310,11 @@ def form_inputs(
     for time_len, batch in SIZES if dynamic else SIZES[:1]:
         pattern = [time_len + 2, -1, 0, 1] if invalid else [time_len, 0, 1, min(2, time_len)]
         lens = np.array((pattern * batch)[:batch], lens_type)
-        x = rng.standard_normal(layout.shape(time_len, batch)).astype(np.float32)
+        shape = layout.shape(time_len, batch)
+        if elem == onnx.TensorProto.FLOAT:
+            x = probe_floats(rng, shape)
+        else:
+            np_type = onnx.helper.tensor_dtype_to_np_dtype(elem)
+            x = rng.integers(-100, 100, shape).astype(np_type)
         feeds.append({"x": x, "lens": lens})
     return feeds

@@ -39,6 +39,7 @@ from revseq.measure._probe_models import (
     form_inputs,
     gather_index,
     gather_model,
+    probe_floats,
     probe_inputs,
     probe_model,
 )
@@ -87,10 +88,12 @@ def run_exact(
     (:func:`~revseq.equivalence.off_device.harmful_nodes`; ``axes`` are the time and
     batch axes of the probe's ``x``): a probe certifies what runs there, not on a
     fallback. A worker in which a model failed is not used again
-    (``IsolatedBackend.restart``).
+    (``IsolatedBackend.restart``), but on a backend whose failures are Python errors
+    that leave it as it was (``survives_failures``).
     """
     failure = _first_failure(backend, model, feeds, truth, axes=axes)
-    if failure is not None and isinstance(backend, IsolatedBackend):
+    isolated = isinstance(backend, IsolatedBackend)
+    if failure is not None and isolated and not backend.survives_failures:
         backend.restart()
     return failure
 
@@ -229,11 +232,28 @@ def run_carrier_probes(
     return results
 
 
+# The data types a form probe runs in: the first that some gather moves on the backend.
+_FORM_PROBE_TYPES = ("float32", "int32", "int64")
+
+
+def form_probe_type(ops: Profile) -> str:
+    """The type the forms are probed in: float32, else int32 or int64.
+
+    Where no gather moves float32 exactly (an NPU that stores it as float16), int32 or
+    int64, whichever the backend moves.
+
+    A form's data movement is certified per type by the element-type probes; the form
+    probes certify its index and its ops, in a type the backend moves.
+    """
+    return next((t for t in _FORM_PROBE_TYPES if ops.has(t)), _FORM_PROBE_TYPES[0])
+
+
 def run_form_probes(
     backend: Backend | IsolatedBackend, ops: Profile, *, invalid: bool = False
 ) -> list[ProbeResult]:
-    """Every form end to end, float32: valid lengths, or with ``invalid`` also -1, T+2.
+    """Every form end to end: valid lengths, or with ``invalid`` also -1, T+2.
 
+    In float32, or where the backend moves no float32, in :func:`form_probe_type`.
     Each form is emitted as the planner emits it for ``ops`` (the backend's probed op
     types and variants): GatherND without ``batch_dims`` where the backend lacks it.
     Where the backend runs index arithmetic in int32 and int64, each form also runs
@@ -250,6 +270,7 @@ def run_form_probes(
     (time-major, rows of several elements: what the costs are timed on) must be emitted.
     """
     results = []
+    elem = ELEMENT_TYPES[form_probe_type(ops)]
     for name in variant_names(FORMS):
         form, emitted_for = ops.variant(name)
         if emitted_for is None:
@@ -258,7 +279,7 @@ def run_form_probes(
             failure = None
             for layout in FORM_LAYOUTS:
                 batch_axis, time_axis = layout.batch_axis, layout.time_axis
-                model = layout.model(dynamic)
+                model = layout.model(dynamic, elem)
                 try:
                     inlined = revseq.inline(model, strategy=form, target=emitted_for)
                 except revseq.RevseqError as e:
@@ -272,7 +293,7 @@ def run_form_probes(
                         reverse_sequence(feeds["x"], feeds["lens"], batch_axis=b, time_axis=t)
                     ]
 
-                feeds = form_inputs(layout, dynamic, invalid=invalid)
+                feeds = form_inputs(layout, dynamic, invalid=invalid, elem=elem)
                 failure = run_exact(
                     backend, inlined, feeds, truth, axes=(time_axis, batch_axis)
                 )
@@ -286,15 +307,15 @@ def run_form_probes(
 
 
 def run_native_probe(backend: Backend | IsolatedBackend) -> ProbeResult:
-    """Whether the backend runs ReverseSequence itself (valid lengths, float32)."""
+    """Whether the backend runs ReverseSequence itself (valid lengths, 0 among them)."""
     model = reverse_sequence_model(
         (5, 4, 3), onnx.TensorProto.FLOAT, opset=OPSET, ir_version=9, name="probe"
     )
     rng = np.random.default_rng(3)
     feeds = [
         {
-            "x": rng.standard_normal((5, 4, 3)).astype(np.float32),
-            "lens": np.array([5, 1, 3, 2]),
+            "x": probe_floats(rng, (5, 4, 3)),
+            "lens": np.array([5, 0, 3, 1]),
         }
     ]
 
