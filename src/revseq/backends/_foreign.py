@@ -1,0 +1,147 @@
+"""Adapters whose runtime lives in a Python environment of its own.
+
+A runtime whose pins clash with revseq's (RKNN's toolkit: numpy 1, onnx 1.18; x2paddle:
+onnx 1.17) is installed in an environment of its own, and an environment variable names
+that environment's interpreter (``REVSEQ_RKNN_PYTHON=/path/to/venv/bin/python``). Its
+runner (a script in :mod:`revseq.backends.foreign`) is served there by
+``foreign/serve.py``, in a process that a crash takes down alone: models travel as
+bytes, arrays in numpy's ``.npy`` format.
+"""
+
+from __future__ import annotations
+
+__all__ = ["missing", "prepare", "version"]
+
+import atexit
+import functools
+import io
+import itertools
+import os
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import onnx
+
+from revseq.backends._adapter import Inputs, Runner
+from revseq.backends._isolated import _Worker
+
+_FOLDER = pathlib.Path(__file__).parent / "foreign"
+_WORKERS: dict[str, _Worker] = {}
+_KEYS = itertools.count()
+
+
+def _interpreter(variable: str) -> str | None:
+    value = os.environ.get(variable)
+    if not value:
+        return None
+    return shutil.which(value) or (value if os.access(value, os.X_OK) else None)
+
+
+@functools.cache
+def _imports(python: str, module: str) -> str | None:
+    """Why ``python`` cannot import ``module``, or None when it can."""
+    try:
+        done = subprocess.run(
+            [python, "-c", f"import {module}"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"
+
+
+def missing(name: str, variable: str, module: str) -> str | None:
+    """Why backend ``name`` cannot run here, or None when its environment is set up."""
+    how = f"docs/backends.md#{name} says how to make it"
+    value = os.environ.get(variable)
+    if not value:
+        return (
+            f"backend {name!r} runs in a Python environment of its own: set {variable} to "
+            f"its interpreter ({how})"
+        )
+    python = _interpreter(variable)
+    if python is None:
+        return f"backend {name!r}: {variable}={value} is no interpreter here"
+    verified = f"_REVSEQ_VERIFIED_{variable}"  # inherited: a worker does not ask again
+    if os.environ.get(verified) == f"{python}:{module}":
+        return None
+    why = _imports(python, module)
+    if why is not None:
+        return f"backend {name!r}: {variable}={value} cannot import {module} ({why})"
+    os.environ[verified] = f"{python}:{module}"
+    return None
+
+
+def version(variable: str, distribution: str) -> str:
+    """The version of ``distribution`` installed beside the environment's interpreter.
+
+    Asked once, and handed to the workers this process starts.
+    """
+    python = _interpreter(variable)
+    if python is None:
+        return "unknown"
+    known = f"_REVSEQ_VERSION_{variable}"
+    if os.environ.get(known, "").startswith(f"{python}:{distribution}="):
+        return os.environ[known].partition("=")[2]
+    found = _version(python, distribution)
+    os.environ[known] = f"{python}:{distribution}={found}"
+    return found
+
+
+@functools.cache
+def _version(python: str, distribution: str) -> str:
+    done = subprocess.run(
+        [python, "-c", f"import importlib.metadata as m; print(m.version({distribution!r}))"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.stdout.strip() or "unknown"
+
+
+def _worker(name: str, variable: str, runner: str) -> _Worker:
+    if name not in _WORKERS:
+        python = _interpreter(variable)
+        assert python is not None, f"{variable} is checked before a model is prepared"
+        command = [python, str(_FOLDER / "serve.py"), str(_FOLDER / runner)]
+        _WORKERS[name] = _Worker(name, command)
+    return _WORKERS[name]
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def prepare(name: str, variable: str, runner: str, model: onnx.ModelProto) -> Runner:
+    """Prepare ``model`` in the environment's worker; the runner runs it there."""
+    worker = _worker(name, variable, runner)
+    payload = model.SerializeToString()
+    key = next(_KEYS)
+    worker.call("convert", ("prepare", key, payload))
+
+    def run(feeds: Inputs) -> list[np.ndarray]:
+        request = ("run", key, {k: _npy(v) for k, v in feeds.items()})
+        found, outputs = worker.call("run", request)
+        if not found:  # let go, or a restarted worker never saw it
+            worker.call("convert", ("prepare", key, payload))
+            found, outputs = worker.call("run", request)
+        return [np.load(io.BytesIO(o), allow_pickle=False) for o in outputs]
+
+    return run
+
+
+@atexit.register
+def _close_workers() -> None:
+    for worker in list(_WORKERS.values()):
+        worker.close()

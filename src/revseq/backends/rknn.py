@@ -1,0 +1,35 @@
+"""Rockchip's RKNN-Toolkit2 (NPU simulator, rk3588), in an environment of its own.
+
+The toolkit pins numpy 1, onnx 1.18 and protobuf 4, which revseq's environment cannot
+hold: it is installed in an environment of its own that ``REVSEQ_RKNN_PYTHON`` names
+(docs/backends.md says how), and runs there (``foreign/rknn.py``).
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from revseq.backends import _foreign
+
+DISTRIBUTION = "rknn-toolkit2"
+EXTRA = None  # no extra: an environment of its own (ENVIRONMENT)
+IMPORTS = ()
+SURVIVES_FAILURES = True
+"""Its failures are Python errors in its own process: the worker is kept after one."""
+ENVIRONMENT = "REVSEQ_RKNN_PYTHON"
+"""The variable naming the interpreter of the environment the toolkit is installed in."""
+
+
+def missing_requirement() -> str | None:
+    """Why RKNN cannot run here: its environment is not named, or lacks the toolkit."""
+    return _foreign.missing("rknn", ENVIRONMENT, "rknn.api")
+
+
+def version() -> str:
+    """The toolkit's version, as installed in its environment."""
+    return _foreign.version(ENVIRONMENT, DISTRIBUTION)
+
+
+def prepare(model: onnx.ModelProto):
+    """Run ``model`` in the toolkit's environment; returns a function of the inputs."""
+    return _foreign.prepare("rknn", ENVIRONMENT, "rknn.py", model)

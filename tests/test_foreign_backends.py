@@ -1,0 +1,183 @@
+"""Backends in an environment of their own: the server, its wire format, the adapters.
+
+The mechanism is tested with this interpreter standing in for another environment and a
+runner written here; RKNN and x2paddle themselves run where their environments are named
+(``REVSEQ_RKNN_PYTHON``, ``REVSEQ_X2PADDLE_PYTHON``), and are skipped with the reason
+elsewhere.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+import revseq
+from revseq.backends import BackendError, _foreign, get, unavailable
+from revseq.backends._isolated import BackendCrashError
+from revseq.ops.reference import reverse_sequence_model
+
+RUNNER = """
+import os, sys
+import numpy as np
+
+def version():
+    return "0.1"
+
+def prepare(model_bytes):
+    print("noise on stdout, as runtimes print")
+    if model_bytes == b"refuse":
+        raise ValueError("no such layer")
+
+    def run(feeds):
+        x = feeds["x"]
+        if x.size and x.flat[0] == 99:
+            os.abort()
+        if x.size and x.flat[0] == 98:
+            raise RuntimeError("bad input")
+        return [x[::-1].copy(), np.asarray(sys.path[0] == os.path.dirname(__file__))]
+
+    return run
+"""
+
+
+class _Bytes:
+    """A stand-in for a ModelProto: what ``prepare`` serialises."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+    def SerializeToString(self) -> bytes:
+        return self.payload
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch):
+    path = tmp_path / "fake_runtime.py"
+    path.write_text(RUNNER)
+    monkeypatch.setenv("REVSEQ_FAKE_PYTHON", sys.executable)
+    yield str(path)
+    worker = _foreign._WORKERS.pop("fake", None)
+    if worker is not None:
+        worker.close()
+
+
+def _prepare(runner: str, payload: bytes = b"model"):
+    return _foreign.prepare("fake", "REVSEQ_FAKE_PYTHON", runner, _Bytes(payload))
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.arange(12, dtype=np.int64).reshape(4, 3),
+        np.array([np.nan, -0.0, np.inf], np.float32),
+        np.zeros((0, 3), np.float16),
+        np.array([[True], [False]]),
+    ],
+    ids=["int64", "specials", "empty", "bool"],
+)
+def test_arrays_cross_to_the_other_environment_and_back_byte_for_byte(runner, array):
+    got, _ = _prepare(runner)({"x": array})
+    want = array[::-1]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+def test_the_runner_does_not_shadow_the_runtime_it_is_named_after(runner):
+    _, first_on_path = _prepare(runner)({"x": np.zeros(2, np.float32)})
+    assert not first_on_path
+
+
+def test_a_refusal_and_a_failed_run_are_one_line_each(runner):
+    with pytest.raises(BackendError, match=r"fake: convert failed: ValueError: no such layer"):
+        _prepare(runner, b"refuse")
+    run = _prepare(runner)
+    with pytest.raises(BackendError, match=r"fake: run failed: RuntimeError: bad input"):
+        run({"x": np.array([98.0])})
+
+
+def test_a_crash_is_an_error_and_the_next_call_starts_afresh(runner):
+    run = _prepare(runner)
+    with pytest.raises(BackendCrashError, match="SIGABRT"):
+        run({"x": np.array([99.0])})
+    got, _ = run({"x": np.array([1.0, 2.0])})  # prepared again in a fresh worker
+    assert got.tolist() == [2.0, 1.0]
+
+
+def test_an_environment_not_named_or_not_fit_is_said(monkeypatch, tmp_path):
+    monkeypatch.delenv("REVSEQ_FAKE_PYTHON", raising=False)
+    why = _foreign.missing("fake", "REVSEQ_FAKE_PYTHON", "json")
+    assert "set REVSEQ_FAKE_PYTHON to its interpreter" in why
+    monkeypatch.setenv("REVSEQ_FAKE_PYTHON", str(tmp_path / "no-python"))
+    assert "is no interpreter here" in _foreign.missing("fake", "REVSEQ_FAKE_PYTHON", "json")
+    monkeypatch.setenv("REVSEQ_FAKE_PYTHON", sys.executable)
+    assert _foreign.missing("fake", "REVSEQ_FAKE_PYTHON", "json") is None
+    why = _foreign.missing("fake", "REVSEQ_FAKE_PYTHON", "no_such_runtime_revseq")
+    assert "cannot import no_such_runtime_revseq" in why
+
+
+@pytest.mark.parametrize("name", ["rknn", "x2paddle"])
+def test_a_backend_without_its_environment_says_which_variable_to_set(name, monkeypatch):
+    variable = f"REVSEQ_{name.upper()}_PYTHON"
+    monkeypatch.delenv(variable, raising=False)
+    assert variable in unavailable(name)
+
+
+def _environment_or_skip(name: str):
+    why = unavailable(name)
+    if why is not None:
+        pytest.skip(why)
+    return get(name)
+
+
+_TYPES = {"float32": onnx.TensorProto.FLOAT, "int32": onnx.TensorProto.INT32}
+_TYPES["int64"] = onnx.TensorProto.INT64
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64"])
+def test_the_default_is_exact_on_x2paddle_with_static_dims(dtype):
+    _environment_or_skip("x2paddle")
+    model = reverse_sequence_model([6, 3, 4], _TYPES[dtype], batch_axis=1, time_axis=0)
+    report = revseq.check(model, revseq.inline(model), backend="x2paddle", trials=2)
+    assert report.ok and report.exercised, report
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_rknn_s_own_reverse_sequence_is_wrong_where_the_inlined_one_is_exact(dtype):
+    _environment_or_skip("rknn")
+    model = reverse_sequence_model([6, 3, 4], _TYPES[dtype], batch_axis=1, time_axis=0)
+    inlined = revseq.check(model, revseq.inline(model), backend="rknn", trials=2)
+    assert inlined.ok and inlined.exercised, inlined
+    native = revseq.check(model, model, backend="rknn", trials=2)  # its own op
+    assert not native.ok and "lengths [0" in str(native.nodes[0]), native
+
+
+def test_rknn_s_profile_keeps_it_out_of_the_default_and_names_what_it_lacks():
+    from revseq.ops.targets import TARGETS
+
+    profile = TARGETS["rknn"]
+    assert profile.yields and profile.native is False
+    assert "rknn" not in {m.name for m in TARGETS["portable"].members}
+    assert not profile.has("float32")  # stored as float16 on the NPU
+    int32 = reverse_sequence_model([6, 3, 4], _TYPES["int32"], batch_axis=1, time_axis=0)
+    inlined = revseq.inline(int32, target="rknn")
+    assert "ReverseSequence" not in {n.op_type for n in inlined.graph.node}
+    float32 = reverse_sequence_model([6, 3, 4], _TYPES["float32"], batch_axis=1, time_axis=0)
+    with pytest.raises(revseq.RevseqError, match="moves no float32"):
+        revseq.inline(float32, target="rknn")
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("layout", [(1, 0), (0, 1)], ids=str)
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "bool"])
+def test_rknn_s_own_target_is_exact_there_for_the_types_it_moves(dtype, layout):
+    _environment_or_skip("rknn")
+    batch_axis, time_axis = layout
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = reverse_sequence_model([6, 3, 4], elem, batch_axis=batch_axis, time_axis=time_axis)
+    report = revseq.check(model, revseq.inline(model, target="rknn"), backend="rknn", trials=2)
+    assert report.ok and report.exercised, report
