@@ -26,8 +26,13 @@ from revseq.passes.inline.ranking import in_place
 
 # Backends with a probed profile; webgpu (an execution provider whose verdict includes
 # where each node ran) has tests of its own, in test_webgpu.py, and so do the ExecuTorch
-# backends (test_executorch.py), which take the op through revseq's converter.
-BACKENDS = sorted(set(backends.ADAPTERS) - {"webgpu", "executorch", "executorch-portable"})
+# backends (test_executorch.py), which take the op through revseq's converter, and the
+# backends in an environment of their own (test_foreign_backends.py: static dims, the
+# types they move).
+BACKENDS = sorted(
+    set(backends.ADAPTERS)
+    - {"webgpu", "executorch", "executorch-portable", "rknn", "x2paddle"}
+)
 
 # (T, B) sizes a model runs at: static shapes at the first, symbolic dims at both.
 SIZES = ((5, 4), (3, 2))

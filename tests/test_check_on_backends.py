@@ -299,8 +299,12 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 @pytest.mark.parametrize(
     "name",
     # torch.export cannot trace onnx2torch's conversion of symbolic dims (Range, Squeeze
-    # read values): ExecuTorch takes the op itself (test_executorch.py).
-    sorted(set(backends.ADAPTERS) - {"onnx2torch-cuda", "executorch", "executorch-portable"}),
+    # read values): ExecuTorch takes the op itself (test_executorch.py). RKNN and
+    # x2paddle run static dims only (test_foreign_backends.py).
+    sorted(
+        set(backends.ADAPTERS)
+        - {"onnx2torch-cuda", "executorch", "executorch-portable", "rknn", "x2paddle"}
+    ),
 )
 def test_tf2onnx_s_reverse_sequence_checks_on_the_backend(name, per_node, tmp_path):
     """tf2onnx's export of ``tf.reverse_sequence``: int32 lengths declared with a symbol

@@ -64,6 +64,10 @@ ADAPTERS: dict[str, str] = {
 UNTIMED: dict[str, str] = {
     "webgpu": "its runs pass the tensors through a worker process, on a software Vulkan "
     "where no GPU is there: no GPU's timing",
+    "rknn": "it simulates the NPU on the host, and its runs cross a pipe to the "
+    "environment it lives in: no NPU's timing",
+    "x2paddle": "its runs cross a pipe to the environment it lives in, whose copies "
+    "would be timed with it",
 }
 """Adapters whose run times say nothing about the backend's speed, and why."""
 
