@@ -28,10 +28,10 @@ from revseq.passes.inline.ranking import in_place
 # where each node ran) has tests of its own, in test_webgpu.py, and so do the ExecuTorch
 # backends (test_executorch.py), which take the op through revseq's converter, and the
 # backends in an environment of their own (test_foreign_backends.py: static dims, the
-# types they move).
+# types they move), and ncnn, which runs no gather (below).
 BACKENDS = sorted(
     set(backends.ADAPTERS)
-    - {"webgpu", "executorch", "executorch-portable", "rknn", "x2paddle"}
+    - {"webgpu", "executorch", "executorch-portable", "rknn", "x2paddle", "ncnn"}
 )
 
 # (T, B) sizes a model runs at: static shapes at the first, symbolic dims at both.
@@ -731,3 +731,27 @@ def test_the_default_runs_on_opencv_for_its_common_types(dtype, layout, dynamic)
         backend, revseq.inline(model), rank=3, dtype=dtype, batch_axis=batch_axis,
         time_axis=time_axis, dynamic=dynamic,
     )  # fmt: skip
+
+
+def _full_reversal(elem: int) -> onnx.ModelProto:
+    """A ReverseSequence whose constant lengths all reach T: a step -1 Slice inlined."""
+    graph = onnx.helper.make_graph(
+        [helper.make_node("ReverseSequence", ["x", "L"], ["y"], batch_axis=1, time_axis=0)],
+        "full",
+        [onnx.helper.make_tensor_value_info("x", elem, [6, 3, 4])],
+        [onnx.helper.make_tensor_value_info("y", elem, [6, 3, 4])],
+        [onnx.numpy_helper.from_array(np.array([6, 6, 6], np.int64), "L")],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("elem", [onnx.TensorProto.FLOAT, onnx.TensorProto.INT32])
+def test_ncnn_runs_a_full_reversal_exactly_and_says_which_layer_it_lacks(elem):
+    backend_or_skip("ncnn")
+    model = _full_reversal(elem)
+    report = revseq.check(model, revseq.inline(model), backend="ncnn", trials=2)
+    assert report.ok and report.exercised, report
+    runtime = reverse_sequence_model([6, 3, 4], elem, batch_axis=1, time_axis=0)
+    with pytest.raises(revseq.RevseqError, match="layers ncnn lacks: Gather"):
+        revseq.check(runtime, revseq.inline(runtime), backend="ncnn", trials=1)

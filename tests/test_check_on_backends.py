@@ -300,10 +300,10 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures"
     "name",
     # torch.export cannot trace onnx2torch's conversion of symbolic dims (Range, Squeeze
     # read values): ExecuTorch takes the op itself (test_executorch.py). RKNN and
-    # x2paddle run static dims only (test_foreign_backends.py).
+    # x2paddle run static dims only (test_foreign_backends.py), ncnn no gather.
     sorted(
         set(backends.ADAPTERS)
-        - {"onnx2torch-cuda", "executorch", "executorch-portable", "rknn", "x2paddle"}
+        - {"onnx2torch-cuda", "executorch", "executorch-portable", "rknn", "x2paddle", "ncnn"}
     ),
 )
 def test_tf2onnx_s_reverse_sequence_checks_on_the_backend(name, per_node, tmp_path):

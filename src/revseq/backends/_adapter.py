@@ -50,6 +50,7 @@ ADAPTERS: dict[str, str] = {
     "mnn": "Alibaba MNN: its converter, then its nn Module API on the CPU",
     "webgpu": "onnxruntime-web's WebGPU execution provider on Dawn, in Node",
     "opencv": "OpenCV's DNN module (cv2.dnn) on its CPU backend",
+    "ncnn": "Tencent's ncnn, converted by pnnx from ONNX, run on the CPU in float32",
     "rknn": "Rockchip's RKNN-Toolkit2 simulator (rk3588), float models unquantised, in an "
     "environment of its own",
     "x2paddle": "x2paddle's conversion to a Paddle inference model, run by PaddlePaddle on "
@@ -75,7 +76,7 @@ PLACED = frozenset({"webgpu"})
 """Adapters whose runs report where each node ran (an execution provider and its CPU
 fallback): on them a run placed off the device fails like a wrong value."""
 
-YIELDING = frozenset({"opencv", "rknn", "x2paddle"})
+YIELDING = frozenset({"opencv", "ncnn", "rknn", "x2paddle"})
 """Deployment runtimes kept out of the portable default (their own target serves them):
 their fewer ops narrow no one else's output."""
 

@@ -1,0 +1,124 @@
+"""Tencent's ncnn, the model converted by pnnx (its ONNX path), run by ncnn's Python API.
+
+pnnx converts for fixed input shapes, so a model is converted again for each new set of
+shapes it is run on. pnnx's own onnxruntime reads IR versions up to 13: the model is
+saved with the lowest IR version its opsets allow. pnnx turns int64 inputs into
+int32 (fed as int32: the values must fit), and ncnn's ``Mat`` holds 32-bit elements:
+float32 and int32 inputs only, other types refused at run time, which a profile records
+as "moves no such type". Outputs come back as float32 bits: a declared int32 or int64
+output is read as the int32 it holds. Storage and arithmetic in float16 are off.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import onnx
+
+from revseq.backends._adapter import input_names
+
+DISTRIBUTION = "ncnn"
+EXTRA = "ncnn"
+IMPORTS = ("ncnn", "pnnx")
+
+_PNNX_TYPES = {np.dtype(t): name for t, name in ((np.float32, "f32"), (np.int32, "i32"))}
+_PNNX_TYPES[np.dtype(np.int64)] = "i64"  # declared so; pnnx makes it int32
+_KEPT = 4  # converted nets kept, per model
+
+
+def version() -> str:
+    """The versions of ncnn and of pnnx."""
+    import importlib.metadata
+
+    return f"{importlib.metadata.version('ncnn')} (pnnx {importlib.metadata.version('pnnx')})"
+
+
+def _lowest_ir(model: onnx.ModelProto) -> onnx.ModelProto:
+    lowered = onnx.ModelProto()
+    lowered.CopyFrom(model)
+    lowest = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+    lowered.ir_version = min(model.ir_version, lowest)
+    return lowered
+
+
+def _convert(model: onnx.ModelProto, arrays: list[np.ndarray], folder: str):
+    import ncnn
+    import pnnx
+
+    path = os.path.join(folder, "model.onnx")
+    onnx.save(_lowest_ir(model), path)
+    shapes = ",".join(
+        f"[{','.join(str(d) for d in a.shape)}]{_PNNX_TYPES[a.dtype]}" for a in arrays
+    )
+    done = subprocess.run(
+        [pnnx.EXEC_PATH, path, f"inputshape={shapes}", "fp16=0"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=folder,
+    )
+    param = os.path.join(folder, "model.ncnn.param")
+    if done.returncode != 0 or not os.path.exists(param):
+        lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+        why = lines[-1] if lines else f"exit status {done.returncode}"
+        raise RuntimeError(f"pnnx failed: {why[:300]}")
+    net = ncnn.Net()
+    for option in ("use_fp16_storage", "use_fp16_arithmetic", "use_fp16_packed"):
+        setattr(net.opt, option, False)
+    with open(param) as f:
+        text = f.read()
+    layers = [line.split()[0] for line in text.splitlines()[2:] if line.strip()]
+    lacking = sorted({t for t in layers if ncnn.layer_to_index(t) < 0})
+    if lacking:
+        raise RuntimeError(f"pnnx wrote layers ncnn lacks: {', '.join(lacking)}")
+    if net.load_param(param) != 0 or net.load_model(os.path.join(folder, "model.ncnn.bin")):
+        raise RuntimeError("ncnn could not load pnnx's model")
+    inputs = [line.split()[1] for line in text.splitlines() if line.startswith("Input ")]
+    return net, inputs
+
+
+def prepare(model: onnx.ModelProto):
+    """Convert ``model`` with pnnx for each set of input shapes; run it with ncnn."""
+    import ncnn
+
+    names = input_names(model)
+    read = {name for node in model.graph.node for name in node.input}
+    kept = [n for n in names if n in read]  # pnnx drops an input no node reads
+    declared = [o.type.tensor_type.elem_type for o in model.graph.output]
+    nets: dict[tuple, tuple] = {}
+    folder = tempfile.TemporaryDirectory(prefix="revseq-ncnn-")
+
+    def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        given = [np.ascontiguousarray(feeds[name]) for name in kept]
+        for array in given:
+            if array.dtype not in _PNNX_TYPES:
+                raise TypeError(f"ncnn's Mat takes float32 and int32 only, not {array.dtype}")
+        # pnnx is told the declared types; it makes int64 inputs int32, fed as such.
+        arrays = [a.astype(np.int32) if a.dtype == np.int64 else a for a in given]
+        key = tuple((a.shape, a.dtype.str) for a in given)
+        if key not in nets:
+            while len(nets) >= _KEPT:
+                nets.pop(next(iter(nets)))
+            sub = os.path.join(folder.name, str(len(os.listdir(folder.name))))
+            os.makedirs(sub)
+            nets[key] = _convert(model, given, sub)
+        net, blobs = nets[key]
+        extractor = net.create_extractor()
+        for blob, array in zip(blobs, arrays, strict=True):
+            extractor.input(blob, ncnn.Mat(array))
+        outputs = []
+        for index, elem in enumerate(declared):
+            status, mat = extractor.extract(f"out{index}")
+            if status != 0:
+                raise RuntimeError(f"ncnn extract of output {index} failed (status {status})")
+            out = np.array(mat)
+            if elem in (onnx.TensorProto.INT32, onnx.TensorProto.INT64):
+                out = out.view(np.int32)
+            outputs.append(out)
+        return outputs
+
+    run.folder = folder  # type: ignore[attr-defined]  # removed with the runner
+    return run
