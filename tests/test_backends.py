@@ -755,3 +755,25 @@ def test_ncnn_runs_a_full_reversal_exactly_and_says_which_layer_it_lacks(elem):
     runtime = reverse_sequence_model([6, 3, 4], elem, batch_axis=1, time_axis=0)
     with pytest.raises(revseq.RevseqError, match="layers ncnn lacks: Gather"):
         revseq.check(runtime, revseq.inline(runtime), backend="ncnn", trials=1)
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("axes", [(1, 0), (0, 1)], ids=str)
+@pytest.mark.parametrize("elem", [onnx.TensorProto.FLOAT, onnx.TensorProto.INT32])
+def test_ncnn_s_own_target_reverses_constant_lengths_by_slices_exactly(elem, axes):
+    backend_or_skip("ncnn")
+    batch_axis, time_axis = axes
+    dims = [6, 4, 3] if axes == (1, 0) else [4, 6, 3]
+    graph = helper.make_graph(
+        [helper.make_node("ReverseSequence", ["x", "L"], ["y"], batch_axis=batch_axis,
+                          time_axis=time_axis)],
+        "constant_lengths",
+        [helper.make_tensor_value_info("x", elem, dims)],
+        [helper.make_tensor_value_info("y", elem, dims)],
+        [onnx.numpy_helper.from_array(np.array([2, 0, 5, 6], np.int64), "L")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    inlined = revseq.inline(model, target="ncnn")
+    assert {n.op_type for n in inlined.graph.node} <= {"Slice", "Concat", "Constant"}
+    report = revseq.check(model, inlined, backend="ncnn", trials=2)
+    assert report.ok and report.exercised, report

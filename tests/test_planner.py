@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
 
+import revseq
 from revseq.errors import StrategyError
 from revseq.ops.forms import FORMS
-from revseq.ops.reference import reverse_sequence_model
+from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import ANY, TARGETS
 from revseq.ops.targets.profile import Profile
 from revseq.ops.targets.vocabulary import INT32_INDEX, INT64_INDEX
@@ -151,3 +153,64 @@ def test_a_form_says_what_it_uses_as_it_emits_it(dims, elem):
             assert view_ops <= used, (name, form, view_ops - used)
             compared += 1
     assert compared > len(TARGETS)
+
+
+def _constant_lengths_model(lens, dims=(6, 4, 3), elem=FLOAT, axes=(1, 0)):
+    batch_axis = axes[0]
+    graph = onnx.helper.make_graph(
+        [
+            onnx.helper.make_node(
+                "ReverseSequence", ["x", "L"], ["y"], batch_axis=batch_axis, time_axis=axes[1]
+            )
+        ],
+        "constant_lengths",
+        [onnx.helper.make_tensor_value_info("x", elem, list(dims))],
+        [onnx.helper.make_tensor_value_info("y", elem, list(dims))],
+        [onnx.numpy_helper.from_array(np.array(lens, np.int64), "L")],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+
+
+_SLICING = {"Slice:data", "Slice:reverse", "Concat:data"}  # no gather at all
+
+
+@pytest.mark.parametrize(
+    "lens, dims, axes",
+    [
+        ([2, 0, 5, 6], (6, 4, 3), (1, 0)),
+        ([3, 3, 1, 1], (4, 6, 2), (0, 1)),
+        ([9, -1, 6, 6], (6, 4, 3), (1, 0)),  # beyond T acts as T, below 0 as 0
+        ([2, 2, 2, 2], ("T", 4, 3), (1, 0)),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize(
+    "elem", [FLOAT, onnx.TensorProto.STRING, onnx.TensorProto.FLOAT16, onnx.TensorProto.BOOL]
+)
+def test_constant_lengths_become_slices_where_no_gather_runs(lens, dims, axes, elem):
+    from helpers import assert_identical, run_reference
+
+    from revseq.equivalence.values import random_array
+
+    model = _constant_lengths_model(lens, dims, elem, axes)
+    inlined = revseq.inline(model, target=_profile(_SLICING))
+    ops = {n.op_type for n in inlined.graph.node}
+    assert ops <= {"Slice", "Concat", "Constant"}, ops
+    for time_len in (6, 9) if "T" in dims else (None,):
+        shape = [time_len if d == "T" else d for d in dims]
+        if time_len is not None and time_len < max(lens):
+            continue
+        x = random_array(np.random.default_rng(1), elem, tuple(shape))
+        expected = reverse_sequence(x, np.array(lens), batch_axis=axes[0], time_axis=axes[1])
+        assert_identical(run_reference(inlined, {"x": x})[0], expected)
+
+
+def test_slices_need_constant_lengths_and_few_runs():
+    scoped, sig = _node((6, 4, 3))  # lengths given at run time
+    with pytest.raises(StrategyError, match="no decomposition fits"):
+        planner.plan("auto", sig, scoped, _profile(_SLICING))
+    many = _constant_lengths_model([i % 2 * 3 for i in range(70)], (6, 70, 3))
+    with pytest.raises(revseq.RevseqError, match="no decomposition fits"):
+        revseq.inline(many, target=_profile(_SLICING))
+    gathering = revseq.inline(_constant_lengths_model([2, 0, 5, 6]))  # the default gathers
+    assert "Slice" not in {n.op_type for n in gathering.graph.node}

@@ -1021,3 +1021,16 @@ def test_a_deployment_runtime_is_kept_out_of_the_default_and_served_by_its_own_t
     model = one_node(["d0", "d1", "d2"], elem=TensorProto.DOUBLE)
     assert gathers(revseq.inline(model))
     assert gathers(revseq.inline(model, target="opencv"))
+
+
+def test_forms_are_probed_in_a_type_the_backend_moves():
+    """An NPU that stores float32 as float16 (RKNN) moves no float32 exactly: its forms
+    are probed in int32, which it moves, so their index and ops are still certified."""
+    from revseq.measure._probe_runs import form_probe_type
+
+    assert form_probe_type(TARGETS["onnxruntime"]) == "float32"
+    assert form_probe_type(TARGETS["rknn"]) == "int32"
+    only_int64 = dataclasses.replace(
+        TARGETS["onnxruntime"], dtypes={"Gather": frozenset({"int64"})}
+    )
+    assert form_probe_type(only_int64) == "int64"

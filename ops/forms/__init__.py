@@ -41,6 +41,7 @@ from revseq.ops.forms._index import int64_arithmetic, source_index, typed_source
 from revseq.ops.forms._layout import gathers_matrix
 from revseq.ops.forms._matrix import gather_matrix, matrix_gathers
 from revseq.ops.forms._rows import gather_rows, needs_allowzero, rows_gathers, rows_view_ops
+from revseq.ops.forms._slices import reverse_by_slices, slices_view_ops
 from revseq.ops.signature import OpBuilder, Signature
 from revseq.ops.targets.vocabulary import (
     GATHER_ELEMENTS,
@@ -49,6 +50,7 @@ from revseq.ops.targets.vocabulary import (
     GATHER_ND_BATCH_TUPLES,
     GATHER_ROWS,
     REVERSE_ALL,
+    SLICES,
 )
 
 
@@ -197,8 +199,22 @@ _FULL_LENGTHS = Form(
 )
 
 
+_BY_SLICES = Form(
+    SLICES,
+    reverse_by_slices,
+    10,
+    "constant lengths as slices of the data: no index",
+    lambda sig: frozenset(),
+    view_ops=slices_view_ops,
+)
+
+
+_OWN_FORMS = {REVERSE_ALL: _FULL_LENGTHS, SLICES: _BY_SLICES}
+"""Forms the planner takes by itself, never a strategy: they ignore the lengths input."""
+
+
 def _form(strategy: str) -> Form:
-    form = _FULL_LENGTHS if strategy == REVERSE_ALL else FORMS.get(strategy)
+    form = _OWN_FORMS.get(strategy) or FORMS.get(strategy)
     if form is None:
         raise StrategyError(
             f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(FORMS))}"
@@ -227,14 +243,15 @@ def emit(
 ) -> ir.Value:
     """Emit the named form for one node and return the value replacing its output.
 
-    ``REVERSE_ALL`` too, which the planner takes for a node whose lengths all reach T
-    (never a strategy of its own: it ignores the lengths). Lengths declared with a dim
+    ``REVERSE_ALL`` too, which the planner takes for a node whose lengths all reach T,
+    and ``SLICES``, for constant lengths where no gather form fits (neither is a
+    strategy of its own: they do not read the lengths input). Lengths declared with a dim
     of their own are first given the data's batch dim (``batch_lengths``).
     """
     form = _form(strategy)
     reason = form.available(sig)
     if reason is not None:
         raise StrategyError(reason)
-    if sig.lens_own_dim and form is not _FULL_LENGTHS:
+    if sig.lens_own_dim and form not in (_FULL_LENGTHS, _BY_SLICES):
         lens = batch_lengths(op, data, lens, sig)
     return form.build(op, data, lens, sig)

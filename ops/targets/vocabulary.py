@@ -42,6 +42,7 @@ __all__ = [
     "RESHAPE_ALLOWZERO",
     "RESHAPE_VIEW",
     "REVERSE_ALL",
+    "SLICES",
     "REVERSING_SLICE",
     "REVERSING_SLICE_HIGH_RANK",
     "SCALAR_BY_SUM",
@@ -52,6 +53,8 @@ __all__ = [
     "TIME_BATCH",
     "VARIANTS",
     "WHERE_BROADCAST_ELSE",
+    "SLICE_DATA",
+    "CONCAT_DATA",
     "data_variant",
     "dtype_name",
     "int32_index_variant",
@@ -81,6 +84,10 @@ FORM_NAMES = (GATHER_ELEMENTS, GATHER_ND, GATHER_ROWS)
 REVERSE_ALL = "reverse_all"
 """The form of a node whose lengths all reach T where no step -1 Slice runs: one Gather
 along time at T-1 .. 0 (never a strategy of its own)."""
+
+SLICES = "slices"
+"""Constant lengths reversed by slices of the data (a forward Slice, a step -1 Slice and
+a Concat per run of equal lengths): no index, for a target without a gather (ncnn)."""
 
 INT32_INDEX_SUFFIX = "@int32"
 """Suffix of a form run (and timed) with its symbolic-dim index in int32 where the
@@ -143,6 +150,12 @@ CLIP_CAST = "Clip:cast"
 WHERE_BROADCAST_ELSE = "Where:broadcast_else"
 """Where with its broadcast operand on the "else" side (no form emits it)."""
 
+SLICE_DATA = "Slice:data"
+"""A forward Slice of the data itself along an axis (``Slice`` alone slices shapes)."""
+
+CONCAT_DATA = "Concat:data"
+"""A Concat of pieces of the data along an axis (``Concat`` alone joins index vectors)."""
+
 # --- Variants of the index arithmetic --------------------------------------------------
 
 INT32_INDEX = "Index:int32"
@@ -181,6 +194,8 @@ VARIANTS = frozenset(
         MUL_DIM,
         CLIP_CAST,
         WHERE_BROADCAST_ELSE,
+        SLICE_DATA,
+        CONCAT_DATA,
         INT32_INDEX,
         INT64_INDEX,
         INDEX_IN_PLACE,

@@ -228,6 +228,11 @@ class Template:
         return tuple(self._nodes)
 
     @property
+    def data(self) -> ir.Value:
+        """The placeholder the recorded nodes read the data from."""
+        return self._data
+
+    @property
     def lengths(self) -> ir.Value:
         """The placeholder the recorded nodes read the lengths from."""
         return self._lens

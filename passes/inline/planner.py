@@ -36,6 +36,7 @@ from revseq.ops.targets.vocabulary import (
     REVERSE_ALL,
     REVERSING_SLICE,
     REVERSING_SLICE_HIGH_RANK,
+    SLICES,
     STATIC,
     data_variant,
     dtype_name,
@@ -338,6 +339,9 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     carried = _in_carrier_type(strategy, sig, profile)
     if carried is not None:
         return carried
+    sliced = _by_slices(strategy, sig, profile)
+    if sliced is not None:
+        return sliced
     # No form fits every member: members that run what their device lacks on the CPU
     # (WebGPU) yield to those that would fail, so the node still inlines.
     yielding = _without_fallbacks(profile)
@@ -356,6 +360,20 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     hint = f"; {', or '.join(options)}" if options else ""
     why = "; ".join(dict.fromkeys(reasons))  # forms that fail alike say it once
     raise StrategyError(f"{node_label(scoped)}: no decomposition fits {where}: {why}{hint}")
+
+
+def _by_slices(strategy: str, sig: Signature, profile: Profile) -> Plan | None:
+    """Constant lengths as slices of the data, where no gather form fits (``SLICES``).
+
+    For "auto" alone; its op types and variants are each probed on the target, the
+    form is not (a probe's lengths are given at run time).
+    """
+    if strategy != "auto" or sig.lens is None:
+        return None
+    fitted = _as_the_target_sees(sig, profile)
+    if _why_not_fitting(fitted, SLICES, profile, probed=False) is not None:
+        return None
+    return Plan(fitted, SLICES, recorded(fitted, SLICES))
 
 
 def _without_fallbacks(profile: Profile) -> Profile | None:

@@ -18,12 +18,16 @@ from revseq.ops import forms
 from revseq.ops.signature import Signature
 from revseq.ops.targets.vocabulary import (
     CLIP_CAST,
+    CONCAT_DATA,
     FLAT_GATHER_ELEMENTS,
     GATHER_CONSTANT_INDEX,
     GATHER_ND_BATCH_DIMS,
     GATHERS,
     RESHAPE_ALLOWZERO,
     RESHAPE_VIEW,
+    REVERSING_SLICE,
+    REVERSING_SLICE_HIGH_RANK,
+    SLICE_DATA,
 )
 from revseq.passes.graph.builder import Template
 
@@ -59,12 +63,20 @@ def emitted(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[st
     used = set()
     moving = set()
     template = recorded(sig, strategy)
+    pieces = {id(template.data)}  # the data and pieces of it, unchanged
     for node in template.nodes:
-        used.add(CLIP_CAST if _clip_cast(node) else node.op_type)
+        moved = _moves_pieces(node, pieces)
+        if moved is not None:
+            used.add(moved)
+            pieces.update(id(o) for o in node.outputs)
+        else:
+            used.add(CLIP_CAST if _clip_cast(node) else node.op_type)
         if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
             used.add(GATHER_ND_BATCH_DIMS)
         if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
             used.add(_allowzero_variant(node))
+        if node.op_type == "Slice" and _reverses(node) and (sig.rank or 4) > 3:
+            used.add(REVERSING_SLICE_HIGH_RANK)
         source = node.inputs[0] if node.inputs else None
         looks_up = (
             source is None or source.const_value is not None or source is template.lengths
@@ -109,6 +121,33 @@ def _allowzero_variant(reshape: ir.Node) -> str:
     if producer is not None and producer.op_type == "Concat":
         return RESHAPE_VIEW
     return RESHAPE_ALLOWZERO
+
+
+def _moves_pieces(node: ir.Node, pieces: set[int]) -> str | None:
+    """What ``node`` counts as where it slices or joins pieces of the data, else None.
+
+    ``Slice:data``, ``Slice:reverse`` or ``Concat:data`` (a Slice of a shape is plain
+    ``Slice``); an Identity of them as itself.
+    """
+    first = node.inputs[0] if node.inputs else None
+    if first is None or id(first) not in pieces:
+        return None
+    if node.op_type == "Slice":
+        return REVERSING_SLICE if _reverses(node) else SLICE_DATA
+    if node.op_type == "Concat" and all(
+        v is not None and id(v) in pieces for v in node.inputs
+    ):
+        return CONCAT_DATA
+    if node.op_type == "Identity":
+        return "Identity"
+    return None
+
+
+def _reverses(node: ir.Node) -> bool:
+    """Whether a Slice steps by -1 (``Slice:reverse``)."""
+    steps = node.inputs[4] if len(node.inputs) > 4 else None
+    array = None if steps is None else ir.convenience.get_const_tensor(steps)
+    return array is not None and bool((array.numpy() < 0).any())
 
 
 def _constant_of_rank(value: ir.Value | None, *, at_least: int) -> bool:

@@ -6,11 +6,14 @@ saved with the lowest IR version its opsets allow. pnnx turns int64 inputs into
 int32 (fed as int32: the values must fit), and ncnn's ``Mat`` holds 32-bit elements:
 float32 and int32 inputs only, other types refused at run time, which a profile records
 as "moves no such type". Outputs come back as float32 bits: a declared int32 or int64
-output is read as the int32 it holds. Storage and arithmetic in float16 are off.
+output is read as the int32 it holds. Mats of 3 and 4 dims are filled and read channel
+by channel: ncnn pads each channel to 16 bytes. Storage and arithmetic in float16 are off.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import tempfile
@@ -23,6 +26,8 @@ from revseq.backends._adapter import input_names
 DISTRIBUTION = "ncnn"
 EXTRA = "ncnn"
 IMPORTS = ("ncnn", "pnnx")
+SURVIVES_FAILURES = True
+"""A failed conversion is pnnx's process; a model ncnn cannot load leaves it as it was."""
 
 _PNNX_TYPES = {np.dtype(t): name for t, name in ((np.float32, "f32"), (np.int32, "i32"))}
 _PNNX_TYPES[np.dtype(np.int64)] = "i64"  # declared so; pnnx makes it int32
@@ -31,8 +36,6 @@ _KEPT = 4  # converted nets kept, per model
 
 def version() -> str:
     """The versions of ncnn and of pnnx."""
-    import importlib.metadata
-
     return f"{importlib.metadata.version('ncnn')} (pnnx {importlib.metadata.version('pnnx')})"
 
 
@@ -44,9 +47,15 @@ def _lowest_ir(model: onnx.ModelProto) -> onnx.ModelProto:
     return lowered
 
 
+def _pnnx() -> str:
+    """The path of the pnnx executable, found without importing pnnx (it imports torch)."""
+    spec = importlib.util.find_spec("pnnx")
+    assert spec is not None and spec.submodule_search_locations, "checked by IMPORTS"
+    return os.path.join(next(iter(spec.submodule_search_locations)), "pnnx")
+
+
 def _convert(model: onnx.ModelProto, arrays: list[np.ndarray], folder: str):
     import ncnn
-    import pnnx
 
     path = os.path.join(folder, "model.onnx")
     onnx.save(_lowest_ir(model), path)
@@ -54,7 +63,7 @@ def _convert(model: onnx.ModelProto, arrays: list[np.ndarray], folder: str):
         f"[{','.join(str(d) for d in a.shape)}]{_PNNX_TYPES[a.dtype]}" for a in arrays
     )
     done = subprocess.run(
-        [pnnx.EXEC_PATH, path, f"inputshape={shapes}", "fp16=0"],
+        [_pnnx(), path, f"inputshape={shapes}", "fp16=0"],
         check=False,
         capture_output=True,
         text=True,
@@ -76,23 +85,49 @@ def _convert(model: onnx.ModelProto, arrays: list[np.ndarray], folder: str):
         raise RuntimeError(f"pnnx wrote layers ncnn lacks: {', '.join(lacking)}")
     if net.load_param(param) != 0 or net.load_model(os.path.join(folder, "model.ncnn.bin")):
         raise RuntimeError("ncnn could not load pnnx's model")
-    inputs = [line.split()[1] for line in text.splitlines() if line.startswith("Input ")]
-    return net, inputs
+    return net
+
+
+def _mat(array: np.ndarray):
+    """A Mat holding ``array``, its channels padded as ncnn's layers read them.
+
+    A Mat made from a numpy array of 3 or 4 dims keeps its channels unpadded, which a
+    layer then reads at the padded stride (wrong values, without an error).
+    """
+    import ncnn
+
+    if array.ndim <= 2:
+        return ncnn.Mat(array)
+    if array.ndim > 4:
+        raise TypeError(f"ncnn's Mat holds at most 4 dims, not {array.ndim}")
+    channels, *inner = array.shape
+    mat = ncnn.Mat(*reversed(inner), channels)  # w, h[, d], c
+    bits = array.view(np.float32) if array.dtype == np.int32 else array
+    for channel in range(channels):
+        np.array(mat.channel(channel), copy=False)[...] = bits[channel]
+    return mat
+
+
+def _array(mat) -> np.ndarray:
+    """A Mat as numpy, channel by channel.
+
+    ncnn pads each channel of the Mats its layers make to 16 bytes (``cstep``), which
+    a plain conversion reads as data.
+    """
+    if mat.dims < 3:
+        return np.array(mat)
+    return np.stack([np.array(mat.channel(i)) for i in range(mat.c)])
 
 
 def prepare(model: onnx.ModelProto):
     """Convert ``model`` with pnnx for each set of input shapes; run it with ncnn."""
-    import ncnn
-
-    names = input_names(model)
-    read = {name for node in model.graph.node for name in node.input}
-    kept = [n for n in names if n in read]  # pnnx drops an input no node reads
+    names = input_names(model)  # pnnx names them in0, in1, ... in this order
     declared = [o.type.tensor_type.elem_type for o in model.graph.output]
     nets: dict[tuple, tuple] = {}
     folder = tempfile.TemporaryDirectory(prefix="revseq-ncnn-")
 
     def run(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        given = [np.ascontiguousarray(feeds[name]) for name in kept]
+        given = [np.ascontiguousarray(feeds[name]) for name in names]
         for array in given:
             if array.dtype not in _PNNX_TYPES:
                 raise TypeError(f"ncnn's Mat takes float32 and int32 only, not {array.dtype}")
@@ -105,16 +140,16 @@ def prepare(model: onnx.ModelProto):
             sub = os.path.join(folder.name, str(len(os.listdir(folder.name))))
             os.makedirs(sub)
             nets[key] = _convert(model, given, sub)
-        net, blobs = nets[key]
+        net = nets[key]
         extractor = net.create_extractor()
-        for blob, array in zip(blobs, arrays, strict=True):
-            extractor.input(blob, ncnn.Mat(array))
+        for index, array in enumerate(arrays):
+            extractor.input(f"in{index}", _mat(array))
         outputs = []
         for index, elem in enumerate(declared):
             status, mat = extractor.extract(f"out{index}")
             if status != 0:
                 raise RuntimeError(f"ncnn extract of output {index} failed (status {status})")
-            out = np.array(mat)
+            out = _array(mat)
             if elem in (onnx.TensorProto.INT32, onnx.TensorProto.INT64):
                 out = out.view(np.int32)
             outputs.append(out)

@@ -31,7 +31,7 @@ from revseq.equivalence.values import random_array
 from revseq.errors import RevseqError
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.targets import TARGETS
-from revseq.ops.targets.vocabulary import dtype_name
+from revseq.ops.targets.vocabulary import GATHERS, dtype_name
 
 logger = logging.getLogger(__name__)
 
@@ -128,20 +128,25 @@ def _check_counterparts(
                 runs=state.runs,
                 longest=state.longest,
                 difference=state.difference,
-                note=state.note + _type_caveat(engine.name, cp.data_dtype),
+                note=state.note + _type_caveat(engine.name, cp),
             )
         )
     return reports
 
 
-def _type_caveat(backend: str, dtype: ir.DataType | None) -> str:
+def _type_caveat(backend: str, cp: Counterpart) -> str:
     """What the backend's profile says of an element type none of its gathers moves.
 
     Such data may still come out right for the values one run holds (OpenCV keeps
     int64 in 32 bits: small token ids survive), which proves nothing of other values.
+    Said only of a decomposition that gathers (slices move the data as it is).
     """
     profile = TARGETS.get(backend)
+    dtype = cp.data_dtype
     name = dtype_name(dtype) if dtype is not None else None
+    gathers = cp.graph is not None and any(n.op_type in GATHERS for n in cp.graph.node)
+    if not gathers:
+        return ""
     if profile is None or profile.dtypes is None or name is None or profile.has(name):
         return ""
     seen = next((f for f in profile.failures if f"[{name}]" in f), "")

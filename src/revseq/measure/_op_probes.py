@@ -23,6 +23,8 @@ from revseq.measure._probe_text import (
 )
 from revseq.ops.targets import vocabulary as v
 
+_HIGHEST = "highest1 = Constant <value = int64[1] {9223372036854775807}> ()"
+
 
 @dataclasses.dataclass(frozen=True)
 class Probe:
@@ -53,6 +55,26 @@ OP_PROBES: tuple[Probe, ...] = (
         v.REVERSING_SLICE,
         (v.REVERSING_SLICE,),
         lambda d, _: "y = Slice (x, minus1, lowest1, zero1, minus1)",
+    ),
+    # The data itself sliced and joined along both leading axes, as the slices form
+    # moves it: its second step on, and its second batch entry on, put before the rest.
+    Probe(
+        v.SLICE_DATA,
+        (v.SLICE_DATA,),
+        lambda d, _: (
+            f"{_HIGHEST}\nrest = Slice (x, one1, highest1, zero1)\n"
+            "y = Slice (rest, one1, highest1, one1)"
+        ),
+    ),
+    Probe(
+        v.CONCAT_DATA,
+        (v.CONCAT_DATA,),
+        lambda d, _: (
+            f"{_HIGHEST}\nhead = Slice (x, zero1, one1, zero1)\n"
+            "rest = Slice (x, one1, highest1, zero1)\nt = Concat <axis = 0> (rest, head)\n"
+            "first = Slice (t, zero1, one1, one1)\nothers = Slice (t, one1, highest1, one1)\n"
+            "y = Concat <axis = 1> (others, first)"
+        ),
     ),
     # The same over rank-4 and rank-5 views of the data, along both leading axes: MNN
     # 3.6.1 reverses ranks 2 and 3 exactly, but not rank 4 (it frees an invalid pointer

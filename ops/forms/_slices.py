@@ -1,0 +1,93 @@
+"""Constant lengths as slices of the data: no index, no gather.
+
+For a target that runs no gather with an index computed at run time (ncnn), a node
+whose lengths are constants is reversed the way one would write it by hand: the batch
+entries in runs of equal length, each run's first L steps reversed by a step -1 Slice
+and put back before the rest, the runs concatenated along the batch axis. Every value
+is moved, never computed on: exact for every element type, NaN payloads included.
+"""
+
+from __future__ import annotations
+
+__all__ = ["reverse_by_slices", "slices_view_ops"]
+
+import numpy as np
+import onnx_ir as ir
+
+from revseq.errors import StrategyError
+from revseq.ops.forms._emit import const
+from revseq.ops.signature import OpBuilder, Signature
+from revseq.ops.targets.vocabulary import (
+    CONCAT_DATA,
+    REVERSING_SLICE,
+    REVERSING_SLICE_HIGH_RANK,
+    SLICE_DATA,
+)
+
+_FIRST = np.iinfo(np.int64).min  # a step -1 Slice's end: before the first step
+_LAST = np.iinfo(np.int64).max
+
+_MOST_RUNS = 64
+"""The most runs of equal lengths sliced apart: each costs a few nodes."""
+
+
+def _runs(sig: Signature) -> list[tuple[int, int, int]]:
+    """(first, stop, length) of each run of batch entries of equal clamped length."""
+    assert sig.lens is not None
+    time_len = sig.dim(sig.time_axis)
+    runs: list[tuple[int, int, int]] = []
+    for entry, value in enumerate(sig.lens):
+        length = max(0, value) if time_len is None else min(max(0, value), time_len)
+        if runs and runs[-1][2] == length:
+            runs[-1] = (runs[-1][0], entry + 1, length)
+        else:
+            runs.append((entry, entry + 1, length))
+    return runs
+
+
+def _reverse_head(op: OpBuilder, part: ir.Value, length: int, sig: Signature) -> ir.Value:
+    """``part`` with its first ``length`` steps along time reversed."""
+    axis = const(op, [sig.time_axis])
+    time_len = sig.dim(sig.time_axis)
+    whole = time_len is not None and length >= time_len
+    head = part if whole else op.Slice(part, const(op, [0]), const(op, [length]), axis)
+    flipped = op.Slice(head, const(op, [-1]), const(op, [_FIRST]), axis, const(op, [-1]))
+    if whole:
+        return flipped
+    rest = op.Slice(part, const(op, [length]), const(op, [_LAST]), axis)
+    return op.Concat(flipped, rest, axis=sig.time_axis)
+
+
+def reverse_by_slices(
+    op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature
+) -> ir.Value:
+    """The node as slices of ``data`` (the lengths are constants: ``lens`` is not read).
+
+    Raises:
+        StrategyError: The lengths are not constants, or fall in too many runs.
+    """
+    if sig.lens is None:
+        raise StrategyError(f"strategy {'slices'!r} needs constant lengths")
+    runs = _runs(sig)
+    if len(runs) > _MOST_RUNS:
+        raise StrategyError(
+            f"strategy 'slices' would slice {len(runs)} runs of equal lengths apart "
+            f"(at most {_MOST_RUNS})"
+        )
+    if len(runs) == 1:
+        length = runs[0][2]
+        return op.Identity(data) if length <= 1 else _reverse_head(op, data, length, sig)
+    axis = const(op, [sig.batch_axis])
+    parts = []
+    for first, stop, length in runs:
+        part = op.Slice(data, const(op, [first]), const(op, [stop]), axis)
+        parts.append(part if length <= 1 else _reverse_head(op, part, length, sig))
+    return op.Concat(*parts, axis=sig.batch_axis)
+
+
+def slices_view_ops(sig: Signature) -> frozenset[str]:
+    """What :func:`reverse_by_slices` needs of a target: Slices of the data, a Concat."""
+    ops = {SLICE_DATA, REVERSING_SLICE, CONCAT_DATA}
+    if sig.rank is None or sig.rank > 3:
+        ops.add(REVERSING_SLICE_HIGH_RANK)
+    return frozenset(ops)
