@@ -4,7 +4,8 @@
 ReverseSequence node; ``shapes``, ``inference`` and ``shape_reads`` reason about dims;
 ``evaluate`` folds constants; ``builder`` emits a form's nodes into a graph and
 ``index_sharing`` keeps one copy of index arithmetic that two forms compute alike;
-``names`` gives emitted nodes and values names of their own.
+``names`` gives emitted nodes and values names of their own; ``fixed_shapes`` fixes
+input shapes before a rewrite.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "DECOMPOSITION_MIN_OPSET",
     "Dim",
+    "FixInputShapesPass",
     "ScopedNode",
     "ShapeTable",
     "gc_paused",
@@ -22,6 +24,7 @@ __all__ = [
 ]
 
 from revseq.passes.graph.builder import gc_paused
+from revseq.passes.graph.fixed_shapes import FixInputShapesPass
 from revseq.passes.graph.inference import Dim
 from revseq.passes.graph.reverse_sequence import (
     DECOMPOSITION_MIN_OPSET,

@@ -6,12 +6,14 @@ __all__ = ["inline", "restore", "ModelLike"]
 
 import logging
 import os
+from collections.abc import Mapping, Sequence
 
 import onnx
 import onnx_ir as ir
 
 from revseq.ops.targets import Target
 from revseq.passes import InlineReverseSequencePass, RestoreReverseSequencePass, gc_paused
+from revseq.passes.graph import FixInputShapesPass
 
 logger = logging.getLogger(__name__)
 
@@ -32,12 +34,13 @@ def _to_ir(model: ModelLike) -> ir.Model:
     )
 
 
-def _apply(model: ModelLike, passes: ir.passes.PassBase) -> onnx.ModelProto | ir.Model:
+def _apply(model: ModelLike, *passes: ir.passes.PassBase) -> onnx.ModelProto | ir.Model:
     # Conversion creates as many objects as the pass: the cyclic collector would rescan
     # them again and again (a third of the time on a 2000-node chain).
     with gc_paused():
         ir_model = _to_ir(model)
-        passes(ir_model)
+        for pass_ in passes:  # one after another: each raises its own errors
+            pass_(ir_model)
         if isinstance(model, ir.Model):
             return ir_model
         return ir.to_proto(ir_model)
@@ -50,6 +53,7 @@ def inline(
     as_function: bool = False,
     target: Target = None,
     simplify: bool = True,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> onnx.ModelProto | ir.Model:
     """Replace every ReverseSequence node with a decomposition into standard ops.
 
@@ -66,6 +70,10 @@ def inline(
             with strategy "auto", and "any" with a strategy named explicitly.
         simplify: First replace trivial nodes (lengths all <= 1: Identity; all the full
             time length, as tf.reverse exports: a step -1 Slice).
+        input_shapes: Fixed sizes for inputs (``{"x": [64, 2, 8]}``), set first, with
+            each symbol they bind fixed wherever the graph declares it (onnxsim's
+            ``--overwrite-input-shape``): for runtimes that build for fixed shapes
+            (RKNN, ncnn, x2paddle), which then get a static form.
 
     Returns:
         The rewritten model, of the kind given (a path gives an ``onnx.ModelProto``).
@@ -73,6 +81,8 @@ def inline(
     pass_ = InlineReverseSequencePass(
         strategy=strategy, as_function=as_function, target=target, simplify=simplify
     )
+    if input_shapes:
+        return _apply(model, FixInputShapesPass(input_shapes), pass_)
     return _apply(model, pass_)
 
 

@@ -180,6 +180,9 @@ def cmd_inline(args: argparse.Namespace, console: Console) -> int:
     names = [name for group in args.target or () for name in group]
     # Resolved once, here: an unknown name is refused before any work.
     target = resolve_target(names if len(names) > 1 else names[0]) if names else None
+    fixed = dict(pair for group in args.overwrite_input_shape or () for pair in group)
+    # The check runs at the fixed sizes, unless --input-shapes says otherwise.
+    args.input_shapes = [list(fixed.items()), *(args.input_shapes or ())]
 
     def rewrite(model: ir.Model) -> ir.Model:
         return revseq.inline(
@@ -188,6 +191,7 @@ def cmd_inline(args: argparse.Namespace, console: Console) -> int:
             as_function=args.as_function,
             target=target,
             simplify=not args.no_simplify,
+            input_shapes=fixed,
         )
 
     return rewrite_file(args, console, "inline", rewrite)

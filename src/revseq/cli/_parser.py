@@ -190,7 +190,8 @@ _INLINE_EXAMPLES = """examples:
   revseq inline model.onnx -o out.onnx                 runs on every probed backend
   revseq inline model.onnx -o out.onnx --target tvm tract
   revseq inline model.onnx -o out.onnx --target Gather Range Less Where
-  revseq inline model.onnx -o out.onnx --check --dims T=64"""
+  revseq inline model.onnx -o out.onnx --check --dims T=64
+  revseq inline model.onnx -o rknn.onnx --target rknn --overwrite-input-shape x:[64,2,8]"""
 
 _CHECK_EXAMPLES = """examples:
   revseq check model.onnx inlined.onnx                 whole models in onnxruntime
@@ -239,6 +240,16 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"a backend profile ({', '.join(revseq.TARGETS)}) or an ONNX op type the "
         "output may use; several (--target tvm tract, or --target repeated) give output "
         "that runs on each profile, op types are allowed together",
+    )
+    inline.add_argument(
+        "--overwrite-input-shape",
+        action="append",
+        nargs="+",
+        type=_input_shape,
+        metavar="NAME:[D0,D1]",
+        help="fix inputs' sizes first, and every symbol they bind (as onnxsim does), for "
+        "runtimes that build for fixed shapes (rknn, ncnn, x2paddle); --check then runs "
+        "at these sizes",
     )
     _add_rewrite_command(
         commands,
