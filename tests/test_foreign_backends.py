@@ -146,6 +146,19 @@ def test_the_default_is_exact_on_x2paddle_with_static_dims(dtype):
 
 
 @pytest.mark.backend
+@pytest.mark.parametrize("name", ["x2paddle", "rknn"])
+def test_a_symbolic_model_runs_there_once_its_shapes_are_fixed(name):
+    _environment_or_skip(name)
+    model = reverse_sequence_model(["T", "B", 4], _TYPES["int32"], batch_axis=1, time_axis=0)
+    target = name if name == "rknn" else None
+    inlined = revseq.inline(model, target=target, input_shapes={"x": [6, 3, 4]})
+    report = revseq.check(
+        model, inlined, backend=name, trials=2, input_shapes={"x": [6, 3, 4]}
+    )
+    assert report.ok and report.exercised, report
+
+
+@pytest.mark.backend
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
 def test_rknn_s_own_reverse_sequence_is_wrong_where_the_inlined_one_is_exact(dtype):
     _environment_or_skip("rknn")
