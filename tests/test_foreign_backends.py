@@ -23,9 +23,6 @@ RUNNER = """
 import os, sys
 import numpy as np
 
-def version():
-    return "0.1"
-
 def prepare(model_bytes):
     print("noise on stdout, as runtimes print")
     if model_bytes == b"refuse":

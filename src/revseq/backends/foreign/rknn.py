@@ -11,7 +11,6 @@ float16 (exact for every float16 value; a signalling NaN has come back quiet by 
 from __future__ import annotations
 
 import collections
-import importlib.metadata
 import os
 import tempfile
 
@@ -19,11 +18,6 @@ import numpy as np
 
 PLATFORM = os.environ.get("REVSEQ_RKNN_PLATFORM", "rk3588")
 _BUILT_KEPT = 4  # each build holds a simulator session
-
-
-def version() -> str:
-    """The toolkit's version."""
-    return importlib.metadata.version("rknn-toolkit2")
 
 
 def _at_shapes(model_bytes: bytes, names: list[str], shapes) -> bytes:

@@ -63,9 +63,7 @@ def main(runner_path: str) -> int:
         except EOFError:
             return 0
         try:
-            if kind == "version":
-                answer = runner.version()
-            elif kind == "prepare":
+            if kind == "prepare":
                 prepared[key] = runner.prepare(payload)
                 while len(prepared) > _KEPT:
                     prepared.popitem(last=False)

@@ -10,17 +10,10 @@ server is off.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import tempfile
 
 import numpy as np
-
-
-def version() -> str:
-    """x2paddle's and PaddlePaddle's versions."""
-    versions = (importlib.metadata.version(d) for d in ("x2paddle", "paddlepaddle"))
-    return "{} (paddlepaddle {})".format(*versions)
 
 
 def prepare(model_bytes: bytes):
