@@ -39,23 +39,25 @@ def _interpreter(variable: str) -> str | None:
     return shutil.which(value) or (value if os.access(value, os.X_OK) else None)
 
 
+def _run(python: str, code: str) -> tuple[int, str, str]:
+    """Run ``code`` under ``python``: (exit status, stdout, stderr); -1 where it cannot."""
+    try:
+        done = subprocess.run(
+            [python, "-c", code], check=False, capture_output=True, text=True, timeout=300
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, "", str(e)
+    return done.returncode, done.stdout, done.stderr
+
+
 @functools.cache
 def _imports(python: str, module: str) -> str | None:
     """Why ``python`` cannot import ``module``, or None when it can."""
-    try:
-        done = subprocess.run(
-            [python, "-c", f"import {module}"],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return str(e)
-    if done.returncode == 0:
+    status, _, stderr = _run(python, f"import {module}")
+    if status == 0:
         return None
-    lines = done.stderr.strip().splitlines()
-    return lines[-1] if lines else f"exit status {done.returncode}"
+    lines = stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {status}"
 
 
 def missing(name: str, variable: str, module: str) -> str | None:
@@ -98,14 +100,8 @@ def version(variable: str, distribution: str) -> str:
 
 @functools.cache
 def _version(python: str, distribution: str) -> str:
-    done = subprocess.run(
-        [python, "-c", f"import importlib.metadata as m; print(m.version({distribution!r}))"],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return done.stdout.strip() or "unknown"
+    code = f"import importlib.metadata as m; print(m.version({distribution!r}))"
+    return _run(python, code)[1].strip() or "unknown"
 
 
 def _worker(name: str, variable: str, runner: str) -> _Worker:
