@@ -27,7 +27,8 @@ _TREE = ("ops", "passes", "src", "models", "tests", "pyproject.toml", "README.md
 _TESTS = (
     "test_inline", "test_simplify", "test_restore", "test_restore_forms", "test_exports",
     "test_function", "test_layouts", "test_shapes", "test_carriers", "test_equivalence",
-    "test_fuzz", "test_models", "test_bad_inputs", "test_check_inputs",
+    "test_fuzz", "test_models", "test_bad_inputs", "test_check_inputs", "test_planner",
+    "test_fixed_shapes",
 )  # fmt: skip
 _PYTEST = [
     "-x", "-q", "-m", "not backend", "-p", "no:randomly", "-p", "no:cacheprovider",
@@ -229,6 +230,36 @@ MUTANTS = (
         "                _fsync(temporary)\n"
         "                os.replace(temporary, path)",
         "            path.write_bytes(proto.SerializeToString())",
+    ),
+    Mutant(
+        "ids not followed through arithmetic to their gather",
+        "src/revseq/equivalence/input_uses.py",
+        'elif node.domain in ("", "ai.onnx") and node.op_type in _ARITHMETIC:',
+        "elif False:",
+    ),
+    Mutant(
+        "an optimised run set aside though the reference's outputs did not move",
+        "src/revseq/equivalence/_check.py",
+        'if tolerance is None and level != "off" and moved is not None:',
+        'if tolerance is None and level != "off" and plain is not None:',
+    ),
+    Mutant(
+        "one symbol fixed at two sizes",
+        "passes/graph/fixed_shapes.py",
+        "if symbol is not None and symbols.setdefault(symbol, size) != size:",
+        "if symbol is not None and symbols.setdefault(symbol, size) != size and False:",
+    ),
+    Mutant(
+        "the rest of a sliced run read from one step early",
+        "ops/forms/_slices.py",
+        "rest = op.Slice(part, const(op, [length]), const(op, [_LAST]), axis)",
+        "rest = op.Slice(part, const(op, [length - 1]), const(op, [_LAST]), axis)",
+    ),
+    Mutant(
+        "a form's declared gathers out of step with what it emits",
+        "ops/forms/_rows.py",
+        '        return frozenset({"GatherND"})\n    return frozenset({"Gather"})',
+        '        return frozenset({"Gather"})\n    return frozenset({"Gather"})',
     ),
 )
 

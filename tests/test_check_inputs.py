@@ -6,6 +6,7 @@ import pathlib
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from real_models import (
     CORPUS,
@@ -78,6 +79,11 @@ def test_int32_ids_through_a_cast_and_a_reshape_stay_within_the_embedding():
     )
     ids = generator.trial(0)["ids"]
     assert ids.dtype == np.int32 and (ids.min(), ids.max()) == (0, 29)
+    # A Cast between integer types moves ids unchanged: no arithmetic on the way.
+    from revseq.equivalence.input_uses import index_uses
+
+    (use,) = index_uses(ir.from_proto(model))["ids"]
+    assert use.through is None and "through" not in use.describe()
 
 
 def test_reversed_token_ids_stay_within_the_embedding():
