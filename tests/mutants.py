@@ -239,7 +239,7 @@ MUTANTS = (
     ),
     Mutant(
         "an optimised run set aside though the reference's outputs did not move",
-        "src/revseq/equivalence/_check.py",
+        "src/revseq/equivalence/whole_models.py",
         'if tolerance is None and level != "off" and moved is not None:',
         'if tolerance is None and level != "off" and plain is not None:',
     ),

@@ -347,11 +347,11 @@ def test_model_files_in_a_folder_are_left_for_real_corpora(tmp_path):
 
 
 def _whole(reference: dict, candidate: dict, levels=("off", "on")):
-    """``_compare_whole`` on runners that return fixed outputs per level."""
-    from revseq.equivalence._check import _compare_whole
+    """``compare_whole`` on runners that return fixed outputs per level."""
+    from revseq.equivalence.whole_models import compare_whole
 
     feeds = {"x": np.zeros(1, np.float32)}
-    return _compare_whole(
+    return compare_whole(
         {level: (lambda f, v=reference[level]: [v]) for level in levels},
         {level: (lambda f, v=candidate[level]: [v]) for level in levels},
         [feeds], ["y"], levels, tolerance=None, progress=None,

@@ -1,0 +1,94 @@
+"""The whole models compared in onnxruntime, output by output, level by level.
+
+A difference is reported as the first counterexample, but one found with optimisations
+on is set aside where the optimiser changes the reference's own outputs: the candidate
+matched the reference with them off on the same inputs, and two differently optimised
+programs differing says nothing of the rewrite.
+"""
+
+from __future__ import annotations
+
+__all__ = ["compare_whole"]
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from revseq.equivalence._runners import Runner
+from revseq.equivalence.compare import first_difference, first_difference_beyond
+from revseq.equivalence.errors import CheckError
+from revseq.equivalence.inputs import Inputs
+from revseq.equivalence.reports import Counterexample
+from revseq.errors import RevseqError, one_line
+
+
+def compare_whole(
+    ref_runners: dict[str, Runner],
+    cand_runners: dict[str, Runner],
+    input_sets: Sequence[Inputs],
+    output_names: Sequence[str],
+    levels: Sequence[str],
+    *,
+    tolerance: tuple[float, float] | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[int, Counterexample | None, str, tuple[str, ...]]:
+    """Whole-model outputs: (compared, first counterexample, where it was, set aside).
+
+    A difference at a level with optimisations on is set aside, not reported, where
+    the optimiser changes the reference's own outputs on the same inputs (they differ
+    from its run with optimisations off, which the candidate matched): the optimiser
+    then computes two different programs, and the difference says nothing of the
+    rewrite. Each reversal alone is still compared with optimisations on.
+    """
+    compared = 0
+    set_aside: list[str] = []
+    for trial, feeds in enumerate(input_sets):
+        plain: list[np.ndarray] | None = None  # the reference, optimisations off
+        for level in levels:
+            try:
+                expected = ref_runners[level](feeds)
+                got = cand_runners[level](feeds)
+            except RevseqError:
+                raise
+            except Exception as e:
+                raise CheckError(f"running trial {trial} failed: {one_line(e)}") from e
+            if level == "off":
+                plain = expected
+            for name, a, b in zip(output_names, expected, got, strict=True):
+                if tolerance is None:
+                    difference = first_difference(a, b)
+                else:
+                    rtol, atol = tolerance
+                    difference = first_difference_beyond(a, b, rtol=rtol, atol=atol)
+                if difference is None:
+                    continue
+                moved = _moved_by_optimiser(plain, expected, output_names)
+                if tolerance is None and level != "off" and moved is not None:
+                    set_aside.append(
+                        f"trial {trial}, optimisations {level}: {name!r} differs, and "
+                        f"onnxruntime's optimiser changes the reference's own {moved!r} "
+                        "(it differs from its run with optimisations off)"
+                    )
+                    break
+                example = Counterexample(
+                    trial, feeds, name, difference.index, difference.expected, difference.got
+                )
+                where = f"output {name!r} differs {difference.where} in trial {trial}"
+                return compared + 1, example, f"{where} (optimisations {level})", ()
+            else:
+                compared += len(output_names)
+        if progress is not None:
+            progress(f"check: trial {trial + 1}/{len(input_sets)} of the whole models done")
+    return compared, None, "", tuple(set_aside)
+
+
+def _moved_by_optimiser(
+    plain: Sequence[np.ndarray] | None, optimised: Sequence[np.ndarray], names: Sequence[str]
+) -> str | None:
+    """The first output the optimiser changed in the reference, if it changed one."""
+    if plain is None:
+        return None
+    for name, a, b in zip(names, plain, optimised, strict=True):
+        if first_difference(a, b) is not None:
+            return name
+    return None
