@@ -104,9 +104,9 @@ MUTANTS = (
     ),
     Mutant(
         "the Slice at rank 4 and more without its probe",
-        "passes/inline/planner.py",
-        "        needed.add(REVERSING_SLICE_HIGH_RANK)",
-        "        pass",
+        "ops/forms/_slices.py",
+        "        return frozenset({REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK})",
+        "        return frozenset({REVERSING_SLICE})",
     ),
     Mutant(
         "lengths of another size than the batch accepted",
@@ -234,7 +234,7 @@ MUTANTS = (
     Mutant(
         "ids not followed through arithmetic to their gather",
         "src/revseq/equivalence/input_uses.py",
-        'elif node.domain in ("", "ai.onnx") and node.op_type in _ARITHMETIC:',
+        'elif arithmetic and node.domain in ("", "ai.onnx") and node.op_type in _ARITHMETIC:',
         "elif False:",
     ),
     Mutant(

@@ -26,6 +26,7 @@ __all__ = [
     "gather_elements",
     "gather_nd",
     "reverse_all",
+    "reversing_slice_variants",
 ]
 
 import dataclasses
@@ -41,7 +42,11 @@ from revseq.ops.forms._index import int64_arithmetic, source_index, typed_source
 from revseq.ops.forms._layout import gathers_matrix
 from revseq.ops.forms._matrix import gather_matrix, matrix_gathers
 from revseq.ops.forms._rows import gather_rows, needs_allowzero, rows_gathers, rows_view_ops
-from revseq.ops.forms._slices import reverse_by_slices, slices_view_ops
+from revseq.ops.forms._slices import (
+    reverse_by_slices,
+    reversing_slice_variants,
+    slices_view_ops,
+)
 from revseq.ops.signature import OpBuilder, Signature
 from revseq.ops.targets.vocabulary import (
     GATHER_ELEMENTS,
@@ -213,12 +218,16 @@ _OWN_FORMS = {REVERSE_ALL: _FULL_LENGTHS, SLICES: _BY_SLICES}
 """Forms the planner takes by itself, never a strategy: they ignore the lengths input."""
 
 
-def _form(strategy: str) -> Form:
+def _fitting_form(strategy: str, sig: Signature) -> Form:
+    """The named form, where ``sig``'s opset has what it needs."""
     form = _OWN_FORMS.get(strategy) or FORMS.get(strategy)
     if form is None:
         raise StrategyError(
             f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(FORMS))}"
         )
+    reason = form.available(sig)
+    if reason is not None:
+        raise StrategyError(reason)
     return form
 
 
@@ -231,10 +240,7 @@ def declared_uses(sig: Signature, strategy: str) -> tuple[frozenset[str], frozen
     Raises:
         StrategyError: The form does not fit ``sig`` (an unknown name, too old an opset).
     """
-    form = _form(strategy)
-    reason = form.available(sig)
-    if reason is not None:
-        raise StrategyError(reason)
+    form = _fitting_form(strategy, sig)
     return form.gathers(sig), form.view_ops(sig)
 
 
@@ -248,10 +254,7 @@ def emit(
     strategy of its own: they do not read the lengths input). Lengths declared with a dim
     of their own are first given the data's batch dim (``batch_lengths``).
     """
-    form = _form(strategy)
-    reason = form.available(sig)
-    if reason is not None:
-        raise StrategyError(reason)
+    form = _fitting_form(strategy, sig)
     if sig.lens_own_dim and form not in (_FULL_LENGTHS, _BY_SLICES):
         lens = batch_lengths(op, data, lens, sig)
     return form.build(op, data, lens, sig)

@@ -9,7 +9,7 @@ is moved, never computed on: exact for every element type, NaN payloads included
 
 from __future__ import annotations
 
-__all__ = ["reverse_by_slices", "slices_view_ops"]
+__all__ = ["reverse_by_slices", "reversing_slice_variants", "slices_view_ops"]
 
 import numpy as np
 import onnx_ir as ir
@@ -85,9 +85,17 @@ def reverse_by_slices(
     return op.Concat(*parts, axis=sig.batch_axis)
 
 
+def reversing_slice_variants(sig: Signature) -> frozenset[str]:
+    """What a step -1 Slice of the node's data needs of a target.
+
+    ``Slice:reverse``, and over data of rank 4 and more (or of a rank unknown)
+    ``Slice:reverse:high_rank``: some backends reverse up to rank 3 only.
+    """
+    if sig.rank is None or sig.rank > 3:
+        return frozenset({REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK})
+    return frozenset({REVERSING_SLICE})
+
+
 def slices_view_ops(sig: Signature) -> frozenset[str]:
     """What :func:`reverse_by_slices` needs of a target: Slices of the data, a Concat."""
-    ops = {SLICE_DATA, REVERSING_SLICE, CONCAT_DATA}
-    if sig.rank is None or sig.rank > 3:
-        ops.add(REVERSING_SLICE_HIGH_RANK)
-    return frozenset(ops)
+    return frozenset({SLICE_DATA, CONCAT_DATA}) | reversing_slice_variants(sig)

@@ -34,8 +34,6 @@ from revseq.ops.targets.vocabulary import (
     GATHER_ROWS,
     INDEX_IN_PLACE,
     REVERSE_ALL,
-    REVERSING_SLICE,
-    REVERSING_SLICE_HIGH_RANK,
     SLICES,
     STATIC,
     data_variant,
@@ -137,10 +135,7 @@ def runs_trivial(kind: str, sig: Signature, profile: Profile) -> bool:
     if kind != "Slice":
         return True
     allowed = profile.allowed(dynamic=is_dynamic(sig))
-    needed = {REVERSING_SLICE}
-    if sig.rank is None or sig.rank > 3:
-        needed.add(REVERSING_SLICE_HIGH_RANK)
-    return allowed is None or needed <= allowed
+    return allowed is None or forms.reversing_slice_variants(sig) <= allowed
 
 
 def reversal_plan(sig: Signature, profile: Profile) -> Plan | None:
@@ -149,10 +144,19 @@ def reversal_plan(sig: Signature, profile: Profile) -> Plan | None:
     The Gather along time of ``REVERSE_ALL`` where the target has its op types and
     its Gather moves the type, else None (the node is then decomposed as any other).
     """
+    return _unprobed_plan(REVERSE_ALL, sig, profile)
+
+
+def _unprobed_plan(form: str, sig: Signature, profile: Profile) -> Plan | None:
+    """A form the planner takes by itself (``REVERSE_ALL``, ``SLICES``), or None.
+
+    Its op types and variants are each probed on the target, the form itself is not
+    (a probe's lengths are given at run time, not all of them T, not constant).
+    """
     fitted = _as_the_target_sees(sig, profile)
-    if _why_not_fitting(fitted, REVERSE_ALL, profile, probed=False) is not None:
+    if _why_not_fitting(fitted, form, profile, probed=False) is not None:
         return None
-    return Plan(fitted, REVERSE_ALL, recorded(fitted, REVERSE_ALL))
+    return Plan(fitted, form, recorded(fitted, form))
 
 
 def _why_not_fitting(
@@ -365,15 +369,11 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
 def _by_slices(strategy: str, sig: Signature, profile: Profile) -> Plan | None:
     """Constant lengths as slices of the data, where no gather form fits (``SLICES``).
 
-    For "auto" alone; its op types and variants are each probed on the target, the
-    form is not (a probe's lengths are given at run time).
+    For "auto" alone.
     """
     if strategy != "auto" or sig.lens is None:
         return None
-    fitted = _as_the_target_sees(sig, profile)
-    if _why_not_fitting(fitted, SLICES, profile, probed=False) is not None:
-        return None
-    return Plan(fitted, SLICES, recorded(fitted, SLICES))
+    return _unprobed_plan(SLICES, sig, profile)
 
 
 def _without_fallbacks(profile: Profile) -> Profile | None:

@@ -26,7 +26,6 @@ from revseq.ops.targets.vocabulary import (
     RESHAPE_ALLOWZERO,
     RESHAPE_VIEW,
     REVERSING_SLICE,
-    REVERSING_SLICE_HIGH_RANK,
     SLICE_DATA,
 )
 from revseq.passes.graph.builder import Template
@@ -75,8 +74,8 @@ def emitted(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[st
             used.add(GATHER_ND_BATCH_DIMS)
         if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
             used.add(_allowzero_variant(node))
-        if node.op_type == "Slice" and _reverses(node) and (sig.rank or 4) > 3:
-            used.add(REVERSING_SLICE_HIGH_RANK)
+        if node.op_type == "Slice" and _reverses(node):
+            used.update(forms.reversing_slice_variants(sig))
         source = node.inputs[0] if node.inputs else None
         looks_up = (
             source is None or source.const_value is not None or source is template.lengths

@@ -293,9 +293,10 @@ def cmd_targets(args: argparse.Namespace, console: Console) -> int:
         kind = {"probe": "probed", "documents": "documented"}.get(p.source, p.source)
         native = {True: "yes", False: "no", None: "-"}[p.native]
         ran = p.forms is None or bool(p.forms.get("dynamic"))  # a probe ran some form
-        dynamic = "yes" if p.dynamic_ops and ran else "no"
         if p.dynamic_ops is None:
             dynamic = "any op"
+        else:
+            dynamic = "yes" if p.dynamic_ops and ran else "no"
         version = (p.backend_version or "-").partition(" (")[0]  # its set-up: --json
         rows.append((name, kind, version, native, dynamic))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -108,35 +108,16 @@ def _moved(node: ir.Node, position: int, *, integer: bool) -> bool:
     return not positions or position in positions
 
 
-def _uses(model: ir.Model, value: ir.Value, *, integer: bool) -> Iterator[tuple[ir.Node, int]]:
-    """Every (node, position) that reads ``value``'s values, through moving ops.
-
-    Subgraphs read outer values directly (their nodes are among the uses); a call of a
-    model-local function passes the value on to the function's parameter.
-    """
-    seen: set[int] = set()
-    stack = [value]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        for node, position in current.uses():
-            yield node, position
-            if _moved(node, position, integer=integer):
-                stack.extend(o for o in node.outputs if o is not None)
-            function = model.functions.get(node.op_identifier())
-            if function is not None and position < len(function.inputs):
-                stack.append(function.inputs[position])
-
-
-def _index_paths(
-    model: ir.Model, value: ir.Value
+def _uses(
+    model: ir.Model, value: ir.Value, *, integer: bool, arithmetic: bool = False
 ) -> Iterator[tuple[ir.Node, int, str | None]]:
-    """Every (node, position, through) an integer input's values reach as an index may.
+    """Every (node, position, through) that reads ``value``'s values, through moving ops.
 
-    Like :func:`_uses`, and on through elementwise arithmetic (``through`` names the
-    first such op on the way, None where the values arrive unchanged).
+    With ``arithmetic`` (an index on its way to a gather), on through elementwise
+    arithmetic too: ``through`` names the first such op on the way, None where the
+    values arrive unchanged. Subgraphs read outer values directly (their nodes are
+    among the uses); a call of a model-local function passes the value on to the
+    function's parameter.
     """
     seen: set[int] = set()
     stack: list[tuple[ir.Value, str | None]] = [(value, None)]
@@ -147,9 +128,9 @@ def _index_paths(
         seen.add(id(current))
         for node, position in current.uses():
             yield node, position, through
-            if _moved(node, position, integer=True):
+            if _moved(node, position, integer=integer):
                 stack.extend((o, through) for o in node.outputs if o is not None)
-            elif node.domain in ("", "ai.onnx") and node.op_type in _ARITHMETIC:
+            elif arithmetic and node.domain in ("", "ai.onnx") and node.op_type in _ARITHMETIC:
                 label = through or _label(node)
                 stack.extend((o, label) for o in node.outputs if o is not None)
             function = model.functions.get(node.op_identifier())
@@ -187,7 +168,7 @@ def index_uses(model: ir.Model) -> dict[str, list[IndexUse]]:
             continue
         if value.name in model.graph.initializers:
             continue
-        for node, position, through in _index_paths(model, value):
+        for node, position, through in _uses(model, value, integer=True, arithmetic=True):
             if node.op_type in _GATHERS and node.domain in ("", "ai.onnx") and position == 1:
                 use = _index_use(node, through)
                 # A size known only at run time is read from a run: main graph only.
@@ -213,7 +194,7 @@ def _reaches_an_output(model: ir.Model, node: ir.Node) -> bool:
     for start in node.outputs:
         if start is None:
             continue
-        for user, position in _uses(model, start, integer=False):
+        for user, position, _ in _uses(model, start, integer=False):
             if _moved(user, position, integer=False) and any(
                 id(o) in outputs for o in user.outputs
             ):
@@ -232,7 +213,7 @@ def reversed_inputs(model: ir.Model) -> set[str]:
         if value.name is None or value.name in model.graph.initializers:
             continue
         integer = value.dtype in _INTEGER_TYPES
-        for node, position in _uses(model, value, integer=integer):
+        for node, position, _ in _uses(model, value, integer=integer):
             if position == 0 and is_reverse_sequence(node) and _reaches_an_output(model, node):
                 found.add(value.name)
                 break
