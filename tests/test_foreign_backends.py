@@ -15,12 +15,20 @@ import onnx
 import pytest
 
 import revseq
-from revseq.backends import BackendError, _foreign, get, unavailable
+from revseq.backends import (
+    BackendError,
+    MeasuredOutputs,
+    _foreign,
+    adapter_module,
+    get,
+    unavailable,
+)
 from revseq.backends._isolated import BackendCrashError
+from revseq.measure._timing import time_once
 from revseq.ops.reference import reverse_sequence_model
 
 RUNNER = """
-import os, sys
+import os, sys, time
 import numpy as np
 
 def prepare(model_bytes):
@@ -34,6 +42,8 @@ def prepare(model_bytes):
             os.abort()
         if x.size and x.flat[0] == 98:
             raise RuntimeError("bad input")
+        if x.size and x.flat[0] == 97:
+            time.sleep(0.2)
         return [x[::-1].copy(), np.asarray(sys.path[0] == os.path.dirname(__file__))]
 
     return run
@@ -80,6 +90,30 @@ def test_arrays_cross_to_the_other_environment_and_back_byte_for_byte(runner, ar
     want = array[::-1]
     assert got.dtype == want.dtype and got.shape == want.shape
     assert got.tobytes() == want.tobytes()
+
+
+def test_a_run_is_timed_where_it_ran_and_timing_counts_that_time(runner):
+    run = _prepare(runner)
+    quick = run({"x": np.arange(1 << 20, dtype=np.float64)})  # 8 MiB through the pipe
+    slow = run({"x": np.array([97.0])})
+    assert isinstance(quick, MeasuredOutputs) and isinstance(slow, MeasuredOutputs)
+    assert 0.2 <= slow.seconds < 1.0
+    assert 0 <= quick.seconds < 0.05  # a reversed view copied: the pipe not counted
+    assert time_once(lambda: MeasuredOutputs([], 123.0)) == 123.0
+    assert time_once(lambda: [np.zeros(1)]) < 1.0  # anything else: this clock's time
+
+
+@pytest.mark.parametrize("name", ["rknn", "x2paddle"])
+def test_models_travel_to_older_onnx_with_the_lowest_ir_version_they_allow(name, monkeypatch):
+    sent = []
+    monkeypatch.setattr(_foreign, "prepare", lambda *args: sent.append(args[-1]))
+    model = reverse_sequence_model(
+        [6, 3, 4], onnx.TensorProto.FLOAT, batch_axis=1, time_axis=0
+    )
+    model.ir_version = 13
+    adapter_module(name).prepare(model)
+    assert sent[0].ir_version == onnx.helper.find_min_ir_version_for(list(model.opset_import))
+    assert model.ir_version == 13  # the caller's model left alone
 
 
 def test_the_runner_does_not_shadow_the_runtime_it_is_named_after(runner):
@@ -147,8 +181,7 @@ def test_the_default_is_exact_on_x2paddle_with_static_dims(dtype):
 def test_a_symbolic_model_runs_there_once_its_shapes_are_fixed(name):
     _environment_or_skip(name)
     model = reverse_sequence_model(["T", "B", 4], _TYPES["int32"], batch_axis=1, time_axis=0)
-    target = name if name == "rknn" else None
-    inlined = revseq.inline(model, target=target, input_shapes={"x": [6, 3, 4]})
+    inlined = revseq.inline(model, target=name, input_shapes={"x": [6, 3, 4]})
     report = revseq.check(
         model, inlined, backend=name, trials=2, input_shapes={"x": [6, 3, 4]}
     )
@@ -190,4 +223,35 @@ def test_rknn_s_own_target_is_exact_there_for_the_types_it_moves(dtype, layout):
     elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     model = reverse_sequence_model([6, 3, 4], elem, batch_axis=batch_axis, time_axis=time_axis)
     report = revseq.check(model, revseq.inline(model, target="rknn"), backend="rknn", trials=2)
+    assert report.ok and report.exercised, report
+
+
+def test_x2paddle_s_profile_keeps_it_to_static_dims_and_out_of_the_default():
+    from revseq.ops.targets import TARGETS
+
+    profile = TARGETS["x2paddle"]
+    assert profile.yields and profile.native is False
+    assert "x2paddle" not in {m.name for m in TARGETS["portable"].members}
+    assert profile.forms["dynamic"] == frozenset()
+    static = reverse_sequence_model([6, 3, 4], _TYPES["float32"], batch_axis=1, time_axis=0)
+    used = {n.op_type for n in revseq.inline(static, target="x2paddle").graph.node}
+    assert "ReverseSequence" not in used and "Where" not in used  # its Where broadcasts not
+    symbolic = reverse_sequence_model(
+        ["T", "B", 4], _TYPES["float32"], batch_axis=1, time_axis=0
+    )
+    with pytest.raises(revseq.StrategyError, match="declare static input shapes"):
+        revseq.inline(symbolic, target="x2paddle")
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("layout", [(1, 0), (0, 1)], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64"])
+def test_x2paddle_s_own_target_is_exact_there(dtype, layout):
+    _environment_or_skip("x2paddle")
+    batch_axis, time_axis = layout
+    model = reverse_sequence_model(
+        [6, 3, 4], _TYPES[dtype], batch_axis=batch_axis, time_axis=time_axis
+    )
+    inlined = revseq.inline(model, target="x2paddle")
+    report = revseq.check(model, inlined, backend="x2paddle", trials=2)
     assert report.ok and report.exercised, report

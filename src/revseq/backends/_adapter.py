@@ -7,14 +7,17 @@ __all__ = [
     "Backend",
     "BackendError",
     "BackendUnavailableError",
+    "MeasuredOutputs",
     "Runner",
     "PLACED",
+    "SIMULATED",
     "YIELDING",
     "adapter_module",
     "UNTIMED",
     "get",
     "input_names",
     "installed",
+    "lowest_ir",
     "unavailable",
 ]
 
@@ -36,6 +39,20 @@ logger = logging.getLogger(__name__)
 
 Inputs = dict[str, np.ndarray]
 Runner = Callable[[Inputs], list[np.ndarray]]
+
+
+class MeasuredOutputs(list):
+    """A run's outputs, with the seconds the run took where it ran.
+
+    A runner served in another process (``_foreign``) times its run there: the copies
+    through the pipe to it and back are not the backend's time, and timing
+    (``revseq.measure``) counts these seconds instead of its own clock's.
+    """
+
+    def __init__(self, outputs: list[np.ndarray], seconds: float) -> None:
+        super().__init__(outputs)
+        self.seconds = seconds
+
 
 ADAPTERS: dict[str, str] = {
     "onnxruntime": "Microsoft's runtime, CPU execution provider (control: has the op)",
@@ -65,12 +82,15 @@ ADAPTERS: dict[str, str] = {
 UNTIMED: dict[str, str] = {
     "webgpu": "its runs pass the tensors through a worker process, on a software Vulkan "
     "where no GPU is there: no GPU's timing",
-    "rknn": "it simulates the NPU on the host, and its runs cross a pipe to the "
-    "environment it lives in: no NPU's timing",
-    "x2paddle": "its runs cross a pipe to the environment it lives in, whose copies "
-    "would be timed with it",
+    "rknn": "it simulates the NPU on the host CPU: no NPU's timing",
 }
-"""Adapters whose run times say nothing about the backend's speed, and why."""
+"""Adapters whose run times are not the device's, and why: a probe takes no costs from
+them, and no speed page is written of them but of a simulator (``SIMULATED``)."""
+
+SIMULATED = frozenset({"rknn"})
+"""Untimed adapters that simulate a device on the host and time their runs there: their
+speed page times the simulator, and says so."""
+
 
 PLACED = frozenset({"webgpu"})
 """Adapters whose runs report where each node ran (an execution provider and its CPU
@@ -176,9 +196,12 @@ class Backend:
                     "run",
                     f"returned {len(outputs)} output(s), the model declares {len(declared)}",
                 )
-            return [
+            result = [
                 _as_declared(np.asarray(o), d) for o, d in zip(outputs, declared, strict=True)
             ]
+            if isinstance(outputs, MeasuredOutputs):
+                return MeasuredOutputs(result, outputs.seconds)
+            return result
 
         runner.placement = getattr(run, "placement", None)  # type: ignore[attr-defined]
         runner.delegation = getattr(run, "delegation", None)  # type: ignore[attr-defined]
@@ -187,6 +210,19 @@ class Backend:
     def run(self, model: onnx.ModelProto, feeds: Inputs) -> list[np.ndarray]:
         """Prepare ``model`` and run it once."""
         return self.prepare(model)(feeds)
+
+
+def lowest_ir(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` saved with the lowest IR version its opsets allow.
+
+    For runtimes that bundle an older onnx than revseq's (pnnx's onnxruntime, the onnx of
+    RKNN's and x2paddle's environments), whose checkers refuse a newer IR version.
+    """
+    lowered = onnx.ModelProto()
+    lowered.CopyFrom(model)
+    lowest = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+    lowered.ir_version = min(model.ir_version, lowest)
+    return lowered
 
 
 def _declared_dtype(info: onnx.ValueInfoProto) -> np.dtype | None:

@@ -24,7 +24,7 @@ import subprocess
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import Inputs, Runner
+from revseq.backends._adapter import Inputs, MeasuredOutputs, Runner
 from revseq.backends._isolated import _Worker
 
 _FOLDER = pathlib.Path(__file__).parent / "foreign"
@@ -120,19 +120,23 @@ def _npy(array: np.ndarray) -> bytes:
 
 
 def prepare(name: str, variable: str, runner: str, model: onnx.ModelProto) -> Runner:
-    """Prepare ``model`` in the environment's worker; the runner runs it there."""
+    """Prepare ``model`` in the environment's worker; the runner runs it there.
+
+    Its runs come back as ``MeasuredOutputs``: timed in the worker, the pipe left out.
+    """
     worker = _worker(name, variable, runner)
     payload = model.SerializeToString()
     key = next(_KEYS)
     worker.call("convert", ("prepare", key, payload))
 
-    def run(feeds: Inputs) -> list[np.ndarray]:
+    def run(feeds: Inputs) -> MeasuredOutputs:
         request = ("run", key, {k: _npy(v) for k, v in feeds.items()})
-        found, outputs = worker.call("run", request)
+        found, outputs, seconds = worker.call("run", request)
         if not found:  # let go, or a restarted worker never saw it
             worker.call("convert", ("prepare", key, payload))
-            found, outputs = worker.call("run", request)
-        return [np.load(io.BytesIO(o), allow_pickle=False) for o in outputs]
+            found, outputs, seconds = worker.call("run", request)
+        arrays = [np.load(io.BytesIO(o), allow_pickle=False) for o in outputs]
+        return MeasuredOutputs(arrays, seconds)
 
     return run
 

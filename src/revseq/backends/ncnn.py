@@ -21,7 +21,7 @@ import tempfile
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names
+from revseq.backends._adapter import input_names, lowest_ir
 
 DISTRIBUTION = "ncnn"
 EXTRA = "ncnn"
@@ -39,14 +39,6 @@ def version() -> str:
     return f"{importlib.metadata.version('ncnn')} (pnnx {importlib.metadata.version('pnnx')})"
 
 
-def _lowest_ir(model: onnx.ModelProto) -> onnx.ModelProto:
-    lowered = onnx.ModelProto()
-    lowered.CopyFrom(model)
-    lowest = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    lowered.ir_version = min(model.ir_version, lowest)
-    return lowered
-
-
 def _pnnx() -> str:
     """The path of the pnnx executable, found without importing pnnx (it imports torch)."""
     spec = importlib.util.find_spec("pnnx")
@@ -58,7 +50,7 @@ def _convert(model: onnx.ModelProto, arrays: list[np.ndarray], folder: str):
     import ncnn
 
     path = os.path.join(folder, "model.onnx")
-    onnx.save(_lowest_ir(model), path)
+    onnx.save(lowest_ir(model), path)
     shapes = ",".join(
         f"[{','.join(str(d) for d in a.shape)}]{_PNNX_TYPES[a.dtype]}" for a in arrays
     )
@@ -89,20 +81,23 @@ def _convert(model: onnx.ModelProto, arrays: list[np.ndarray], folder: str):
 
 
 def _mat(array: np.ndarray):
-    """A Mat holding ``array``, its channels padded as ncnn's layers read them.
+    """A Mat holding a copy of ``array``, its channels padded as ncnn's layers read them.
 
     A Mat made from a numpy array of 3 or 4 dims keeps its channels unpadded, which a
-    layer then reads at the padded stride (wrong values, without an error).
+    layer then reads at the padded stride (wrong values, without an error); one made
+    from a 1-D array crashed ncnn's first layer to read it.
     """
     import ncnn
 
-    if array.ndim <= 2:
-        return ncnn.Mat(array)
     if array.ndim > 4:
         raise TypeError(f"ncnn's Mat holds at most 4 dims, not {array.ndim}")
+    bits = array.view(np.float32) if array.dtype == np.int32 else array
+    if array.ndim <= 2:
+        mat = ncnn.Mat(*reversed(array.shape or (1,)))  # w[, h]
+        np.array(mat, copy=False)[...] = bits.reshape(array.shape or (1,))
+        return mat
     channels, *inner = array.shape
     mat = ncnn.Mat(*reversed(inner), channels)  # w, h[, d], c
-    bits = array.view(np.float32) if array.dtype == np.int32 else array
     for channel in range(channels):
         np.array(mat.channel(channel), copy=False)[...] = bits[channel]
     return mat

@@ -10,6 +10,7 @@ from __future__ import annotations
 import onnx
 
 from revseq.backends import _foreign
+from revseq.backends._adapter import lowest_ir
 
 DISTRIBUTION = "rknn-toolkit2"
 EXTRA = None  # no extra: an environment of its own (ENVIRONMENT)
@@ -31,5 +32,8 @@ def version() -> str:
 
 
 def prepare(model: onnx.ModelProto):
-    """Run ``model`` in the toolkit's environment; returns a function of the inputs."""
-    return _foreign.prepare("rknn", ENVIRONMENT, "rknn.py", model)
+    """Run ``model`` in the toolkit's environment; returns a function of the inputs.
+
+    The model travels with the lowest IR version its opsets allow (onnx 1.18 there).
+    """
+    return _foreign.prepare("rknn", ENVIRONMENT, "rknn.py", lowest_ir(model))

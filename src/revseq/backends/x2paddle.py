@@ -11,6 +11,7 @@ from __future__ import annotations
 import onnx
 
 from revseq.backends import _foreign
+from revseq.backends._adapter import lowest_ir
 
 DISTRIBUTION = "x2paddle"
 EXTRA = None  # no extra: an environment of its own (ENVIRONMENT)
@@ -32,5 +33,8 @@ def version() -> str:
 
 
 def prepare(model: onnx.ModelProto):
-    """Convert and run ``model`` in x2paddle's environment."""
-    return _foreign.prepare("x2paddle", ENVIRONMENT, "x2paddle.py", model)
+    """Convert and run ``model`` in x2paddle's environment.
+
+    The model travels with the lowest IR version its opsets allow (onnx 1.17 there).
+    """
+    return _foreign.prepare("x2paddle", ENVIRONMENT, "x2paddle.py", lowest_ir(model))

@@ -14,6 +14,7 @@ __all__ = [
     "PAGE_INTRO",
     "BackendTimer",
     "backend_models",
+    "backend_suite",
     "floor_ratio",
     "floor_runners",
     "format_backend",
@@ -43,15 +44,18 @@ from revseq.measure._timing import (
 )
 from revseq.measure.pages import stable_line
 from revseq.ops.forms import FORMS
+from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 
 PAGE_INTRO = """\
 Paired medians of interleaved runs in one process, on the backend itself. Each cell is a
 variant's median time over the **copy floor** of the same rounds (the slower of numpy's
 copy of the data and the backend's own Identity of it, per-run overhead included), its
-node count in brackets. Float32 time-major data, lengths given at run time, each shape
-with its dims declared (`static`), with the time and batch dims symbolic (`time+batch`,
-as exporters write sequence models) and with every dim symbolic (`all`). `default` is
+node count in brackets. Time-major data (float32, or where the backend's own target
+moves no float32 exactly, the first of int32 and int64 it moves), lengths given at run
+time, each shape with its dims declared (`static`), with the time and batch dims
+symbolic (`time+batch`, as exporters write sequence models) and with every dim
+symbolic (`all`). `default` is
 the output with no target; `own target` the output for the backend's own target (the
 form its probe measured cheapest there); the form columns are each form as emitted for
 that target; `gather alone` is the own target's output for the same lengths given as a
@@ -70,6 +74,25 @@ BACKEND_SUITE: tuple[Case, ...] = (
     Case((256, 64, 256), 1, 0, "float32"),
 )
 """Time-major float32, a small tensor, 2 MiB and 16 MiB: what sequence models hold."""
+
+_PAGE_TYPES = ("float32", "int32", "int64")
+
+
+def backend_suite(name: str) -> tuple[Case, ...]:
+    """``BACKEND_SUITE`` in the first of float32, int32 and int64 the backend's target moves.
+
+    RKNN stores float32 as float16, so that no form moves it exactly: its page times
+    int32 data. Float32 where the backend has no profile.
+    """
+    profile = TARGETS.get(name)
+    for dtype in _PAGE_TYPES if profile is not None else _PAGE_TYPES[:1]:
+        cases = tuple(dataclasses.replace(case, dtype=dtype) for case in BACKEND_SUITE)
+        try:
+            revseq.inline(native_model(cases[0]), target=name)
+        except revseq.StrategyError:
+            continue
+        return cases
+    return BACKEND_SUITE
 
 
 def backend_models(
@@ -90,7 +113,10 @@ def backend_models(
             models[label] = "refused"
     # The backend's own gather: the default's (GatherND where tinygrad cannot take a
     # constant Gather index) cost tract twice its row Gather, a floor that flattered it.
-    models["gather alone"] = revseq.inline(native_model(case, lens), target=target)
+    try:
+        models["gather alone"] = revseq.inline(native_model(case, lens), target=target)
+    except revseq.StrategyError:
+        models["gather alone"] = "refused"
     models["native"] = native
     return models
 
@@ -139,7 +165,12 @@ def time_pass(
 ) -> Timed:
     """One pass of ``time_on_floor`` with runners made anew, the floor's too."""
     identities = floor_runners(backend, case)
-    return time_on_floor(backend, identities, feeds, models, rounds=rounds, budget_s=budget_s)
+    want = reverse_sequence(
+        feeds["x"], feeds["lens"], batch_axis=case.batch_axis, time_axis=case.time_axis
+    )
+    return time_on_floor(
+        backend, identities, feeds, models, rounds=rounds, budget_s=budget_s, want=want
+    )
 
 
 def time_on_floor(
@@ -150,11 +181,14 @@ def time_on_floor(
     *,
     rounds: int,
     budget_s: float,
+    want: np.ndarray | None = None,
 ) -> Timed:
     """Time ``models`` on ``backend`` interleaved with the floor's two copies of the data.
 
     ``identities`` run the backend's own Identity of ``feeds["x"]`` (``floor_runners``);
-    each model gets ``PLACEMENTS`` runners, warmed up once. Ratios are over the faster
+    each model gets ``PLACEMENTS`` runners, warmed up once; a model whose warm-up output
+    is not ``want`` byte for byte is not timed ("wrong values": RKNN's own op on rows of
+    length 0). Ratios are over the faster
     Identity's; ``memcpy`` is numpy's copy (not on a backend whose data lives on a
     device). See :func:`revseq.measure._timing.time_variants`.
     """
@@ -164,10 +198,13 @@ def time_on_floor(
         its_feeds = fed(model, feeds)
         try:
             runners = [backend.prepare(model, repeated=True) for _ in range(PLACEMENTS)]
-            for runner in runners:
-                runner(its_feeds)
+            outputs = [runner(its_feeds)[0] for runner in runners]
         except backends.BackendError as e:
             raise Unusable(stable_line(one_line(e))) from e
+        if want is not None and any(
+            o.dtype != want.dtype or o.tobytes() != want.tobytes() for o in outputs
+        ):
+            raise Unusable("wrong values")
         return [lambda r=runner, f=its_feeds: r(f) for runner in runners]
 
     after = {} if backend.resident else {"memcpy": [numpy_copy(feeds["x"])]}
@@ -225,11 +262,19 @@ def ratio_cells(
     for name in columns:
         ratio = over(name)
         if ratio is None:
-            cells.append(notes.get(name, "-"))
+            cells.append(_short(notes.get(name, "-")))
         else:
             counted = f" ({nodes[name]})" if name in nodes else ""
             cells.append(f"{ratio:.2f}x{counted}")
     return cells
+
+
+_NOTE_CHARS = 100
+
+
+def _short(note: str) -> str:
+    """A note cut to ``_NOTE_CHARS``: a cell says what failed, not the whole message."""
+    return note if len(note) <= _NOTE_CHARS else note[: _NOTE_CHARS - 1].rstrip() + "…"
 
 
 def format_backend(label: str, rows: list[dict[str, object]]) -> str:

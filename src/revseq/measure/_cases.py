@@ -32,6 +32,7 @@ from revseq.ops.targets.vocabulary import ALL_DIMS, SHAPE_CLASSES, STATIC
 _TYPES = {
     "float32": (np.float32, onnx.TensorProto.FLOAT),
     "float16": (np.float16, onnx.TensorProto.FLOAT16),
+    "int32": (np.int32, onnx.TensorProto.INT32),
     "int64": (np.int64, onnx.TensorProto.INT64),
 }
 

@@ -19,6 +19,7 @@ from revseq.measure._probe_text import (
     as_type,
     batch_of,
     source,
+    t1,
     to_type,
 )
 from revseq.ops.targets import vocabulary as v
@@ -116,12 +117,12 @@ OP_PROBES: tuple[Probe, ...] = (
     Probe(
         "Less",
         ("Less",),
-        lambda d, _: f"{T1}\nk = Less (t1, lens)\ny = Where (k, t1, lens)",
+        lambda d, _: f"{t1(d)}\nk = Less (t1, lens)\ny = Where (k, t1, lens)",
     ),
     Probe(
         "Where",
         ("Where",),
-        lambda d, it: f"{source(d, itype=it)}\ny = Identity (src)",
+        lambda d, it: f"{source(d, itype=it, select=True)}\ny = Identity (src)",
         INDEX_TYPES,
     ),
     # The select as it used to be written, its broadcast operand on the "else" side: no
@@ -204,15 +205,15 @@ OP_PROBES: tuple[Probe, ...] = (
             "y = Concat <axis = 0> (g1, g2, g3, g4, g5, g6)"
         ),
     ),
-    Probe("Min", ("Min",), lambda d, _: f"{T1}\ny = Min (lens, t1)"),
-    Probe("Max", ("Max",), lambda d, _: f"{T1}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
-    Probe("Add", ("Add",), lambda d, _: f"{T1}\ny = Add (lens, t1)"),
-    Probe("Sub", ("Sub",), lambda d, _: f"{T1}\ny = Sub (lens, t1)"),
+    Probe("Min", ("Min",), lambda d, _: f"{t1(d)}\ny = Min (lens, t1)"),
+    Probe("Max", ("Max",), lambda d, _: f"{t1(d)}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
+    Probe("Add", ("Add",), lambda d, _: f"{t1(d)}\ny = Add (lens, t1)"),
+    Probe("Sub", ("Sub",), lambda d, _: f"{t1(d)}\ny = Sub (lens, t1)"),
     # Of two run-time tensors (not a tensor and itself: tract makes that a Square, which
     # has no int64 kernel).
     Probe("Mul", ("Mul",), lambda d, _: "l1 = Add (lens, one1)\ny = Mul (lens, l1)"),
     # A tensor times a dim read from the data's shape, in int64 (a run-time stride).
-    Probe(v.MUL_DIM, (v.MUL_DIM,), lambda d, _: f"{T1}\ny = Mul (lens, t1)"),
+    Probe(v.MUL_DIM, (v.MUL_DIM,), lambda d, _: f"{t1(d)}\ny = Mul (lens, t1)"),
     # A sum of a run-time vector, on its own: a probe through ConstantOfShape failed on
     # TVM for the ConstantOfShape (it cannot emit the broadcast), not for the sum.
     Probe(
@@ -258,7 +259,7 @@ OP_PROBES: tuple[Probe, ...] = (
         empty=True,
     ),
     Probe("Unsqueeze", ("Unsqueeze",), lambda d, _: "y = Unsqueeze (lens, zero1)"),
-    Probe("Concat", ("Concat",), lambda d, _: f"{T1}\ny = Concat <axis = 0> (lens, t1)"),
+    Probe("Concat", ("Concat",), lambda d, _: f"{t1(d)}\ny = Concat <axis = 0> (lens, t1)"),
     Probe(
         "Expand",
         ("Expand",),

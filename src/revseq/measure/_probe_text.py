@@ -17,6 +17,7 @@ __all__ = [
     "as_type",
     "batch_of",
     "source",
+    "t1",
     "to_type",
 ]
 
@@ -58,17 +59,25 @@ def as_type(value: str, itype: str, target: str, then: str) -> str:
     return f"{cast} = {to_type(target)} ({value})\n" + then.format(cast)
 
 
-def source(dynamic: bool, *, batch_major: bool = False, itype: str = "int64") -> str:
+def source(
+    dynamic: bool, *, batch_major: bool = False, itype: str = "int64", select: bool = False
+) -> str:
     """Statements computing ``src``, the forms' source index, from ``lens`` at run time.
 
-    As in the forms: T (a constant, or sliced from Shape and cast) clamps the lengths by
-    Less+Where, and ``src = where(L < t+1, t, L - (t+1))`` over [T, B] ([B, T] when
-    batch-major). Also ``bgrid``: 0 .. B-1 broadcast over the same shape; with symbolic
-    dims B counts the lengths and the shape is ``src``'s, as ``gather_nd`` builds them.
-    Both are of ``itype``: with int32 the lengths are clamped in int64 and cast, and the
-    time and batch vectors are made in int64 and cast, as the forms do. ``b1`` is B
-    (int64), ``bi`` B in ``itype`` (see :func:`batch_of`).
+    With symbolic dims (or ``select``), as the forms compute it at run time: T (sliced
+    from Shape and cast, or a constant) clamps the lengths by Less+Where, and
+    ``src = where(L < t+1, t, L - (t+1))`` over [T, B] ([B, T] when batch-major). With
+    static dims, as the forms build it for a static T: a row of a constant table of
+    every length's index, gathered by the lengths (which the probes keep in [0, T]:
+    the clamp's ops have probes of their own). Also ``bgrid``: 0 .. B-1 broadcast over
+    the same shape; with symbolic dims B counts the lengths and the shape is ``src``'s,
+    as ``gather_nd`` builds them; ``lead``, that shape. All are of ``itype``: with int32
+    at run time the lengths are clamped in int64 and cast, and the time and batch
+    vectors are made in int64 and cast, as the forms do. ``b1`` is B (int64), ``bi`` B
+    in ``itype`` (see :func:`batch_of`).
     """
+    if not dynamic and not select:
+        return _table_source(batch_major, itype)
     t_axis, b_axis = (1, 0) if batch_major else (0, 1)
     wide = itype == "int64"
     steps, biota, clamped = ("steps", "biota", "L") if wide else ("s64", "b64", "L64")
@@ -85,7 +94,7 @@ def source(dynamic: bool, *, batch_major: bool = False, itype: str = "int64") ->
             dims += f"steps = {to_type(itype)} ({steps})\nbiota = {to_type(itype)} ({biota})\n"
             dims += f"bi = {to_type(itype)} (bshape)\n"
     else:
-        time_len, batch = (4, 4) if batch_major else (5, 4)
+        time_len, batch = _STATIC[batch_major]
         values = ", ".join(str(i) for i in range(time_len))
         dims = (
             f"t1 = Constant <value = int64[1] {{{time_len}}}> ()\n"
@@ -111,12 +120,58 @@ def source(dynamic: bool, *, batch_major: bool = False, itype: str = "int64") ->
     )
 
 
+# (T, B) of the static probe models, time-major and batch-major.
+_STATIC = {False: (5, 4), True: (4, 4)}
+
+
+def _table_source(batch_major: bool, itype: str) -> str:
+    """``source`` with static dims: each length's row of a constant table, as the forms."""
+    time_len, batch = _STATIC[batch_major]
+    table = [
+        [length - 1 - t if t < length else t for t in range(time_len)]
+        for length in range(time_len + 1)
+    ]
+    grid = [[b] * time_len for b in range(batch)]  # [B, T]
+    if not batch_major:
+        grid = [list(column) for column in zip(*grid, strict=True)]  # [T, B]
+    lead = (batch, time_len) if batch_major else (time_len, batch)
+
+    def constant(name: str, kind: str, rows: list[list[int]]) -> str:
+        values = ", ".join(str(v) for row in rows for v in row)
+        shape = f"{len(rows)}, {len(rows[0])}"
+        return f"{name} = Constant <value = {kind}[{shape}] {{{values}}}> ()\n"
+
+    statements = (
+        constant("table", itype, table)
+        + "rowsrc = Gather <axis = 0> (table, lens)\n"
+        + ("src = Identity (rowsrc)\n" if batch_major else "src = Transpose (rowsrc)\n")
+        + constant("bgrid", itype, grid)
+        + f"lead = Constant <value = int64[2] {{{lead[0]}, {lead[1]}}}> ()\n"
+        + f"b1 = Constant <value = int64[1] {{{batch}}}> ()"
+    )
+    if itype != "int64":
+        statements += f"\nbi = Constant <value = {itype}[1] {{{batch}}}> ()"
+    return statements
+
+
 def batch_of(itype: str) -> str:
     """The name :func:`source` gives B in ``itype``."""
     return "b1" if itype == "int64" else "bi"
 
 
 T1 = "t1shape = Shape <start = 0, end = 1> (x)\nt1 = Cast <to = 7> (t1shape)"
+
+
+def t1(dynamic: bool) -> str:
+    """``t1``, T as int64[1] beside the lengths: ``T1`` with symbolic dims, else a constant.
+
+    The forms fold a static T to a constant, so that the ops that meet the lengths are
+    probed with one: from Shape, x2paddle's Shape ignores start and end, and RKNN folds
+    a static model's shape arithmetic away, then refuses what is left.
+    """
+    return T1 if dynamic else "t1 = Constant <value = int64[1] {5}> ()"
+
+
 # The row form's view of [T, B, 3] data: its static trailing dim kept, the rows a -1.
 ROWS = "rowdims = Constant <value = int64[2] {-1, 3}> ()\nrows = Reshape (x, rowdims)"
 

@@ -34,6 +34,7 @@ from typing import Protocol
 import numpy as np
 import onnx
 
+from revseq.backends import MeasuredOutputs
 from revseq.measure._cases import Case, input_arrays, node_count
 
 Models = Mapping[str, onnx.ModelProto | str]
@@ -166,9 +167,14 @@ def paired_medians(
 
 
 def time_once(fn: Callable[[], object]) -> float:
+    """Seconds one call of ``fn`` took; those it measured where it ran, if it says so.
+
+    A runner in another process returns ``MeasuredOutputs``: its run timed there.
+    """
     start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    result = fn()
+    elapsed = time.perf_counter() - start
+    return result.seconds if isinstance(result, MeasuredOutputs) else elapsed
 
 
 class RowTimer(Protocol):

@@ -151,8 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _backend_bench as _bench_backend,  # it builds on this module's cases
         )
 
-        suite = _bench_backend.BACKEND_SUITE
-        reason = backends.UNTIMED.get(args.backend) or backends.unavailable(args.backend)
+        suite = _bench_backend.backend_suite(args.backend)
+        reason = backends.unavailable(args.backend)
+        if args.backend not in backends.SIMULATED:
+            reason = backends.UNTIMED.get(args.backend) or reason
         if reason is not None:
             parser.error(f"--backend {args.backend}: {reason}")
     else:
@@ -199,9 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         title = f"Speed on {label}"
         setup = (
             f"Set-up: {label} on {os.cpu_count()} CPUs (Python {platform.python_version()}); "
-            f"float32 time-major data, lengths at run time; {args.rounds} rounds, median "
-            f"of {args.passes} pass(es); each variant x the copy floor."
+            f"{cases[0].dtype} time-major data, lengths at run time; {args.rounds} rounds, "
+            f"median of {args.passes} pass(es); each variant x the copy floor."
         )
+        if args.backend in backends.SIMULATED:
+            setup += f" These are a simulator's times: {backends.UNTIMED[args.backend]}."
     else:
         threads = (1,) if args.quick else (1, 2)
         rows = run_speed(

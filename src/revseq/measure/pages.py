@@ -38,7 +38,9 @@ def write_measured_page(
 # in one), a local server's port. A profile written again keeps its lines.
 _RUN_SPECIFIC = (
     (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
+    (re.compile(r"/tmp/revseq-[\w-]+"), "<tmp>"),
     (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
+    (re.compile(r"\[\d\d:\d\d:\d\d\.\d+\] "), ""),  # a runtime's log time (RKNN's)
 )
 
 

@@ -73,7 +73,9 @@ def prepare(model_bytes: bytes):
 
     model = onnx.load_from_string(model_bytes)
     initializers = {t.name for t in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in initializers]
+    read = {name for node in model.graph.node for name in node.input}
+    # RKNN drops the inputs no node reads: the built model takes the others.
+    names = [i.name for i in model.graph.input if i.name in read - initializers]
     half = onnx.TensorProto.FLOAT16
     halves = [o.type.tensor_type.elem_type == half for o in model.graph.output]
     built: collections.OrderedDict = collections.OrderedDict()

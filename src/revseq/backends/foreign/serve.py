@@ -14,6 +14,7 @@ import io
 import os
 import pickle
 import sys
+import time
 import traceback
 
 _KEPT = 16  # prepared models kept, as revseq's own workers keep them
@@ -71,9 +72,12 @@ def main(runner_path: str) -> int:
             elif key in prepared:
                 prepared.move_to_end(key)
                 feeds = {name: _array(data) for name, data in payload.items()}
-                answer = (True, [_npy(o) for o in prepared[key](feeds)])
+                start = time.perf_counter()
+                outputs = prepared[key](feeds)
+                seconds = time.perf_counter() - start  # the run here, the pipe left out
+                answer = (True, [_npy(o) for o in outputs], seconds)
             else:
-                answer = (False, None)
+                answer = (False, None, None)
             reply = ("ok", answer)
         except Exception as e:  # the runtime's own errors, one line each
             traceback.print_exc()
