@@ -28,7 +28,7 @@ _TESTS = (
     "test_inline", "test_simplify", "test_restore", "test_restore_forms", "test_exports",
     "test_function", "test_layouts", "test_shapes", "test_carriers", "test_equivalence",
     "test_fuzz", "test_models", "test_bad_inputs", "test_check_inputs", "test_planner",
-    "test_fixed_shapes",
+    "test_fixed_shapes", "test_finite_target",
 )  # fmt: skip
 _PYTEST = [
     "-x", "-q", "-m", "not backend", "-p", "no:randomly", "-p", "no:cacheprovider",
@@ -48,6 +48,36 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant(
+        "one_hot: lengths not clamped",
+        "ops/forms/_one_hot.py",
+        "    column = unsqueeze(op, op.Clip(floats, zero, top), [1], sig)",
+        "    column = unsqueeze(op, floats, [1], sig)",
+    ),
+    Mutant(
+        "one_hot: source step L - t, not L - 1 - t",
+        "ops/forms/_one_hot.py",
+        "    span = op.Sub(op.Sub(column, one), const(op, 2 * steps, np.float32))",
+        "    span = op.Sub(column, const(op, 2 * steps, np.float32))",
+    ),
+    Mutant(
+        "check ignores the candidate's finite domain",
+        "src/revseq/equivalence/_check.py",
+        "    specials = not whole_model and domain is None",
+        "    specials = not whole_model",
+    ),
+    Mutant(
+        "finite lengths not read through their int32 Cast",
+        "passes/inline/inline.py",
+        "        return int32_source(lens) or lens",
+        "        return lens",
+    ),
+    Mutant(
+        "a lengths input another node reads made float32",
+        "passes/inline/inline.py",
+        "        return bool(uses) and all(",
+        "        return bool(uses) and any(",
+    ),
     Mutant(
         "reversed steps off by one",
         "ops/forms/_emit.py",

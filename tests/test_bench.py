@@ -182,12 +182,12 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
     floors = []
     monkeypatch.setattr(_costs.backends, "get", lambda name: name)
     monkeypatch.setattr(
-        _bench_backend, "floor_runners", lambda b, case: floors.append(case) or []
+        _bench_backend, "floor_runners", lambda b, case, x: ("Identity", floors.append(case))
     )
     monkeypatch.setattr(_costs, "_emitted", lambda case, kind, form, ops, **_: f"{form} model")
     passes = itertools.cycle([1.0, 6.0, 2.0])  # x Identity; numpy's copy is 0.5x: floor 1
 
-    def timed(backend, identities, feeds, models, *, rounds, budget_s):
+    def timed(backend, identities, feeds, models, *, rounds, budget_s, **_):
         ratio = next(passes)
         result = {"Identity": (1e-3, 1.0), "memcpy": (5e-4, 0.5)}
         result.update({label: (1e-3 * ratio, ratio) for label in models})
@@ -238,7 +238,7 @@ def test_identical_models_are_timed_once_and_share_their_figures():
 
     backend = Counting()
     feeds = _cases.input_arrays(case, np.random.default_rng(0))
-    identities = _bench_backend.floor_runners(real, case)
+    _, identities = _bench_backend.floor_runners(real, case, feeds["x"])
     result, notes, nodes = _bench_backend.time_on_floor(
         backend, identities, feeds, models, rounds=3, budget_s=0.01
     )
@@ -384,3 +384,85 @@ def test_onnx2torch_cuda_runs_on_the_device_its_variable_names(monkeypatch):
     got = revseq.backends.get("onnx2torch-cuda").run(model, feeds)[0]
     expected = revseq.ops.reference.reverse_sequence(feeds["x"], feeds["lens"])
     assert got.tobytes() == expected.tobytes()
+
+
+def test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so():
+    """RKNN's own op is wrong on rows of length 0: its time would flatter a wrong kernel."""
+    from revseq import backends
+    from revseq.measure import _backend_bench as bb
+
+    case = _cases.Case((6, 4, 3), 1, 0, "float32")
+    feeds = _cases.input_arrays(case, np.random.default_rng(0))
+    feeds["lens"] = np.array([0, 6, 2, 1])
+    right = revseq.inline(_cases.native_model(case))
+    wrong = revseq.inline(_cases.native_model(case, np.array([3, 6, 2, 1])))
+    result, notes, _ = bb.time_pass(
+        backends.get("onnxruntime"),
+        case,
+        feeds,
+        {"default": right, "wrong": wrong},
+        rounds=3,
+        budget_s=0.05,
+    )
+    assert "default" in result and notes["wrong"] == "wrong values"
+
+
+class _NoIdentity:
+    """A backend that refuses a model of one Identity, as pnnx does."""
+
+    def __init__(self):
+        from revseq import backends
+
+        self.real = backends.get("onnxruntime")
+        self.refused = 0
+
+    def prepare(self, model, *, repeated=False):
+        from revseq.backends import BackendError
+
+        if [n.op_type for n in model.graph.node] == ["Identity"]:
+            self.refused += 1
+            raise BackendError("fake", "convert", "an empty graph")
+        return self.real.prepare(model, repeated=repeated)
+
+
+def test_the_floor_is_the_backend_s_neg_where_it_runs_no_identity():
+    from revseq.measure import _backend_bench as bb
+
+    case = _cases.Case((6, 4, 3), 1, 0, "float32")
+    x = np.random.default_rng(0).standard_normal((6, 4, 3)).astype(np.float32)
+    backend = _NoIdentity()
+    label, runners = bb.floor_runners(backend, case, x)
+    assert label == "Neg" and backend.refused == 1 and len(runners) == _timing.PLACEMENTS
+    row = {
+        "case": case,
+        "dims": "static",
+        "result": {"Neg": (1e-3, 1.0), "memcpy": (1e-3, 0.5), "default": (0, 2.0)},
+        "notes": {},
+        "nodes": {"default": 7},
+    }
+    table = bb.format_backend("fake 1.0", [row])
+    assert "(Neg)" in table and "finite target" not in table  # no finite target: no column
+
+
+def test_a_page_is_in_a_type_the_backend_s_target_moves_and_cells_stay_short():
+    from revseq.measure import _backend_bench as bb
+    from revseq.measure.pages import stable_line
+
+    assert {c.dtype for c in bb.backend_suite("onnxruntime")} == {"float32"}
+    assert {c.dtype for c in bb.backend_suite("rknn")} == {"int32"}  # float32 as float16
+    assert {c.dtype for c in bb.backend_suite("no-such-backend")} == {"float32"}
+    note = "rknn: run failed: " + "x" * 300
+    row = {
+        "case": None,
+        "dims": "static",
+        "result": {},
+        "notes": {"default": note},
+        "nodes": {},
+    }
+    (cell,) = bb.ratio_cells(row, ["default"], lambda name: None)
+    assert len(cell) <= 100 and cell.endswith("…")
+    logged = "killed by SIGSEGV (E RKNN: [11:08:10.327] Meet unsupported tensor dtype in Mul)"
+    assert (
+        stable_line(logged)
+        == "killed by SIGSEGV (E RKNN: Meet unsupported tensor dtype in Mul)"
+    )

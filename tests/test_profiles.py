@@ -1034,3 +1034,23 @@ def test_forms_are_probed_in_a_type_the_backend_moves():
         TARGETS["onnxruntime"], dtypes={"Gather": frozenset({"int64"})}
     )
     assert form_probe_type(only_int64) == "int64"
+
+
+def test_static_probes_build_their_index_as_the_static_forms_do():
+    """A row of a constant table gathered by the lengths: no comparison, select or slice
+    of a Shape on the way (x2paddle's Shape ignores start and end and its Where does not
+    broadcast: they hid every gather it runs); Where's own probe keeps its select."""
+    from revseq.measure._op_probes import OP_PROBES
+    from revseq.measure._probe_models import probe_model
+
+    gathers = [p for p in OP_PROBES if any(c.startswith("Gather") for c in p.certifies)]
+    assert len(gathers) >= 6
+    for probe in gathers:
+        for itype in probe.index_types:
+            nodes = probe_model(probe, False, itype).graph.node
+            ops = {n.op_type for n in nodes}
+            assert not ops & {"Less", "Where", "Range"}, (probe.name, itype, ops)
+            sliced = [n for n in nodes if n.op_type == "Shape" and n.attribute]
+            assert not sliced, (probe.name, itype)
+    (where,) = [p for p in OP_PROBES if p.name == "Where"]
+    assert "Where" in {n.op_type for n in probe_model(where, False).graph.node}

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import pytest
-from helpers import assert_identical, run_ort, run_reference
+from helpers import all_op_types, assert_identical, run_ort, run_reference
 
 import revseq
 from revseq.ops.forms import FORMS
@@ -96,6 +96,12 @@ def test_every_target_output_restores(target, dtype, dynamic):
             inlined = revseq.inline(model, target=target)
         except revseq.StrategyError as e:  # the target cannot express the case
             assert "no decomposition fits" in str(e)
+            continue
+        if TARGETS[target].domain is not None and "MatMul" in all_op_types(inlined):
+            # one_hot is exact on finite data only, and reads float32 lengths: no
+            # ReverseSequence computes it on every value, so restore leaves it.
+            restored = revseq.restore(inlined)
+            assert "ReverseSequence" not in all_op_types(restored)
             continue
         assert_restores(model, inlined)
 

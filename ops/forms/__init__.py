@@ -41,6 +41,7 @@ from revseq.ops.forms._emit import const, dim_vector, iota, pad_trailing, shape_
 from revseq.ops.forms._index import int64_arithmetic, source_index, typed_source_index
 from revseq.ops.forms._layout import gathers_matrix
 from revseq.ops.forms._matrix import gather_matrix, matrix_gathers
+from revseq.ops.forms._one_hot import reverse_by_one_hot
 from revseq.ops.forms._rows import gather_rows, needs_allowzero, rows_gathers, rows_view_ops
 from revseq.ops.forms._slices import (
     reverse_by_slices,
@@ -54,6 +55,7 @@ from revseq.ops.targets.vocabulary import (
     GATHER_ND_BATCH_DIMS,
     GATHER_ND_BATCH_TUPLES,
     GATHER_ROWS,
+    ONE_HOT,
     REVERSE_ALL,
     SLICES,
 )
@@ -214,8 +216,19 @@ _BY_SLICES = Form(
 )
 
 
-_OWN_FORMS = {REVERSE_ALL: _FULL_LENGTHS, SLICES: _BY_SLICES}
-"""Forms the planner takes by itself, never a strategy: they ignore the lengths input."""
+_BY_ONE_HOT = Form(
+    ONE_HOT,
+    reverse_by_one_hot,
+    11,
+    "a product with a 0/1 matrix computed from the lengths in float32: exact on finite "
+    "data without -0.0 only",
+    lambda sig: frozenset(),
+)
+
+
+_OWN_FORMS = {REVERSE_ALL: _FULL_LENGTHS, SLICES: _BY_SLICES, ONE_HOT: _BY_ONE_HOT}
+"""Forms the planner takes by itself, never a strategy: the first two ignore the lengths
+input, the last is exact on finite data only (a target asks for it by name)."""
 
 
 def _fitting_form(strategy: str, sig: Signature) -> Form:
@@ -250,11 +263,12 @@ def emit(
     """Emit the named form for one node and return the value replacing its output.
 
     ``REVERSE_ALL`` too, which the planner takes for a node whose lengths all reach T,
-    and ``SLICES``, for constant lengths where no gather form fits (neither is a
-    strategy of its own: they do not read the lengths input). Lengths declared with a dim
+    ``SLICES``, for constant lengths where no gather form fits (neither is a strategy of
+    its own: they do not read the lengths input), and ``ONE_HOT`` for a target whose
+    domain is finite data. Lengths declared with a dim
     of their own are first given the data's batch dim (``batch_lengths``).
     """
     form = _fitting_form(strategy, sig)
-    if sig.lens_own_dim and form not in (_FULL_LENGTHS, _BY_SLICES):
+    if sig.lens_own_dim and form not in (_FULL_LENGTHS, _BY_SLICES, _BY_ONE_HOT):
         lens = batch_lengths(op, data, lens, sig)
     return form.build(op, data, lens, sig)

@@ -32,12 +32,15 @@ from revseq.ops.targets.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
     ELEMENT_TYPES,
+    FINITE,
+    FINITE_DOMAIN,
     GATHER_KINDS,
     INT32_INDEX,
     INT32_INDEX_SUFFIX,
     INT64_INDEX,
     LEAN_INDEX_SUFFIX,
     LEAN_VARIANTS,
+    ONE_HOT,
     SCALAR_BY_SUM,
     SHAPE_KINDS,
     STATIC,
@@ -94,7 +97,8 @@ class Profile:
             exactly; None when unknown (documented profiles), which allows every type.
         forms: For "static" and "dynamic", the forms that ran exactly end to end (None
             when not probed); ``form@int32`` ran with its index in int32, ``form@lean``
-            with the lean index.
+            with the lean index. "finite": the forms that ran exactly on finite data
+            where they differ on inf, NaN or -0.0 (``one_hot``).
         failures: What the probes saw fail, one line each (for ``revseq targets``).
         costs: Per cost class (``COST_CLASSES``), each timed form's :class:`Cost`; None
             where not measured.
@@ -111,6 +115,9 @@ class Profile:
             where not measured (the swapped layout).
         tuning: The thresholds its forms switch layout or index type at; None for
             ``DEFAULT_TUNING`` (``revseq.measure.choices`` forces each side so).
+        domain: None where the output is exact on every value; ``FINITE`` for a target
+            asked for by name (``finite``) that may emit a form exact on finite data
+            only, where no exact form fits.
     """
 
     name: str
@@ -131,6 +138,7 @@ class Profile:
     device: str | None = None
     layouts: Mapping[str, Layout] | None = None
     tuning: Tuning | None = None
+    domain: str | None = None
 
     @property
     def verified(self) -> bool:
@@ -165,6 +173,21 @@ class Profile:
         if self.forms is None:
             return True
         return form in self.forms.get(DYNAMIC if dynamic else STATIC, frozenset())
+
+    def finite(self) -> Profile | None:
+        """This profile as a target exact on finite data only (``NAME-finite``).
+
+        Where its probe ran a form exact there (``forms["finite"]``); None elsewhere.
+        """
+        if self.forms is None or not self.forms.get(FINITE) or self.domain is not None:
+            return None
+        return dataclasses.replace(
+            self,
+            name=f"{self.name}-{FINITE}",
+            description=f"{self.description}; exact on {FINITE_DOMAIN} only",
+            yields=True,
+            domain=FINITE,
+        )
 
     def narrowed(self) -> Profile | None:
         """This profile without int64 index arithmetic, where it has both kinds.
@@ -250,6 +273,8 @@ class Profile:
             data["device"] = self.device
         if self.tuning is not None:
             data["tuning"] = dataclasses.asdict(self.tuning)
+        if self.domain is not None:
+            data["domain"] = self.domain
         return data
 
     @classmethod
@@ -281,7 +306,7 @@ class Profile:
             forms=None
             if forms is None
             else {
-                _known(k, SHAPE_KINDS, "shape kind in forms"): _form_names(v)
+                _known(k, (*SHAPE_KINDS, FINITE), "shape kind in forms"): _form_names(v)
                 for k, v in forms.items()
             },
             failures=tuple(data.get("failures", ())),
@@ -296,6 +321,9 @@ class Profile:
             falls_back=bool(data.get("falls_back", False)),
             yields=bool(data.get("yields", False)),
             device=data.get("device"),
+            domain=None
+            if data.get("domain") is None
+            else _known(data["domain"], (FINITE,), "domain"),
             layouts=None
             if layouts is None
             else {
@@ -336,6 +364,7 @@ _KEYS = frozenset(
         "yields",
         "device",
         "tuning",
+        "domain",
     }
 )
 
@@ -369,7 +398,7 @@ def _element_types(names: Iterable[str]) -> frozenset[str]:
 
 
 def _form_name(name: str) -> str:
-    if split_form_name(name) is None:
+    if split_form_name(name) is None and name != ONE_HOT:
         raise ProfileError(f"unknown form {name!r}")
     return name
 

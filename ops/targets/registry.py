@@ -83,7 +83,9 @@ def load_profiles() -> dict[str, Profile]:
     on both would refuse those types; a device has its own target. A deployment
     runtime with fewer ops than the rest (``Profile.yields``: OpenCV) is kept out too,
     so that it narrows no one else's output (it lacks exact int32 index arithmetic with
-    static dims, which WebGPU needs); its own target serves it.
+    static dims, which WebGPU needs); its own target serves it. A profile whose probe
+    ran a form exact on finite data only gives a target of its own, ``NAME-finite``
+    (``Profile.finite``).
 
     Raises:
         ProfileError: A profile file names something unknown.
@@ -98,6 +100,8 @@ def load_profiles() -> dict[str, Profile]:
                 profiles[profile.name] = profile
     hosted = (p for p in profiles.values() if p.verified and p.device is None and not p.yields)
     profiles[PORTABLE] = combine(hosted)
+    finite = (p.finite() for p in list(profiles.values()))
+    profiles.update({p.name: p for p in finite if p is not None})
     return profiles
 
 

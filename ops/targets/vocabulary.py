@@ -43,6 +43,10 @@ __all__ = [
     "RESHAPE_VIEW",
     "REVERSE_ALL",
     "SLICES",
+    "ONE_HOT",
+    "FINITE",
+    "FINITE_DOMAIN",
+    "DOMAIN_KEY",
     "REVERSING_SLICE",
     "REVERSING_SLICE_HIGH_RANK",
     "SCALAR_BY_SUM",
@@ -88,6 +92,22 @@ along time at T-1 .. 0 (never a strategy of its own)."""
 SLICES = "slices"
 """Constant lengths reversed by slices of the data (a forward Slice, a step -1 Slice and
 a Concat per run of equal lengths): no index, for a target without a gather (ncnn)."""
+
+ONE_HOT = "one_hot"
+"""Lengths at run time without a gather, a comparison or a Cast: each entry's steps
+picked by a product with a 0/1 matrix, computed in float32 (``ops/forms/_one_hot.py``).
+Exact on finite data without -0.0 only (``FINITE``): a target asks for it by name."""
+
+FINITE = "finite"
+"""A profile's forms (and a target's domain) exact on finite data only: no inf, no NaN,
+no -0.0 (``ONE_HOT``)."""
+
+FINITE_DOMAIN = "finite float32 data without -0.0"
+"""What ``FINITE`` means, as the check's report and ``revseq targets`` say it."""
+
+DOMAIN_KEY = "revseq.domain"
+"""The metadata key of a model whose decompositions are exact on part of the values
+only, naming that part (``FINITE``): ``revseq check`` draws its data there."""
 
 INT32_INDEX_SUFFIX = "@int32"
 """Suffix of a form run (and timed) with its symbolic-dim index in int32 where the

@@ -14,7 +14,13 @@ import onnx_ir as ir
 from revseq.errors import UnsupportedOpsetError, one_line
 from revseq.ops.domains import FUNCTION_DOMAIN
 from revseq.ops.targets import Target, resolve_target
-from revseq.ops.targets.vocabulary import INT64_INDEX
+from revseq.ops.targets.vocabulary import (
+    DOMAIN_KEY,
+    FINITE,
+    FINITE_DOMAIN,
+    INT64_INDEX,
+    ONE_HOT,
+)
 from revseq.passes.graph.builder import gc_paused
 from revseq.passes.graph.index_sharing import IndexSharing
 from revseq.passes.graph.names import NameSource, Survey
@@ -31,6 +37,7 @@ from revseq.passes.graph.shapes import ShapeTable
 from revseq.passes.inline import planner as _planner
 from revseq.passes.inline.planner import Plan
 from revseq.passes.inline.simplify import replace_trivial, trivial_form
+from revseq.passes.inline.templates import recorded
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +135,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         # Decide every node before changing any, so that a node no form fits leaves the
         # model as it was.
         plans = [self._plan(scoped, shapes) for scoped in targets]
+        plans = _lengths_as_floats(model, targets, plans)
         functions: dict[tuple, ir.Function] = {}
         sharing: dict[int, IndexSharing] = {}  # by graph
         for scoped, plan in zip(targets, plans, strict=True):
@@ -160,8 +168,63 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
             logger.info("shared %d index node(s) between decompositions", shared)
         if not survey.other_revseq_nodes:
             _drop_revseq_import(model)
+        if any(plan.replacement == ONE_HOT for plan in plans):
+            model.metadata_props[DOMAIN_KEY] = FINITE
         logger.info("inlined %d ReverseSequence node(s)", len(targets))
         return ir.passes.PassResult(model, modified=True)
+
+
+def _lengths_as_floats(
+    model: ir.Model, targets: list[ScopedNode], plans: list[Plan]
+) -> list[Plan]:
+    """``plans``, with the integer lengths inputs that only ``ONE_HOT`` reads made float32.
+
+    A runtime that computes in float32 alone (ncnn) reads an integer input's bits as a
+    float: it is fed the lengths as float32 values instead. Such an input of the main
+    graph, read by those nodes alone (directly, or through a Cast of int32 to int64, as
+    exporters cast TensorFlow's lengths), changes type (the model's interface:
+    ``revseq check`` feeds each model its inputs' declared types), and the nodes read it
+    without a Cast.
+    """
+    one_hot = {
+        id(s.node) for s, p in zip(targets, plans, strict=True) if p.replacement == ONE_HOT
+    }
+
+    def source(node: ir.Node) -> ir.Value:
+        lens = node.inputs[1]
+        assert lens is not None
+        return int32_source(lens) or lens
+
+    def only_one_hot(value: ir.Value) -> bool:
+        uses = [node for node, _ in value.uses()]
+        return bool(uses) and all(
+            id(node) in one_hot
+            or (int32_source(node.outputs[0]) is value and only_one_hot(node.outputs[0]))
+            for node in uses
+        )
+
+    reads = [source(s.node) for s in targets]  # before any input changes type
+    retyped = set()
+    for value in model.graph.inputs:
+        integer = value.dtype is not None and value.dtype.is_integer()
+        if integer and only_one_hot(value):
+            value.type = ir.TensorType(ir.DataType.FLOAT)
+            retyped.add(id(value))
+            logger.warning(
+                "input %r is now float32: the target reads lengths as floats (its "
+                "output is exact on %s only)",
+                value.name,
+                FINITE_DOMAIN,
+            )
+    replanned = []
+    for read, plan in zip(reads, plans, strict=True):
+        if plan.replacement != ONE_HOT or id(read) not in retyped:
+            replanned.append(plan)
+            continue
+        sig = dataclasses.replace(plan.sig, lens_dtype=ir.DataType.FLOAT)
+        template = recorded(sig, ONE_HOT)
+        replanned.append(dataclasses.replace(plan, sig=sig, template=template, lengths=read))
+    return replanned
 
 
 def _needs_upgrade(model: ir.Model) -> bool:

@@ -29,10 +29,12 @@ from revseq.ops.targets.vocabulary import (
     CLIP_CAST,
     DYNAMIC,
     ELEMENT_TYPES,
+    FINITE,
     GATHER_ELEMENTS_KINDS,
     GATHER_KINDS,
     GATHER_ROWS,
     INDEX_IN_PLACE,
+    ONE_HOT,
     REVERSE_ALL,
     SLICES,
     STATIC,
@@ -346,6 +348,10 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     sliced = _by_slices(strategy, sig, profile)
     if sliced is not None:
         return sliced
+    finite, why = _on_finite_data(strategy, sig, profile)
+    if finite is not None:
+        return finite
+    reasons.extend(why)
     # No form fits every member: members that run what their device lacks on the CPU
     # (WebGPU) yield to those that would fail, so the node still inlines.
     yielding = _without_fallbacks(profile)
@@ -374,6 +380,25 @@ def _by_slices(strategy: str, sig: Signature, profile: Profile) -> Plan | None:
     if strategy != "auto" or sig.lens is None:
         return None
     return _unprobed_plan(SLICES, sig, profile)
+
+
+def _on_finite_data(
+    strategy: str, sig: Signature, profile: Profile
+) -> tuple[Plan | None, list[str]]:
+    """``ONE_HOT`` for a target asked for by its finite domain, where no exact form fits.
+
+    For "auto" alone; (None, why it does not fit) where it does not.
+    """
+    if strategy != "auto" or profile.domain != FINITE:
+        return None, []
+    if ONE_HOT not in (profile.forms or {}).get(FINITE, ()):
+        return None, [f"strategy {ONE_HOT!r} did not run exactly there on finite data"]
+    fitted = _as_the_target_sees(sig, profile)
+    try:
+        template = recorded(fitted, ONE_HOT)
+    except StrategyError as e:
+        return None, [str(e)]
+    return Plan(fitted, ONE_HOT, template), []
 
 
 def _without_fallbacks(profile: Profile) -> Profile | None:

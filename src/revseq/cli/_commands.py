@@ -288,7 +288,7 @@ def cmd_targets(args: argparse.Namespace, console: Console) -> int:
             )
         )
         return EXIT_OK
-    rows = [("target", "profile", "backend", "has the op", "symbolic dims")]
+    rows = [("target", "profile", "backend", "has the op", "symbolic dims", "exact on")]
     for name, p in profiles.items():
         kind = {"probe": "probed", "documents": "documented"}.get(p.source, p.source)
         native = {True: "yes", False: "no", None: "-"}[p.native]
@@ -298,7 +298,8 @@ def cmd_targets(args: argparse.Namespace, console: Console) -> int:
         else:
             dynamic = "yes" if p.dynamic_ops and ran else "no"
         version = (p.backend_version or "-").partition(" (")[0]  # its set-up: --json
-        rows.append((name, kind, version, native, dynamic))
+        exact = "all values" if p.domain is None else f"{p.domain} data"
+        rows.append((name, kind, version, native, dynamic, exact))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         console.result(

@@ -36,6 +36,8 @@ from revseq.equivalence._runners import (
     Capturer,
     Engine,
     ModelLike,
+    declared_domain,
+    fed_as_declared,
     runners,
     to_proto,
     with_definition,
@@ -46,6 +48,7 @@ from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.reports import CheckReport, NodeReport
 from revseq.equivalence.whole_models import compare_whole
 from revseq.errors import RevseqError
+from revseq.ops.targets.vocabulary import FINITE, FINITE_DOMAIN
 from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
 
 logger = logging.getLogger(__name__)
@@ -181,20 +184,23 @@ def check(
     else:
         levels = ("on",) if optimize else ("off",)
     given, sets = _given(inputs, dims, input_shapes, value_ranges)
+    domain = declared_domain(cand)  # a candidate exact on finite data only is drawn such
+    specials = not whole_model and domain is None
     generator = InputGenerator(
-        [ref, cand], seed=seed, capture=Capturer(), specials=not whole_model, given=given
+        [ref, cand], seed=seed, capture=Capturer(), specials=specials, given=given
     )
     input_sets = _input_sets(generator, sets, trials)
     engine = Engine(backend)  # a backend that is not installed fails here, first
     ref_runners, ref_engine = runners(ref, levels)
     output_names = [o.name for o in ref.graph.output]
     if whole_model:
-        runner = engine.prepare(cand)
+        runner = fed_as_declared(cand, engine.prepare(cand))
         cand_runners = dict.fromkeys(levels, runner)
         cand_engine = engine.label
         tolerance: tuple[float, float] | None = (rtol, atol)
     else:
         cand_runners, cand_engine = runners(cand, levels)
+        cand_runners = {k: fed_as_declared(cand, r) for k, r in cand_runners.items()}
         tolerance = None
     compared, example, where, set_aside = compare_whole(
         ref_runners, cand_runners, input_sets, output_names, levels,
@@ -202,7 +208,9 @@ def check(
     )  # fmt: skip
     nodes: list[NodeReport] = []
     if not whole_model:
-        nodes = nodes_report(ref, cand, input_sets, engine, seed=seed, progress=progress)
+        nodes = nodes_report(
+            ref, cand, input_sets, engine, seed=seed, progress=progress, specials=specials
+        )
     engines = {"reference": ref_engine, "candidate": cand_engine}
     if nodes:
         engines["decompositions"] = engine.label
@@ -259,6 +267,7 @@ def check(
         tolerance=tolerance,
         inputs=generator.describe(),
         set_aside=set_aside,
+        domain=FINITE_DOMAIN if domain == FINITE else domain,
     )
 
 

@@ -21,7 +21,14 @@ import onnx
 import onnx_ir as ir
 
 from revseq.equivalence._counterparts import Counterpart, counterparts
-from revseq.equivalence._runners import Engine, Native, Runner, capture, with_definition
+from revseq.equivalence._runners import (
+    Engine,
+    Native,
+    Runner,
+    as_declared,
+    capture,
+    with_definition,
+)
 from revseq.equivalence.compare import first_difference
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.inputs import Inputs, lengths_pattern
@@ -49,13 +56,25 @@ def nodes_report(
     *,
     seed: int,
     progress: Callable[[str], None] | None,
+    specials: bool = True,
 ) -> list[NodeReport]:
-    """Each ReverseSequence of ``reference``: its replacement in ``candidate``, alone."""
+    """Each ReverseSequence of ``reference``: its replacement in ``candidate``, alone.
+
+    ``specials``: float data also holds NaNs, infinities and -0.0 (not for a candidate
+    exact on finite data only).
+    """
     found = counterparts(ir.from_proto(reference), ir.from_proto(candidate))
     if not found:
         return []
     return _check_counterparts(
-        reference, candidate, found, input_sets, engine, seed=seed, progress=progress
+        reference,
+        candidate,
+        found,
+        input_sets,
+        engine,
+        seed=seed,
+        progress=progress,
+        specials=specials,
     )
 
 
@@ -83,6 +102,7 @@ def _check_counterparts(
     *,
     seed: int,
     progress: Callable[[str], None] | None,
+    specials: bool,
 ) -> list[NodeReport]:
     """Run each counterpart alone against the native op on every input set."""
     native = Native()
@@ -97,7 +117,7 @@ def _check_counterparts(
             cases = (
                 [(values, "")]
                 if state.cp.scope == "main"
-                else _nested_cases(state.cp, trial, rng)
+                else _nested_cases(state.cp, trial, rng, specials=specials)
             )
             for case, note in cases:
                 if state.difference is None:
@@ -111,6 +131,7 @@ def _check_counterparts(
                         candidate=candidate,
                         native=native,
                         engine=engine,
+                        specials=specials,
                     )
         if progress is not None:
             progress(f"check: trial {trial + 1}/{len(input_sets)} of the decompositions done")
@@ -171,7 +192,7 @@ def _alone(cp: Counterpart) -> Counterpart:
 
 
 def _nested_cases(
-    cp: Counterpart, trial: int, rng: np.random.Generator
+    cp: Counterpart, trial: int, rng: np.random.Generator, *, specials: bool
 ) -> list[tuple[Inputs, str]]:
     """Generated inputs for a node whose actual inputs a reference run cannot read out.
 
@@ -199,7 +220,7 @@ def _nested_cases(
             d if isinstance(d, int) else _NESTED_SIZES[(trial + i + axis) % len(_NESTED_SIZES)]
             for axis, d in enumerate(dims)
         )
-        data = random_array(rng, elem, concrete)
+        data = random_array(rng, elem, concrete, specials=specials)
         lens = np.zeros((data.shape[cp.batch_axis % data.ndim],), lens_type)
         cases.append(({cp.data: data, cp.lengths: lens}, note))
     return cases
@@ -215,13 +236,15 @@ def _run_case(
     candidate: onnx.ModelProto,
     native: Native,
     engine: Engine,
+    specials: bool,
 ) -> None:
     """The node's own lengths, then generated ones (0, 1 and T among them).
 
     Float data the model computed rarely holds what a copy must keep (NaN payloads,
     -0.0, infinities: the whole model's inputs hold them only where they reach a
     reversal and its output unchanged), so the node also runs on data of the same
-    type and shape that holds them, with the lengths at T.
+    type and shape that holds them, with the lengths at T (not with ``specials`` off:
+    a candidate exact on finite data only).
     """
     cp = state.cp
     data = np.asarray(values[cp.data])
@@ -233,10 +256,12 @@ def _run_case(
         variants.append(lengths_pattern(rng, time_len, own.shape, trial).astype(own.dtype))
         variants.append(np.full(own.shape, time_len, own.dtype))
     opset = _native_opset(reference, cp)
+    declared = {i.name: i.type.tensor_type.elem_type for i in candidate.graph.input}
     cases = [(data, lens) for lens in variants]
     # Only where the cut model reads nothing but the data and the lengths: another
     # input may carry the same values (a restored node reads its own copy).
-    if variants and _is_float(data) and set(cp.inputs) <= {cp.data, cp.lengths}:
+    alone = set(cp.inputs) <= {cp.data, cp.lengths}
+    if specials and variants and _is_float(data) and alone:
         special = random_array(
             rng, onnx.helper.np_dtype_to_tensor_dtype(data.dtype), data.shape
         )
@@ -257,11 +282,13 @@ def _run_case(
                 opset=opset,
             )
         )
-        runner = _counterpart_runner(state, feeds, expected, candidate, engine)
+        # The candidate's own input types: a -finite target's lengths are float32.
+        fed = as_declared(feeds, declared)
+        runner = _counterpart_runner(state, fed, expected, candidate, engine)
         if runner is None:  # placed off the device: state.difference says where
             return
         try:
-            got = runner(feeds)[0]
+            got = runner(fed)[0]
         except RevseqError as e:
             raise CheckError(f"{cp.label}: {e}") from e
         state.runs += 1

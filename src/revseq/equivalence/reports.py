@@ -86,6 +86,8 @@ class CheckReport:
         set_aside: Whole-model runs with optimisations on whose difference says
             nothing of the rewrite: onnxruntime's optimiser changed the reference's own
             outputs there (the candidate matched them with optimisations off).
+        domain: What the candidate declares itself exact on where that is not every
+            value (its ``revseq.domain``: ``finite``); the check drew its data there.
     """
 
     ok: bool
@@ -100,6 +102,7 @@ class CheckReport:
     tolerance: tuple[float, float] | None = None
     inputs: tuple[str, ...] = ()
     set_aside: tuple[str, ...] = ()
+    domain: str | None = None
 
     @property
     def verdict(self) -> str:
@@ -116,6 +119,8 @@ class CheckReport:
             f"outputs compared: {self.outputs_compared}",
             f"  engines: {engines}",
         ]
+        if self.domain is not None:
+            lines.append(f"  domain: {self.domain}, the candidate's own: data drawn there")
         lines.extend(f"  {line}" for line in self.inputs)
         lines.extend(f"  set aside: {line}" for line in self.set_aside)
         lines.extend(f"  node {node}" for node in self.nodes)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 __all__ = [
     "BACKEND_SUITE",
+    "FLOORS",
     "PAGE_INTRO",
     "BackendTimer",
     "backend_models",
@@ -46,26 +47,28 @@ from revseq.measure.pages import stable_line
 from revseq.ops.forms import FORMS
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
+from revseq.ops.targets.vocabulary import FINITE
 
 PAGE_INTRO = """\
 Paired medians of interleaved runs in one process, on the backend itself. Each cell is a
 variant's median time over the **copy floor** of the same rounds (the slower of numpy's
-copy of the data and the backend's own Identity of it, per-run overhead included), its
-node count in brackets. Time-major data (float32, or where the backend's own target
-moves no float32 exactly, the first of int32 and int64 it moves), lengths given at run
-time, each shape with its dims declared (`static`), with the time and batch dims
-symbolic (`time+batch`, as exporters write sequence models) and with every dim
-symbolic (`all`). `default` is
-the output with no target; `own target` the output for the backend's own target (the
-form its probe measured cheapest there); the form columns are each form as emitted for
-that target; `gather alone` is the own target's output for the same lengths given as a
-constant, static dims (the gather the backend's own costs pick, its index folded: what
-the index arithmetic adds to); `native` the backend's own ReverseSequence where it has
-one. Identical models (the own target is one of the form columns, but where it gathers
-single-element rows by the row form's Gather, which the named `gather_rows` gathers as
-GatherElements does) are timed once and show the same figure. Each row is the median
-of its passes, each pass with every runner made anew; ratios move between runs by more
-on the small tensor.
+copy of the data and the backend's own Identity of it, or its Neg where it runs no
+Identity, per-run overhead included), its node count in brackets. Time-major data
+(float32, or where the backend's own target moves no float32 exactly, the first of int32
+and int64 it moves), lengths given at run time, each shape with its dims declared
+(`static`), with the time and batch dims symbolic (`time+batch`, as exporters write
+sequence models) and with every dim symbolic (`all`). `default` is the output with no
+target; `own target` the output for the backend's own target (the form its probe
+measured cheapest there); the form columns are each form as emitted for that target;
+`gather alone` is the own target's output for the same lengths given as a constant,
+static dims (the gather the backend's own costs pick, its index folded: what the index
+arithmetic adds to); `finite target`, where the backend runs no exact form with lengths
+at run time, its target exact on finite data (`NAME-finite`); `native` the backend's own
+ReverseSequence where it has one. Identical models (the own target is one of the form
+columns, but where it gathers single-element rows by the row form's Gather, which the
+named `gather_rows` gathers as GatherElements does) are timed once and show the same
+figure. Each row is the median of its passes, each pass with every runner made anew;
+ratios move between runs by more on the small tensor.
 """
 
 BACKEND_SUITE: tuple[Case, ...] = (
@@ -117,6 +120,12 @@ def backend_models(
         models["gather alone"] = revseq.inline(native_model(case, lens), target=target)
     except revseq.StrategyError:
         models["gather alone"] = "refused"
+    finite = f"{name}-{FINITE}"
+    if finite in TARGETS:  # where the backend runs no exact form: its finite target
+        try:
+            models["finite target"] = revseq.inline(native, target=finite)
+        except revseq.StrategyError:
+            models["finite target"] = "refused"
     models["native"] = native
     return models
 
@@ -144,14 +153,39 @@ class BackendTimer:
             self.backend, case, feeds, models, rounds=self.rounds, budget_s=self.budget_s
         )
         profile = TARGETS.get(self.backend.name)
-        if "native" in notes and profile is not None and not profile.native:
+        wrong = notes.get("native") == "wrong values"  # RKNN's own op
+        if "native" in notes and profile is not None and not profile.native and not wrong:
             notes["native"] = "no ReverseSequence"
         return result, notes, nodes
 
 
-def floor_runners(backend: backends.Backend, case: Case) -> list[backends.Runner]:
-    """The backend's Identity of the case's data, one runner per placement."""
-    return [backend.prepare(copy_model(case), repeated=True) for _ in range(PLACEMENTS)]
+FLOORS = ("Identity", "Neg")
+"""The backend's own pass over the data, by the op it runs: its Identity, or where it
+cannot run one (pnnx removes it, then cannot convert the empty graph), a Neg."""
+
+
+def floor_runners(
+    backend: backends.Backend, case: Case, x: np.ndarray
+) -> tuple[str, list[backends.Runner]]:
+    """The backend's own copy of ``x`` (``FLOORS``), one runner per placement, warmed up.
+
+    Raises:
+        BackendError: The backend runs neither.
+    """
+    failure: backends.BackendError | None = None
+    for op in FLOORS:
+        try:
+            runners = [
+                backend.prepare(copy_model(case, op), repeated=True) for _ in range(PLACEMENTS)
+            ]
+            for runner in runners:
+                runner({"x": x})
+        except backends.BackendError as e:
+            failure = failure or e
+            continue
+        return op, runners
+    assert failure is not None
+    raise failure
 
 
 def time_pass(
@@ -164,12 +198,19 @@ def time_pass(
     budget_s: float,
 ) -> Timed:
     """One pass of ``time_on_floor`` with runners made anew, the floor's too."""
-    identities = floor_runners(backend, case)
+    label, identities = floor_runners(backend, case, feeds["x"])
     want = reverse_sequence(
         feeds["x"], feeds["lens"], batch_axis=case.batch_axis, time_axis=case.time_axis
     )
     return time_on_floor(
-        backend, identities, feeds, models, rounds=rounds, budget_s=budget_s, want=want
+        backend,
+        identities,
+        feeds,
+        models,
+        rounds=rounds,
+        budget_s=budget_s,
+        want=want,
+        floor=label,
     )
 
 
@@ -182,6 +223,7 @@ def time_on_floor(
     rounds: int,
     budget_s: float,
     want: np.ndarray | None = None,
+    floor: str = "Identity",
 ) -> Timed:
     """Time ``models`` on ``backend`` interleaved with the floor's two copies of the data.
 
@@ -209,7 +251,7 @@ def time_on_floor(
 
     after = {} if backend.resident else {"memcpy": [numpy_copy(feeds["x"])]}
     return time_variants(
-        {"Identity": [lambda r=identity: r(data) for identity in identities]},
+        {floor: [lambda r=identity: r(data) for identity in identities]},
         models,
         prepare,
         rounds=rounds,
@@ -226,14 +268,22 @@ def floor_ratio(result: Mapping[str, tuple[float, float]]) -> float:
     return max(1.0, result["memcpy"][1]) if "memcpy" in result else 1.0
 
 
-_COLUMNS = ("default", "own target", *FORMS, "gather alone", "native")
+_COLUMNS = ("default", "own target", *FORMS, "gather alone", "finite target", "native")
+
+
+def _columns(rows: Sequence[dict[str, object]]) -> tuple[str, ...]:
+    """``_COLUMNS``, the finite target's only where the backend has one."""
+    name = "finite target"
+    finite = any(name in r["result"] or name in r["notes"] for r in rows)  # type: ignore[operator]
+    return tuple(c for c in _COLUMNS if c != "finite target" or finite)
 
 
 def _floor(row: dict[str, object]) -> tuple[float, float, str]:
     """(seconds, ratio to Identity, name) of the slower copy: the floor."""
     result: dict[str, tuple[float, float]] = row["result"]  # type: ignore[assignment]
     floor = floor_ratio(result)
-    which = "memcpy" if floor > 1.0 else "Identity"
+    own = next(label for label in FLOORS if label in result)
+    which = "memcpy" if floor > 1.0 else own
     return result[which][0], floor, which
 
 
@@ -282,19 +332,19 @@ def format_backend(label: str, rows: list[dict[str, object]]) -> str:
     lines = [
         f"{label}: median ms of the floor, then each variant x the floor (nodes); the "
         "named forms as emitted for the backend's own target\n",
-        *table_head(["shape", "dims", "MiB", "floor ms", *_COLUMNS]),
+        *table_head(["shape", "dims", "MiB", "floor ms", *_columns(rows)]),
     ]
     for row in rows:
         case: Case = row["case"]  # type: ignore[assignment]
         seconds, _, which = _floor(row)
-        cells = ratio_cells(row, _COLUMNS, lambda name, row=row: _over_floor(row, name))
+        cells = ratio_cells(row, _columns(rows), lambda name, row=row: _over_floor(row, name))
         lines.append(
             f"| {case.label} | {row['dims']} | {case.nbytes / 2**20:.2f} | "
             f"{seconds * 1e3:.3f} ({which}) | " + " | ".join(cells) + " |"
         )
     lines.append("")
     for dims in dict.fromkeys(r["dims"] for r in rows):
-        for name in ("default", "own target"):
+        for name in ("default", "own target", "finite target"):
             over = (_over_floor(r, name) for r in rows if r["dims"] == dims)
             ratios = [ratio for ratio in over if ratio is not None]
             if ratios:

@@ -26,6 +26,7 @@ import onnx
 import onnx.helper
 
 from revseq.backends import input_names
+from revseq.equivalence._runners import as_declared
 from revseq.ops.reference import reverse_sequence_model
 from revseq.ops.targets.vocabulary import ALL_DIMS, SHAPE_CLASSES, STATIC
 
@@ -111,11 +112,17 @@ def native_model(
     )
 
 
-def copy_model(case: Case) -> onnx.ModelProto:
-    """The data through one Identity: what onnxruntime's own copy of it costs."""
+def copy_model(case: Case, op: str = "Identity") -> onnx.ModelProto:
+    """The data through one Identity: what onnxruntime's own copy of it costs.
+
+    Or through another op of one input that passes over the data (``Neg``), which a
+    converter keeps: pnnx removes an Identity (and an Add of 0), then cannot convert
+    the empty graph.
+    """
     elem = _TYPES[case.dtype][1]
+    nodes = [onnx.helper.make_node(op, ["x"], ["y"])]
     graph = onnx.helper.make_graph(
-        [onnx.helper.make_node("Identity", ["x"], ["y"])],
+        nodes,
         "copy",
         [onnx.helper.make_tensor_value_info("x", elem, case.shape)],
         [onnx.helper.make_tensor_value_info("y", elem, case.shape)],
@@ -164,8 +171,13 @@ def input_arrays(case: Case, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def fed(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The arrays of ``feeds`` that ``model`` takes (constant lengths take none)."""
-    return {name: feeds[name] for name in input_names(model) if name in feeds}
+    """The arrays of ``feeds`` that ``model`` takes, in the types it declares.
+
+    Constant lengths take none; a ``-finite`` target's lengths are float32.
+    """
+    declared = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
+    taken = {name: feeds[name] for name in input_names(model) if name in feeds}
+    return as_declared(taken, declared)
 
 
 def numpy_copy(x: np.ndarray) -> Callable[[], object]:

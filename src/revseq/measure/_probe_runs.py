@@ -14,6 +14,7 @@ __all__ = [
     "run_carrier_probes",
     "run_dtype_probes",
     "run_exact",
+    "run_finite_probe",
     "run_form_probes",
     "run_native_probe",
     "run_op_probes",
@@ -51,8 +52,10 @@ from revseq.ops.targets.profile import Profile
 from revseq.ops.targets.vocabulary import (
     DYNAMIC,
     ELEMENT_TYPES,
+    FINITE,
     GATHER_KINDS,
     GATHERS,
+    ONE_HOT,
     SHAPE_KINDS,
     STATIC,
     variant_names,
@@ -304,6 +307,49 @@ def run_form_probes(
             label = f"{name} (invalid lengths)" if invalid else name
             results.append(ProbeResult(label, kind, (name,), failure))
     return results
+
+
+_FINITE_RANKS = 4
+"""The finite form is probed on the layouts of rank 4 at most: the runtimes it is for
+hold no more (ncnn's Mat)."""
+
+
+def run_finite_probe(backend: Backend | IsolatedBackend, ops: Profile) -> ProbeResult:
+    """``ONE_HOT`` end to end on finite float32 data, static dims, lengths 0, 1 and T.
+
+    Emitted as for the backend's ``-finite`` target (its lengths inputs made float32,
+    fed as such), on the form layouts of rank 4 at most.
+    """
+    target = dataclasses.replace(
+        ops, forms={STATIC: frozenset(), DYNAMIC: frozenset(), FINITE: frozenset({ONE_HOT})}
+    )
+    target = dataclasses.replace(target.finite() or target, name=f"{ops.name}-{FINITE}")
+    failure = None
+    for layout in (lay for lay in FORM_LAYOUTS if len(lay.dims) <= _FINITE_RANKS):
+        batch_axis, time_axis = layout.batch_axis, layout.time_axis
+        try:
+            inlined = revseq.inline(layout.model(False), target=target)
+        except revseq.RevseqError as e:
+            failure = f"not emitted: {e}"
+            break
+        declared = {i.name: i.type.tensor_type.elem_type for i in inlined.graph.input}
+
+        def truth(feeds, b=batch_axis, t=time_axis):
+            lens = feeds["lens"].astype(np.int64)
+            return [reverse_sequence(feeds["x"], lens, batch_axis=b, time_axis=t)]
+
+        feeds = [
+            {
+                name: value.astype(onnx.helper.tensor_dtype_to_np_dtype(declared[name]))
+                for name, value in inputs.items()
+            }
+            for inputs in form_inputs(layout, False, invalid=False)
+        ]
+        failure = run_exact(backend, inlined, feeds, truth, axes=(time_axis, batch_axis))
+        if failure is not None:
+            failure = f"rank {len(layout.dims)}: {failure}"
+            break
+    return ProbeResult(ONE_HOT, FINITE, (ONE_HOT,), failure)
 
 
 def run_native_probe(backend: Backend | IsolatedBackend) -> ProbeResult:

@@ -39,6 +39,7 @@ from revseq.measure._probe_runs import (
     moved,
     run_carrier_probes,
     run_dtype_probes,
+    run_finite_probe,
     run_form_probes,
     run_native_probe,
     run_op_probes,
@@ -50,7 +51,9 @@ from revseq.ops.targets.profile import Cost, Profile
 from revseq.ops.targets.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
+    FINITE,
     GATHER_KINDS,
+    ONE_HOT,
     SHAPE_KINDS,
     STATIC,
 )
@@ -102,12 +105,17 @@ def probe_backend(
         say(f"probe: {backend.label}: form probes")
         form_results = run_form_probes(backend, ops_profile)
         clamping = run_form_probes(backend, ops_profile, invalid=True)
+        exact = [r for r in form_results if r.kind == STATIC and r.failure is None]
+        # Where no exact form runs, a form exact on finite data is offered by name.
+        finite = [] if exact else [run_finite_probe(backend, ops_profile)]
         native = run_native_probe(backend)
-    results = [*ops, *types, *form_results, *clamping, native]
+    results = [*ops, *types, *form_results, *clamping, *finite, native]
     forms = {
         kind: frozenset(r.name for r in form_results if r.kind == kind and r.failure is None)
         for kind in SHAPE_KINDS
     }
+    if any(r.failure is None for r in finite):
+        forms[FINITE] = frozenset({ONE_HOT})
     measured = None
     if keep is not None:
         measured = _kept_costs(keep, forms)
