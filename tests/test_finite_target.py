@@ -191,3 +191,18 @@ def test_the_finite_target_is_exact_on_ncnn_on_its_domain(layout):
     assert_identical(
         got, reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
     )
+
+
+@pytest.mark.backend
+def test_a_symbolic_model_runs_on_ncnn_once_its_shapes_are_fixed():
+    why = unavailable("ncnn")
+    if why is not None:
+        pytest.skip(why)
+    model = _model(["T", "B", 4])
+    with pytest.raises(revseq.StrategyError, match="needs static dims"):
+        revseq.inline(model, target="ncnn-finite")
+    inlined = revseq.inline(model, target="ncnn-finite", input_shapes={"x": [6, 3, 4]})
+    report = revseq.check(
+        model, inlined, backend="ncnn", trials=2, input_shapes={"x": [6, 3, 4]}
+    )
+    assert report.ok and report.exercised, report
