@@ -36,12 +36,11 @@ from revseq.equivalence._runners import (
     Capturer,
     Engine,
     ModelLike,
-    declared_domain,
-    fed_as_declared,
     runners,
     to_proto,
     with_definition,
 )
+from revseq.equivalence.declared import declared_domain, fed_as_declared
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.given import GivenInputs
 from revseq.equivalence.inputs import InputGenerator, Inputs

@@ -25,11 +25,11 @@ from revseq.equivalence._runners import (
     Engine,
     Native,
     Runner,
-    as_declared,
     capture,
     with_definition,
 )
 from revseq.equivalence.compare import first_difference
+from revseq.equivalence.declared import as_declared
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.inputs import Inputs, lengths_pattern
 from revseq.equivalence.off_device import harmful_nodes, harmless_size

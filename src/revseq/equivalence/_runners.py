@@ -15,10 +15,7 @@ __all__ = [
     "ModelLike",
     "Native",
     "Runner",
-    "as_declared",
     "capture",
-    "declared_domain",
-    "fed_as_declared",
     "runners",
     "to_proto",
     "with_definition",
@@ -39,7 +36,6 @@ from revseq.errors import one_line
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.function import definition
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
-from revseq.ops.targets.vocabulary import DOMAIN_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -137,33 +133,6 @@ def runners(proto: onnx.ModelProto, levels: Sequence[str]) -> tuple[dict[str, Ru
     return {level: (lambda feeds: evaluator.run(None, feeds)) for level in levels}, (
         f"onnx.reference ({reason})"
     )
-
-
-def declared_domain(proto: onnx.ModelProto) -> str | None:
-    """The data ``proto`` says its decompositions are exact on, where not every value."""
-    return next((p.value for p in proto.metadata_props if p.key == DOMAIN_KEY), None)
-
-
-def as_declared(feeds: Inputs, declared: dict[str, int]) -> Inputs:
-    """``feeds`` in the element types ``declared`` names, where an integer input differs.
-
-    A ``-finite`` target makes a lengths input float32 (a float-only runtime's
-    interface): it is fed the reference's integer values as float32, which holds each
-    exactly below 2**24 (larger lengths are beyond any time axis such a form takes).
-    """
-    fed = dict(feeds)
-    for name, elem in declared.items():
-        value = fed.get(name)
-        if value is None or elem != onnx.TensorProto.FLOAT or value.dtype.kind not in "iu":
-            continue
-        fed[name] = np.clip(value, -(2**24), 2**24).astype(np.float32)
-    return fed
-
-
-def fed_as_declared(proto: onnx.ModelProto, runner: Runner) -> Runner:
-    """``runner`` fed its inputs in the types ``proto`` declares (``as_declared``)."""
-    declared = {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
-    return lambda feeds: runner(as_declared(feeds, declared))
 
 
 class Capturer:
