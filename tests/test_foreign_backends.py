@@ -269,3 +269,34 @@ def test_x2paddle_s_profile_lists_the_types_its_tests_run():
 
     assert {t for t in _X2PADDLE_TYPES if TARGETS["x2paddle"].has(t)} == set(_X2PADDLE_TYPES)
     assert not TARGETS["x2paddle"].has("float16")
+
+
+def test_rknn_builds_for_the_sizes_it_runs_at_so_its_symbolic_dims_are_its_static_ones():
+    """Shape arithmetic is folded at its build: the form probes, run at fixed sizes, say
+    which forms hold with symbolic dims (int64 index arithmetic: its int32 Mul fails)."""
+    from revseq.measure.probe import FOLDED_AT_BUILD
+    from revseq.ops.targets import TARGETS
+
+    profile = TARGETS["rknn"]
+    assert profile.static_ops | FOLDED_AT_BUILD == profile.dynamic_ops
+    assert {"gather_rows", "gather_nd"} <= profile.forms["dynamic"]
+    assert "gather_rows@int32" not in profile.forms["dynamic"]
+    symbolic = reverse_sequence_model(
+        ["T", "B", 4], _TYPES["int32"], batch_axis=1, time_axis=0
+    )
+    used = {n.op_type for n in revseq.inline(symbolic, target="rknn").graph.node}
+    assert "Range" in used and "ReverseSequence" not in used
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize(
+    "layout", [(["T", "B", 4], 1, 0), (["B", "T", 4], 0, 1), (["T", "B"], 1, 0)], ids=str
+)
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "bool"])
+def test_rknn_s_own_target_is_exact_there_with_symbolic_dims(dtype, layout):
+    _environment_or_skip("rknn")
+    dims, batch_axis, time_axis = layout
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = reverse_sequence_model(dims, elem, batch_axis=batch_axis, time_axis=time_axis)
+    report = revseq.check(model, revseq.inline(model, target="rknn"), backend="rknn", trials=2)
+    assert report.ok and report.exercised, report

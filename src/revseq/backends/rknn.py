@@ -17,6 +17,9 @@ EXTRA = None  # no extra: an environment of its own (ENVIRONMENT)
 IMPORTS = ()
 SURVIVES_FAILURES = True
 """Its failures are Python errors in its own process: the worker is kept after one."""
+BUILDS_FOR_SHAPES = True
+"""It builds the model for the input sizes it is run at: symbolic dims are static there,
+shape arithmetic folded at build (``revseq.measure.probe.FOLDED_AT_BUILD``)."""
 ENVIRONMENT = "REVSEQ_RKNN_PYTHON"
 """The variable naming the interpreter of the environment the toolkit is installed in."""
 

@@ -63,6 +63,26 @@ class ProbeError(RevseqError):
     """A probe that cannot be run as asked."""
 
 
+FOLDED_AT_BUILD = frozenset(
+    {
+        "Shape",
+        "Slice",
+        "Squeeze",
+        "Range",
+        "ConstantOfShape",
+        "CumSum",
+        "ReduceSum",
+        "ReduceProd",
+    }
+)
+"""What the forms compute from shapes alone. A backend that builds a model for the sizes
+it is run at (``BUILDS_FOR_SHAPES``: RKNN) sees static dims where the model declares
+symbolic ones, folds these at build and runs nothing of them: it drops an output
+computed from them alone, so its op probes cannot observe them. With symbolic dims it
+is taken to have them and whatever it runs with static dims; the form probes, run end
+to end at fixed sizes, say which forms hold."""
+
+
 def probe_backend(
     name: str,
     *,
@@ -208,6 +228,9 @@ def _profile(
                     passed[key] = passed.get(key, True) and r.failure is None
         return frozenset(f for (f, _), ok in passed.items() if ok)
 
+    dynamic_ops = certified(DYNAMIC)
+    if getattr(adapter_module(name), "BUILDS_FOR_SHAPES", False):
+        dynamic_ops = certified(STATIC) | FOLDED_AT_BUILD
     moving = moved(types)
     dtypes = {
         gather: frozenset(name for g, name in moving if g == gather) for gather in GATHER_KINDS
@@ -222,7 +245,7 @@ def _profile(
         backend_version=backend.label,
         native=native,
         static_ops=certified(STATIC),
-        dynamic_ops=certified(DYNAMIC),
+        dynamic_ops=dynamic_ops,
         dtypes=dtypes,
         forms=forms,
         failures=failures,
