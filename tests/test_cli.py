@@ -280,3 +280,18 @@ def test_a_long_error_keeps_its_start_and_the_reason_at_its_end():
     text = one_line(error, 120)
     assert len(text) <= 120 and text.startswith("[ONNXRuntimeError]")
     assert text.endswith("why: B=3") and " … " in text
+
+
+def test_inline_for_the_finite_target_says_what_changed_and_what_was_checked(
+    model_path, tmp_path
+):
+    out = tmp_path / "finite.onnx"
+    done = revseq("inline", model_path, "-o", out, "--target", "ncnn-finite")
+    assert done.returncode == 2 and "strategy 'one_hot' needs static dims" in done.stderr
+    fixed = ["--overwrite-input-shape", "x:[4,2,3]", "--check"]
+    done = revseq("inline", model_path, "-o", out, "--target", "ncnn-finite", *fixed)
+    assert done.returncode == 0, done.stderr
+    assert "input 'lens' is now float32" in done.stderr
+    assert "check: OK on finite float32 data without -0.0" in done.stderr
+    done = revseq("check", model_path, out)
+    assert done.returncode == 0 and "domain: finite float32 data" in done.stdout

@@ -171,7 +171,8 @@ def check_models(
         rtol=rtol,
         atol=atol,
     )
-    console.progress(f"check: {report.verdict} in {time.perf_counter() - started:.2f} s")
+    on = f" on {report.domain}" if report.domain else ""  # the candidate's own domain
+    console.progress(f"check: {report.verdict}{on} in {time.perf_counter() - started:.2f} s")
     return report
 
 

@@ -182,6 +182,8 @@ def check(
         levels: tuple[str, ...] = ("on",) if whole_model else ("off", "on")
     else:
         levels = ("on",) if optimize else ("off",)
+    # Sizes CAND fixed (inlined with input_shapes=) are the sizes it is run at.
+    input_shapes = {**_fixed_by(cand, ref), **(input_shapes or {})}
     given, sets = _given(inputs, dims, input_shapes, value_ranges)
     domain = declared_domain(cand)  # a candidate exact on finite data only is drawn such
     specials = not whole_model and domain is None
@@ -268,6 +270,23 @@ def check(
         set_aside=set_aside,
         domain=FINITE_DOMAIN if domain == FINITE else domain,
     )
+
+
+def _fixed_by(cand: onnx.ModelProto, ref: onnx.ModelProto) -> dict[str, list[int]]:
+    """The inputs whose sizes ``cand`` declares all static where ``ref`` has symbols."""
+
+    def dims(info: onnx.ValueInfoProto) -> list[int | None]:
+        shape = info.type.tensor_type.shape
+        return [d.dim_value if d.HasField("dim_value") else None for d in shape.dim]
+
+    ref_dims = {i.name: dims(i) for i in ref.graph.input}
+    fixed = {}
+    for info in cand.graph.input:
+        ours, theirs = dims(info), ref_dims.get(info.name)
+        if theirs is None or len(ours) != len(theirs) or None in ours or None not in theirs:
+            continue
+        fixed[info.name] = [int(d) for d in ours]
+    return fixed
 
 
 def _given(
