@@ -189,6 +189,8 @@ def _lengths_as_floats(
     one_hot = {
         id(s.node) for s, p in zip(targets, plans, strict=True) if p.replacement == ONE_HOT
     }
+    if not one_hot:  # every other target: nothing to look at
+        return plans
 
     def source(node: ir.Node) -> ir.Value:
         lens = node.inputs[1]

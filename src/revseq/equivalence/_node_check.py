@@ -21,15 +21,9 @@ import onnx
 import onnx_ir as ir
 
 from revseq.equivalence._counterparts import Counterpart, counterparts
-from revseq.equivalence._runners import (
-    Engine,
-    Native,
-    Runner,
-    capture,
-    with_definition,
-)
+from revseq.equivalence._runners import Engine, Native, Runner, capture, with_definition
 from revseq.equivalence.compare import first_difference
-from revseq.equivalence.declared import as_declared
+from revseq.equivalence.declared import as_declared, declared_types
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.inputs import Inputs, lengths_pattern
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
@@ -256,7 +250,7 @@ def _run_case(
         variants.append(lengths_pattern(rng, time_len, own.shape, trial).astype(own.dtype))
         variants.append(np.full(own.shape, time_len, own.dtype))
     opset = _native_opset(reference, cp)
-    declared = {i.name: i.type.tensor_type.elem_type for i in candidate.graph.input}
+    declared = declared_types(candidate)
     cases = [(data, lens) for lens in variants]
     # Only where the cut model reads nothing but the data and the lengths: another
     # input may carry the same values (a restored node reads its own copy).

@@ -8,7 +8,7 @@ types and draws its data there.
 
 from __future__ import annotations
 
-__all__ = ["as_declared", "declared_domain", "fed_as_declared"]
+__all__ = ["as_declared", "declared_domain", "declared_types", "fed_as_declared"]
 
 import numpy as np
 import onnx
@@ -20,6 +20,11 @@ from revseq.ops.targets.vocabulary import DOMAIN_KEY
 def declared_domain(proto: onnx.ModelProto) -> str | None:
     """The data ``proto`` says its decompositions are exact on, where not every value."""
     return next((p.value for p in proto.metadata_props if p.key == DOMAIN_KEY), None)
+
+
+def declared_types(proto: onnx.ModelProto) -> dict[str, int]:
+    """Each graph input's declared element type, by name."""
+    return {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
 
 
 def as_declared(feeds: Inputs, declared: dict[str, int]) -> Inputs:
@@ -40,5 +45,5 @@ def as_declared(feeds: Inputs, declared: dict[str, int]) -> Inputs:
 
 def fed_as_declared(proto: onnx.ModelProto, runner: Runner) -> Runner:
     """``runner`` fed its inputs in the types ``proto`` declares (``as_declared``)."""
-    declared = {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
+    declared = declared_types(proto)
     return lambda feeds: runner(as_declared(feeds, declared))

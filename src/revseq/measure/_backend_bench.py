@@ -110,24 +110,23 @@ def backend_models(
     models: dict[str, onnx.ModelProto | str] = {"default": revseq.inline(native)}
     target = name if name in TARGETS else "any"
     for label, strategy in (("own target", "auto"), *((f, f) for f in FORMS)):
-        try:
-            models[label] = revseq.inline(native, strategy=strategy, target=target)
-        except revseq.StrategyError:
-            models[label] = "refused"
+        models[label] = _inlined(native, strategy=strategy, target=target)
     # The backend's own gather: the default's (GatherND where tinygrad cannot take a
     # constant Gather index) cost tract twice its row Gather, a floor that flattered it.
-    try:
-        models["gather alone"] = revseq.inline(native_model(case, lens), target=target)
-    except revseq.StrategyError:
-        models["gather alone"] = "refused"
+    models["gather alone"] = _inlined(native_model(case, lens), target=target)
     finite = f"{name}-{FINITE}"
     if finite in TARGETS:  # where the backend runs no exact form: its finite target
-        try:
-            models["finite target"] = revseq.inline(native, target=finite)
-        except revseq.StrategyError:
-            models["finite target"] = "refused"
+        models["finite target"] = _inlined(native, target=finite)
     models["native"] = native
     return models
+
+
+def _inlined(model: onnx.ModelProto, **options: object) -> onnx.ModelProto | str:
+    """``revseq.inline(model, **options)``, or "refused" where no form fits."""
+    try:
+        return revseq.inline(model, **options)  # type: ignore[arg-type]
+    except revseq.StrategyError:
+        return "refused"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,8 +229,8 @@ def time_on_floor(
     ``identities`` run the backend's own Identity of ``feeds["x"]`` (``floor_runners``);
     each model gets ``PLACEMENTS`` runners, warmed up once; a model whose warm-up output
     is not ``want`` byte for byte is not timed ("wrong values": RKNN's own op on rows of
-    length 0). Ratios are over the faster
-    Identity's; ``memcpy`` is numpy's copy (not on a backend whose data lives on a
+    length 0). ``floor`` names the identities' op (``FLOORS``). Ratios are over the
+    faster identity's; ``memcpy`` is numpy's copy (not on a backend whose data lives on a
     device). See :func:`revseq.measure._timing.time_variants`.
     """
     data = {"x": feeds["x"]}
@@ -329,15 +328,16 @@ def _short(note: str) -> str:
 
 def format_backend(label: str, rows: list[dict[str, object]]) -> str:
     """The table (x the copy floor, node counts in brackets) and its summary."""
+    columns = _columns(rows)
     lines = [
         f"{label}: median ms of the floor, then each variant x the floor (nodes); the "
         "named forms as emitted for the backend's own target\n",
-        *table_head(["shape", "dims", "MiB", "floor ms", *_columns(rows)]),
+        *table_head(["shape", "dims", "MiB", "floor ms", *columns]),
     ]
     for row in rows:
         case: Case = row["case"]  # type: ignore[assignment]
         seconds, _, which = _floor(row)
-        cells = ratio_cells(row, _columns(rows), lambda name, row=row: _over_floor(row, name))
+        cells = ratio_cells(row, columns, lambda name, row=row: _over_floor(row, name))
         lines.append(
             f"| {case.label} | {row['dims']} | {case.nbytes / 2**20:.2f} | "
             f"{seconds * 1e3:.3f} ({which}) | " + " | ".join(cells) + " |"

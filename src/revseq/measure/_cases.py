@@ -26,7 +26,7 @@ import onnx
 import onnx.helper
 
 from revseq.backends import input_names
-from revseq.equivalence.declared import as_declared
+from revseq.equivalence.declared import as_declared, declared_types
 from revseq.ops.reference import reverse_sequence_model
 from revseq.ops.targets.vocabulary import ALL_DIMS, SHAPE_CLASSES, STATIC
 
@@ -120,9 +120,8 @@ def copy_model(case: Case, op: str = "Identity") -> onnx.ModelProto:
     the empty graph.
     """
     elem = _TYPES[case.dtype][1]
-    nodes = [onnx.helper.make_node(op, ["x"], ["y"])]
     graph = onnx.helper.make_graph(
-        nodes,
+        [onnx.helper.make_node(op, ["x"], ["y"])],
         "copy",
         [onnx.helper.make_tensor_value_info("x", elem, case.shape)],
         [onnx.helper.make_tensor_value_info("y", elem, case.shape)],
@@ -175,9 +174,8 @@ def fed(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.nd
 
     Constant lengths take none; a ``-finite`` target's lengths are float32.
     """
-    declared = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
     taken = {name: feeds[name] for name in input_names(model) if name in feeds}
-    return as_declared(taken, declared)
+    return as_declared(taken, declared_types(model))
 
 
 def numpy_copy(x: np.ndarray) -> Callable[[], object]:

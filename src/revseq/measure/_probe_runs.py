@@ -30,6 +30,7 @@ import revseq
 from revseq.backends import Backend, BackendError, IsolatedBackend
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.equivalence.compare import first_difference
+from revseq.equivalence.declared import as_declared, declared_types
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.values import NAN_PAYLOADS, random_array
 from revseq.measure._op_probes import OP_PROBES
@@ -320,10 +321,9 @@ def run_finite_probe(backend: Backend | IsolatedBackend, ops: Profile) -> ProbeR
     Emitted as for the backend's ``-finite`` target (its lengths inputs made float32,
     fed as such), on the form layouts of rank 4 at most.
     """
-    target = dataclasses.replace(
-        ops, forms={STATIC: frozenset(), DYNAMIC: frozenset(), FINITE: frozenset({ONE_HOT})}
-    )
-    target = dataclasses.replace(target.finite() or target, name=f"{ops.name}-{FINITE}")
+    forms = {STATIC: frozenset(), DYNAMIC: frozenset(), FINITE: frozenset({ONE_HOT})}
+    target = dataclasses.replace(ops, forms=forms).finite()
+    assert target is not None, "a profile with finite forms has a finite target"
     failure = None
     for layout in (lay for lay in FORM_LAYOUTS if len(lay.dims) <= _FINITE_RANKS):
         batch_axis, time_axis = layout.batch_axis, layout.time_axis
@@ -332,19 +332,14 @@ def run_finite_probe(backend: Backend | IsolatedBackend, ops: Profile) -> ProbeR
         except revseq.RevseqError as e:
             failure = f"not emitted: {e}"
             break
-        declared = {i.name: i.type.tensor_type.elem_type for i in inlined.graph.input}
+        declared = declared_types(inlined)
 
         def truth(feeds, b=batch_axis, t=time_axis):
             lens = feeds["lens"].astype(np.int64)
             return [reverse_sequence(feeds["x"], lens, batch_axis=b, time_axis=t)]
 
-        feeds = [
-            {
-                name: value.astype(onnx.helper.tensor_dtype_to_np_dtype(declared[name]))
-                for name, value in inputs.items()
-            }
-            for inputs in form_inputs(layout, False, invalid=False)
-        ]
+        inputs = form_inputs(layout, False, invalid=False)
+        feeds = [as_declared(given, declared) for given in inputs]
         failure = run_exact(backend, inlined, feeds, truth, axes=(time_axis, batch_axis))
         if failure is not None:
             failure = f"rank {len(layout.dims)}: {failure}"
