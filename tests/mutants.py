@@ -28,7 +28,8 @@ _TESTS = (
     "test_inline", "test_simplify", "test_restore", "test_restore_forms", "test_exports",
     "test_function", "test_layouts", "test_shapes", "test_carriers", "test_equivalence",
     "test_fuzz", "test_models", "test_bad_inputs", "test_check_inputs", "test_planner",
-    "test_fixed_shapes", "test_finite_target",
+    "test_fixed_shapes", "test_finite_target", "test_foreign_backends", "test_cli",
+    "test_bench",
 )  # fmt: skip
 _PYTEST = [
     "-x", "-q", "-m", "not backend", "-p", "no:randomly", "-p", "no:cacheprovider",
@@ -48,6 +49,37 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant(
+        "check: the sizes CAND fixed ignored",
+        "src/revseq/equivalence/_check.py",
+        "    input_shapes = {**_fixed_by(cand, ref), **(input_shapes or {})}",
+        "    input_shapes = dict(input_shapes or {})",
+    ),
+    Mutant(
+        "check: CAND fed REF's input types",
+        "src/revseq/equivalence/_check.py",
+        "        cand_runners = {k: fed_as_declared(cand, r) for k, r in cand_runners.items()}"
+        "\n",
+        "\n",
+    ),
+    Mutant(
+        "CLI: inline --check silent on the domain it checked on",
+        "src/revseq/cli/_commands.py",
+        '    on = f" on {report.domain}" if report.domain else ""',
+        '    on = ""',
+    ),
+    Mutant(
+        "bench: a variant with wrong values timed",
+        "src/revseq/measure/_backend_bench.py",
+        "        if want is not None and any(",
+        "        if False and any(",
+    ),
+    Mutant(
+        "a run in another environment timed with the pipe",
+        "src/revseq/measure/_timing.py",
+        "    return result.seconds if isinstance(result, MeasuredOutputs) else elapsed",
+        "    return elapsed",
+    ),
     Mutant(
         "one_hot: lengths not clamped",
         "ops/forms/_one_hot.py",
@@ -360,8 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{mutant.name}: {verdict} ({seconds:.0f} s)", flush=True)
         rows.append(f"| {mutant.name} | `{mutant.path}` | {verdict} |")
     body = (
-        "Hand-made mutants of `ops/`, `passes/`, the check, the command line and the file "
-        "writer (`tests/mutants.py` lists each change): "
+        "Hand-made mutants of `ops/`, `passes/`, the check, the command line, the file "
+        "writer and the measuring (`tests/mutants.py` lists each change): "
         "each runs the tests of the rewriting ("
         + ", ".join(f"`{t}`" for t in _TESTS)
         + "; not those marked `backend`) on a copy of the source with that one change, "

@@ -67,3 +67,12 @@ def test_inline_check_runs_at_the_fixed_sizes(tmp_path, capsys):
     # At other sizes the candidate, fixed at [6, 3, 4], could not run: exit 2.
     assert "check: OK" in capsys.readouterr().err
     assert [_dims(v) for v in onnx.load(out).graph.input] == [[6, 3, 4], [3]]
+
+
+def test_check_feeds_an_input_the_candidate_fixed_at_its_sizes_unasked():
+    """REF keeps its symbols, CAND was inlined at fixed sizes: CAND runs at those."""
+    model = reverse_sequence_model(["T", "B", 3], onnx.TensorProto.FLOAT)
+    fixed = revseq.inline(model, input_shapes={"x": [5, 2, 3]})
+    report = revseq.check(model, fixed, trials=2)
+    assert report.ok and report.exercised, report
+    assert {"dim T: 5, 5 (given)", "dim B: 2, 2 (given)"} <= set(report.inputs), report
