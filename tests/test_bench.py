@@ -11,6 +11,7 @@ import pytest
 from helpers import onnx2torch_here
 
 import revseq
+from revseq import backends
 from revseq.measure import _cases, _node_costs, _ort_bench, _passes_bench, _timing, bench
 from revseq.ops.targets.profile import Cost
 
@@ -277,9 +278,14 @@ def test_hand_written_torch_forms_equal_the_reference(batch_axis, time_axis):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     lens = np.array([0, 1, 5, 3] if time_axis == 0 else [0, 1, 4, 3, 2], np.int64)
     expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
-    for name, written in _bench_torch.hand_written(case).items():
-        got = written(torch.from_numpy(x), torch.from_numpy(lens)).numpy()
+    written = {**_bench_torch.hand_written(case), "one-hot": _bench_torch.one_hot(case)}
+    for name, function in written.items():
+        got = function(torch.from_numpy(x), torch.from_numpy(lens)).numpy()
         assert got.tobytes() == expected.tobytes(), name
+    x.flat[0], x.flat[-1] = -0.0, np.inf  # outside the one-hot's domain: it differs
+    expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+    got = written["one-hot"](torch.from_numpy(x), torch.from_numpy(lens)).numpy()
+    assert got.tobytes() != expected.tobytes()
 
 
 @onnx2torch_here
@@ -299,7 +305,13 @@ def test_device_rows_time_onnx2torch_against_a_device_copy_and_hand_written_torc
         for name in ("torch gather", "torch rows", "default", "own target"):
             assert cells[name].split("x")[0].replace(".", "").isdigit(), (name, cells[name])
         assert "wrong values" not in row
+        if backends.installed("executorch"):  # run by ExecuTorch's runtime
+            for name in ("ExecuTorch converter", "ExecuTorch torch gather"):
+                assert cells[name].split("x")[0].replace(".", "").isdigit(), cells[name]
     assert "default, all dims: geomean" in text and "the torch gather" in text
+    if backends.installed("executorch"):
+        assert "ExecuTorch converter, all dims: geomean" in text
+        assert "the ExecuTorch torch gather" in text
 
 
 @onnx2torch_here

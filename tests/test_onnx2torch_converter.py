@@ -189,6 +189,31 @@ def test_exports_with_the_lengths_own_dim_and_runs_exactly(rank, batch_axis, dty
         assert_identical(_run(exported, data, lengths), _reference(data, lengths, batch_axis))
 
 
+@pytest.mark.parametrize("batch_axis", [0, 1])
+def test_rows_are_taken_whole_except_where_inductor_fuses_the_gather(batch_axis):
+    """Eager and exported: ``index_select`` of whole rows (ExecuTorch's portable gather
+    is an order of magnitude slower); under ``torch.compile``: the element-wise gather,
+    which inductor fuses into its copy."""
+    import torch
+
+    module = _converter().convert(_case_model(3, batch_axis, "float32", symbolic=True))
+    data, lengths = _inputs(_layout_dims(3, batch_axis), "float32", batch_axis, 1 - batch_axis,
+                            np.random.default_rng(0))  # fmt: skip
+    args = (torch.from_numpy(data), torch.from_numpy(lengths))
+    exported = torch.export.export(module, args).graph_module.code
+    assert "index_select" in exported and "gather" not in exported
+    traced: list[str] = []
+
+    def record(graph_module, example_inputs):
+        traced.append(graph_module.code)
+        return graph_module
+
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend=record, fullgraph=True)
+    assert_identical(_run(compiled, data, lengths), _reference(data, lengths, batch_axis))
+    assert "gather" in traced[0]
+
+
 @compiler_here
 @pytest.mark.parametrize(
     "fixture", ["tf_reverse_sequence_opset13.onnx", "torch_dynamo_time_r3_dynamic.onnx"]

@@ -15,7 +15,9 @@ the program is exported again for inputs beyond a bound. The example inputs of t
 export take every symbolic dim at 2 or more (torch.export specialises a dim it sees at
 0 or 1); the runs then take any size within the bounds.
 
-executorch 1.5.1 needs torch 2.14 (a build that pulls the CUDA libraries).
+The ``executorch`` extra pins torch 2.13 (executorch names no torch; onnx2torch alone
+would pull the newest, with the CUDA libraries): executorch 1.5.1 exports, lowers and
+runs with it.
 """
 
 from __future__ import annotations
@@ -43,7 +45,20 @@ def prepare(model: onnx.ModelProto, *, delegate: bool = True):
     """A runner that exports and lowers ``model`` for the first inputs it is given."""
     from revseq import onnx2torch_converter as converter
 
-    module = converter.convert(model)
+    return program_runner(converter.convert(model), model, delegate=delegate)
+
+
+def program_runner(
+    module, model: onnx.ModelProto, *, delegate: bool = True, growth: int = _GROWTH
+):
+    """A runner of torch ``module``, which takes ``model``'s inputs, run by ExecuTorch.
+
+    Exported with ``model``'s symbolic dims and lowered (with XNNPACK where
+    ``delegate``) for the first inputs it is given, each dim bounded at ``growth`` times
+    its size there, and again for inputs beyond the bounds (memory is planned for the
+    bounds: a runner timed at one size takes ``growth=1``); ``run.delegation`` names
+    the ATen ops each took.
+    """
     names = input_names(model)
     declared = {i.name: i for i in model.graph.input}
     symbols = {n: _symbols(declared[n]) for n in names}
@@ -54,7 +69,7 @@ def prepare(model: onnx.ModelProto, *, delegate: bool = True):
         sizes = _symbol_sizes(symbols, names, args)
         method = next((m for bounds, m in programs if _within(sizes, bounds)), None)
         if method is None:
-            bounds = {s: max(_LEAST_BOUND, _GROWTH * size) for s, size in sizes.items()}
+            bounds = {s: max(_LEAST_BOUND, growth * size) for s, size in sizes.items()}
             try:
                 method, delegation = _lowered(
                     module, symbols, names, args, bounds, delegate=delegate

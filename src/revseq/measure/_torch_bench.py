@@ -67,7 +67,15 @@ brackets. `torch gather` and `torch rows` are the op written directly in torch (
 model that keeps the op, converted with revseq's ReverseSequence converter
 (`revseq.onnx2torch_converter`), and `converter compiled` that module compiled with
 `torch.compile(fullgraph=True)` (inductor; dynamic where dims are symbolic);
-`torch gather compiled` the hand-written gather compiled alike. `default` is the
+`torch gather compiled` the hand-written gather compiled alike. On the CPU, where
+executorch is installed, the `ExecuTorch` columns are programs exported with the row's
+symbolic dims, lowered with the XNNPACK delegate and run by ExecuTorch's runtime (its
+Python binding, numpy in and out): `ExecuTorch converter` the converter's module (its
+`index_select` runs on the portable kernels: XNNPACK takes no gather), `ExecuTorch
+torch gather` the hand-written gather, `ExecuTorch one-hot` each entry's steps
+multiplied by a 0/1 matrix computed from the lengths in float32 (`bmm`), the one form
+XNNPACK takes whole, exact on finite float32 data without -0.0 only (the page's data is
+such). `default` is the
 output with no target, `own target` the output for the device's own target
 (`target="onnx2torch-cuda"` on a CUDA device: its forms chosen by its probe there;
 elsewhere `target="onnx2torch"`), `onnx2torch target` the output for
@@ -83,10 +91,13 @@ HAND_WRITTEN = ("torch gather", "torch rows")
 CPU_TARGET = "onnx2torch target"
 CONVERTER = "converter"
 COMPILED = ("converter compiled", "torch gather compiled")
+EXECUTORCH = ("ExecuTorch converter", "ExecuTorch torch gather", "ExecuTorch one-hot")
+_ON_ET = (EXECUTORCH[0], EXECUTORCH[2])  # each also over ExecuTorch's own gather
 _COLUMNS = (
     *HAND_WRITTEN,
     CONVERTER,
     *COMPILED,
+    *EXECUTORCH,
     "default",
     "own target",
     CPU_TARGET,
@@ -231,6 +242,10 @@ def _time_row(
             written_notes[CONVERTER] = str(e)
         else:
             variants.update(compiled)
+        if where.type == "cpu" and not backends.unavailable("executorch"):
+            programs, program_notes = _executorch_variants(converter, case, feeds, exact)
+            variants.update(programs)
+            written_notes.update(program_notes)
 
     def prepare(model: onnx.ModelProto) -> list[Callable[[], object]]:
         args = [on_device[n] for n in backends.input_names(model)]
@@ -297,6 +312,81 @@ def _converter_variants(
     return variants
 
 
+def one_hot(case: Case) -> Callable:
+    """The op as a batched product with a 0/1 matrix, for the case's layout: (x, lens).
+
+    Row t of entry b's ``[T, T]`` matrix is 1 at ``src(t)``, computed in float32 with
+    clamp, sub, mul, add, abs and relu: every op XNNPACK takes. Exact on finite float32
+    data without -0.0 only (``0 * inf`` is NaN, ``-0.0 + 0.0`` is ``+0.0``).
+    """
+    import torch
+
+    def product(x, lens):
+        entries = x.transpose(0, 1) if case.time_axis == 0 else x  # [B, T, ...]
+        batch, steps = entries.shape[0], entries.shape[1]
+        grid = torch.arange(steps, dtype=torch.float32, device=x.device)
+        column = lens.to(torch.float32).clamp(0, steps).unsqueeze(1)  # [B, 1]
+        inside = (column - grid).clamp(0, 1)  # 1 where t < L
+        source = grid + inside * (column - 1 - 2 * grid)  # [B, T]
+        picks = torch.relu(1 - (source.unsqueeze(2) - grid.view(1, 1, steps)).abs())
+        flat = entries.reshape(batch, steps, -1)
+        moved = torch.bmm(picks, flat).reshape(entries.shape)
+        return moved.transpose(0, 1) if case.time_axis == 0 else moved
+
+    return product
+
+
+def _as_module(function: Callable):
+    """A function of (x, lens) as the torch module ``torch.export`` takes."""
+    import torch
+
+    class Function(torch.nn.Module):
+        def forward(self, x, lens):
+            return function(x, lens)
+
+    return Function()
+
+
+def _executorch_variants(
+    model: onnx.ModelProto,
+    case: Case,
+    feeds: dict[str, np.ndarray],
+    exact: Callable[[Callable[[], object]], None],
+) -> tuple[dict[str, list[Callable[[], object]]], dict[str, str]]:
+    """The converter's module, the hand-written gather and the one-hot on ExecuTorch.
+
+    Each exported with ``model``'s dims bounded at the row's sizes and lowered with
+    XNNPACK (``executorch.program_runner``), checked bit for bit; a variant that fails or
+    differs gets a note instead.
+    """
+    from revseq import onnx2torch_converter as converter
+    from revseq.backends import executorch
+
+    modules = {
+        EXECUTORCH[0]: converter.convert(model),
+        EXECUTORCH[1]: _as_module(hand_written(case)["torch gather"]),
+        EXECUTORCH[2]: _as_module(one_hot(case)),
+    }
+    variants: dict[str, list[Callable[[], object]]] = {}
+    notes: dict[str, str] = {}
+    for label, module in modules.items():
+        runner = executorch.program_runner(module, model, growth=1)
+        call = lambda r=runner: onnx2torch.to_torch(r(feeds)[0])  # noqa: E731
+        try:
+            exact(call)
+        except Unusable as e:
+            notes[label] = str(e)
+            continue
+        except backends.BackendError as e:  # the export or the lowering refused it
+            notes[label] = e.detail
+            continue
+        except RuntimeError as e:  # ExecuTorch's runtime failed to run it
+            notes[label] = one_line(e, typed=True)
+            continue
+        variants[label] = [call]
+    return variants, notes
+
+
 @dataclasses.dataclass(frozen=True)
 class DeviceTimer:
     """The GPU page: onnx2torch's modules on a torch device, over a copy on the device."""
@@ -347,9 +437,10 @@ def format_device(label: str, rows: list[dict[str, object]]) -> str:
     lines.append("")
     for dims in dict.fromkeys(r["dims"] for r in rows):
         selected = [r for r in rows if r["dims"] == dims]
-        for name in ("default", "own target", CPU_TARGET, CONVERTER, COMPILED[0]):
+        for name in ("default", "own target", CPU_TARGET, CONVERTER, COMPILED[0], *_ON_ET):
             parts = []
-            for base in ("device copy", "torch gather", "torch rows"):
+            bases = ("device copy", "torch gather", "torch rows")
+            for base in (*bases, EXECUTORCH[1]) if name in _ON_ET else bases:
                 over = [_over(r, name, base) for r in selected]
                 ratios = [ratio for ratio in over if ratio is not None]
                 if ratios:
