@@ -80,8 +80,17 @@ def test_a_refusal_gives_its_reason_once():
     with pytest.raises(revseq.StrategyError) as caught:
         revseq.inline(model, target="webnn")
     message = str(caught.value)
-    reason = "the source index needs int64 arithmetic"
-    assert message.count(reason) == 1, message
+    reason = "a run-time index needs Range or ConstantOfShape+CumSum, which the target lacks"
+    assert message.count(reason) == 1 and "int64" not in message, message
+
+
+def test_a_probe_that_ran_no_form_with_symbolic_dims_says_so():
+    model = reverse_sequence_model(["T", "B", 8], onnx.TensorProto.INT32)
+    with pytest.raises(revseq.StrategyError) as caught:
+        revseq.inline(model, target="x2paddle")
+    message = str(caught.value)
+    assert "no form ran exactly there with symbolic dims when it was probed" in message
+    assert message.endswith("declare static input shapes") and "int64" not in message
 
 
 def test_the_readme_names_the_extras_its_examples_need_and_the_test_time():

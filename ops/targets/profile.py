@@ -174,6 +174,10 @@ class Profile:
             return True
         return form in self.forms.get(DYNAMIC if dynamic else STATIC, frozenset())
 
+    def ran_any(self, *, dynamic: bool) -> bool:
+        """Whether some form ran exactly end to end (or none was probed)."""
+        return self.forms is None or bool(self.forms.get(DYNAMIC if dynamic else STATIC))
+
     def finite(self) -> Profile | None:
         """This profile as a target exact on finite data only (``NAME-finite``).
 

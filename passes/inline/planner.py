@@ -351,7 +351,6 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     finite, why = _on_finite_data(strategy, sig, profile)
     if finite is not None:
         return finite
-    reasons.extend(why)
     # No form fits every member: members that run what their device lacks on the CPU
     # (WebGPU) yield to those that would fail, so the node still inlines.
     yielding = _without_fallbacks(profile)
@@ -359,6 +358,9 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
         return plan(strategy, sig, scoped, yielding)
     sig = _as_the_target_sees(sig, profile)
     shapes = DYNAMIC if is_dynamic(sig) else STATIC
+    if shapes == DYNAMIC:
+        reasons = _symbolic_blockers(profile) or reasons
+    reasons.extend(why)
     where = f"target {profile.name!r} with {shapes} shapes"
     if profile.backend_version:
         where += f" (probed with {profile.backend_version})"
@@ -370,6 +372,27 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     hint = f"; {', or '.join(options)}" if options else ""
     why = "; ".join(dict.fromkeys(reasons))  # forms that fail alike say it once
     raise StrategyError(f"{node_label(scoped)}: no decomposition fits {where}: {why}{hint}")
+
+
+def _symbolic_blockers(profile: Profile) -> list[str]:
+    """What keeps every form from a target with symbolic dims, if one thing does.
+
+    Said in place of each form's reason, which names the first lack it met: a probe
+    that ran no form with them, or a target that lacks every op an index of run-time
+    length is made with.
+    """
+    if not profile.members and profile.forms is not None and not profile.ran_any(dynamic=True):
+        return ["no form ran exactly there with symbolic dims when it was probed"]
+    allowed = profile.allowed(dynamic=True)
+    if (
+        allowed is not None
+        and "Range" not in allowed
+        and not {"ConstantOfShape", "CumSum"} <= allowed
+    ):
+        return [
+            "a run-time index needs Range or ConstantOfShape+CumSum, which the target lacks"
+        ]
+    return []
 
 
 def _by_slices(strategy: str, sig: Signature, profile: Profile) -> Plan | None:
