@@ -74,8 +74,8 @@ Python binding, numpy in and out): `ExecuTorch converter` the converter's module
 `index_select` runs on the portable kernels: XNNPACK takes no gather), `ExecuTorch
 torch gather` the hand-written gather, `ExecuTorch one-hot` each entry's steps
 multiplied by a 0/1 matrix computed from the lengths in float32 (`bmm`), the one form
-XNNPACK takes whole, exact on finite float32 data without -0.0 only (the page's data is
-such). `default` is the
+XNNPACK takes whole (with static dims: its reshape takes one symbolic dim), exact on
+finite float32 data without -0.0 only (the page's data is such). `default` is the
 output with no target, `own target` the output for the device's own target
 (`target="onnx2torch-cuda"` on a CUDA device: its forms chosen by its probe there;
 elsewhere `target="onnx2torch"`), `onnx2torch target` the output for
@@ -378,7 +378,7 @@ def _executorch_variants(
             notes[label] = str(e)
             continue
         except backends.BackendError as e:  # the export or the lowering refused it
-            notes[label] = e.detail
+            notes[label] = e.detail.split(". ")[0]  # its first sentence
             continue
         except RuntimeError as e:  # ExecuTorch's runtime failed to run it
             notes[label] = one_line(e, typed=True)
