@@ -29,7 +29,7 @@ _TESTS = (
     "test_function", "test_layouts", "test_shapes", "test_carriers", "test_equivalence",
     "test_fuzz", "test_models", "test_bad_inputs", "test_check_inputs", "test_planner",
     "test_fixed_shapes", "test_finite_target", "test_foreign_backends", "test_cli",
-    "test_bench",
+    "test_cli_usage", "test_bench",
 )  # fmt: skip
 _PYTEST = [
     "-x", "-q", "-m", "not backend", "-p", "no:randomly", "-p", "no:cacheprovider",
@@ -46,9 +46,24 @@ class Mutant:
     old: str
     new: str
     equivalent: str = ""  # why it computes the same, where it does
+    aimed: str = ""  # a test outside ``_TESTS`` aimed at it, run too (path::name)
 
 
 MUTANTS = (
+    Mutant(
+        "converter: the gather exported too",
+        "src/revseq/onnx2torch_converter.py",
+        "        fused = torch.compiler.is_compiling() and not torch.compiler.is_exporting()",
+        "        fused = torch.compiler.is_compiling()",
+        aimed="tests/test_onnx2torch_converter.py::"
+        "test_rows_are_taken_whole_except_where_inductor_fuses_the_gather",
+    ),
+    Mutant(
+        "inline: a symbolic-dims refusal gives the first form's reason",
+        "passes/inline/planner.py",
+        "        reasons = _symbolic_blockers(profile) or reasons",
+        "        reasons = reasons or _symbolic_blockers(profile)",
+    ),
     Mutant(
         "check: the sizes CAND fixed ignored",
         "src/revseq/equivalence/_check.py",
@@ -346,6 +361,10 @@ def _copy(destination: pathlib.Path) -> None:
             shutil.copy2(source, destination / name)
 
 
+def _aimed(mutant: Mutant | None) -> list[str]:
+    return [mutant.aimed] if mutant is not None and mutant.aimed else []
+
+
 def run(mutant: Mutant | None, timeout: float) -> tuple[str, float]:
     """The first failing test's id ("" if the tests pass), and the seconds it took."""
     started = time.monotonic()
@@ -362,7 +381,7 @@ def run(mutant: Mutant | None, timeout: float) -> tuple[str, float]:
         )  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(site)}
         tests = subprocess.run(
-            [sys.executable, "-m", "pytest", *_PYTEST],
+            [sys.executable, "-m", "pytest", *_PYTEST, *_aimed(mutant)],
             cwd=tree, env=env, capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
     seconds = time.monotonic() - started
@@ -396,8 +415,9 @@ def main(argv: list[str] | None = None) -> int:
         "writer and the measuring (`tests/mutants.py` lists each change): "
         "each runs the tests of the rewriting ("
         + ", ".join(f"`{t}`" for t in _TESTS)
-        + "; not those marked `backend`) on a copy of the source with that one change, "
-        "stopping at the first failure.\n\n"
+        + "; not those marked `backend`), and the test aimed at it where that is "
+        "elsewhere, on a copy of the source with that one change, stopping at the first "
+        "failure.\n\n"
         "| mutant | file | result |\n|---|---|---|\n" + "\n".join(rows) + "\n\n"
         f"{len(MUTANTS) - len(survivors)} of {len(MUTANTS)} caught."
     )

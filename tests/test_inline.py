@@ -641,7 +641,7 @@ TARGET_EXPECTATIONS = {
     "webgpu": (True, True, True),
     "webnn": (True, True, False),
     "qnn": (True, True, False),
-    "coreml": (True, True, False),
+    "coreml": (True, True, True),
     "nnapi": (True, False, False),
 }
 
@@ -671,6 +671,35 @@ def test_targets_use_only_their_ops(target):
         used = {n.op_type for n in inlined.graph.node}
         assert used <= allowed, used - allowed
         assert_identical(run_ort(inlined, feeds, optimize=False)[0], reverse_sequence(x, lens))
+
+
+@pytest.mark.parametrize(
+    ("dims", "batch_axis", "time_axis"),
+    [(["T", "B", 3], 1, 0), (["B", "T", 3], 0, 1), (["T", "B"], 1, 0)],
+    ids=["time-major", "batch-major", "rank-2"],
+)
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8"])
+def test_coreml_takes_symbolic_dims_with_its_ops_alone(dims, batch_axis, time_axis, dtype):
+    """No Less, Where, Min, Gather or Expand (CoreML's list): lengths clamped against a
+    run-time T by Max and Sub, the tuples' batch column broadcast by adding zeros;
+    invalid lengths (negative, past T, the type's extremes) clamped as everywhere."""
+    model = one_node_model(dtype, dims, (batch_axis, time_axis))
+    inlined = revseq.inline(model, target="coreml")
+    used = {n.op_type for n in inlined.graph.node}
+    assert used <= revseq.TARGETS["coreml"].dynamic_ops | {"Constant"}, used
+    assert {"Max", "GatherND"} <= used
+    rng = np.random.default_rng(0)
+    for steps, batch in ((6, 5), (1, 3), (9, 1)):
+        shape = [steps, batch] if time_axis == 0 else [batch, steps]
+        x = data(rng, dtype, tuple(shape + dims[2:]))
+        extremes = [-5, steps + 3, np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0, steps]
+        lens = np.array((extremes * batch)[:batch], np.int64)
+        want = reverse_sequence(
+            x, np.clip(lens, 0, steps), batch_axis=batch_axis, time_axis=time_axis
+        )
+        for optimize in (False, True):
+            got = run_ort(inlined, {"x": x, "lens": lens}, optimize=optimize)[0]
+            assert_identical(got, want)
 
 
 def test_explicit_op_sets_choose_other_arithmetic():

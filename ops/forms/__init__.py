@@ -110,7 +110,10 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
             # broadcast(L, B) (docs/backends.md).
             pair_lens = lens if symbolic_pair else None
             steps = axis_grid(op, data, axis, sig, itype=itype, broadcast=True, lens=pair_lens)
-            grid = op.Expand(steps, lead_shape)
+            if symbolic_pair and not sig.target_has("Expand"):  # CoreML: no Expand
+                grid = op.Add(steps, op.Sub(src, src))  # broadcast by adding [T, B] zeros
+            else:
+                grid = op.Expand(steps, lead_shape)
         columns.append(unsqueeze(op, grid, [lead], sig))
     index = columns[0] if len(columns) == 1 else op.Concat(*columns, axis=lead)
     if itype is not np.int64:

@@ -177,13 +177,13 @@ def clamped_lengths(
     if static_time and clamps(sig) and (itype is np.int32 or not _clamps_at_run_time(sig)):
         return lengths_in_range(op, lens, sig, itype)
     if itype is np.int32 and sig.lens_dtype == ir.DataType.INT32:
-        return _at_most(op, lens, op.Cast(time_len, to=ir.DataType.INT32), sig)
+        return _at_most(op, lens, op.Cast(time_len, to=ir.DataType.INT32), np.int32, sig)
     if itype is np.int32:  # clamped to [0, T] in int64 (a [B] vector), then cast
         clamped = _at_least_zero(op, clamped_lengths(op, lens, time_len, sig), np.int64, sig)
         return op.Cast(clamped, to=ir.DataType.INT32)
     if sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
-    return _at_most(op, lens, time_len, sig)
+    return _at_most(op, lens, time_len, np.int64, sig)
 
 
 def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type) -> ir.Value:
@@ -206,7 +206,7 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
         clamped = op.Clip(lens, const(op, 0, own), const(op, time_len, own))
     else:
         top = const(op, [time_len], own)
-        clamped = _at_least_zero(op, _at_most(op, lens, top, sig), own, sig)
+        clamped = _at_least_zero(op, _at_most(op, lens, top, own, sig), own, sig)
     if own is itype and not clip_cast:
         return clamped
     return op.Cast(clamped, to=_INDEX_TYPES[itype])
@@ -220,16 +220,28 @@ def _clamps_at_run_time(sig: Signature) -> bool:
     return sig.target_has("Less", "Where") or (sig.target_has("Min") and sig.opset >= 12)
 
 
-def _at_most(op: OpBuilder, lens: ir.Value, top: ir.Value, sig: Signature) -> ir.Value:
-    """``min(lens, top)`` by Less+Where where the target has them, else by Min.
+def _at_most(
+    op: OpBuilder, lens: ir.Value, top: ir.Value, dtype: type, sig: Signature
+) -> ir.Value:
+    """``min(lens, top)`` by Less+Where where the target has them, else by Min, else Max.
 
-    A select, not Min, wherever it can be (see ``clamped_lengths``).
+    A select, not Min, wherever it can be (see ``clamped_lengths``). A target with Max
+    alone (CoreML) takes ``l - max(l - top, 0)`` of ``l = max(lens, 0)``: no operand
+    wraps, as ``l`` and ``top`` are at least 0.
     """
     if sig.target_has("Less", "Where"):
         return op.Where(op.Less(top, lens), top, lens)
-    if sig.target_has("Min") and sig.opset >= 12:
+    if sig.opset < 12:
+        raise StrategyError(
+            "clamping the lengths needs Less+Where, or Min or Max from opset 12"
+        )
+    if sig.target_has("Min"):
         return op.Min(lens, top)
-    raise StrategyError("clamping the lengths needs Less+Where or Min (opset >= 12)")
+    if sig.target_has("Max", "Sub"):
+        zero = const(op, [0], dtype)
+        floor = op.Max(lens, zero)
+        return op.Sub(floor, op.Max(op.Sub(floor, top), zero))
+    raise StrategyError("clamping the lengths needs Less+Where, Min, or Max and Sub")
 
 
 def _at_least_zero(op: OpBuilder, lens: ir.Value, dtype: type, sig: Signature) -> ir.Value:
