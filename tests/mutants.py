@@ -51,6 +51,12 @@ class Mutant:
 
 MUTANTS = (
     Mutant(
+        "forms: CoreML's clamp by Max and Sub without its floor at 0",
+        "ops/forms/_emit.py",
+        "        floor = op.Max(lens, zero)",
+        "        floor = lens",
+    ),
+    Mutant(
         "converter: the gather exported too",
         "src/revseq/onnx2torch_converter.py",
         "        fused = torch.compiler.is_compiling() and not torch.compiler.is_exporting()",
