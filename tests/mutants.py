@@ -23,7 +23,10 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-_TREE = ("ops", "passes", "src", "models", "tests", "pyproject.toml", "README.md", "LICENSE")
+_TREE = (
+    "ops", "passes", "src", "models", "tests", "docs", "pyproject.toml", "README.md",
+    "LICENSE",
+)  # fmt: skip
 _TESTS = (
     "test_inline", "test_simplify", "test_restore", "test_restore_forms", "test_exports",
     "test_function", "test_layouts", "test_shapes", "test_carriers", "test_equivalence",
