@@ -69,7 +69,7 @@ MUTANTS = (
     ),
     Mutant(
         "inline: a symbolic-dims refusal gives the first form's reason",
-        "passes/inline/planner.py",
+        "passes/inline/refusal.py",
         "        reasons = _symbolic_blockers(profile) or reasons",
         "        reasons = reasons or _symbolic_blockers(profile)",
     ),

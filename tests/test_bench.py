@@ -12,7 +12,15 @@ from helpers import onnx2torch_here
 
 import revseq
 from revseq import backends
-from revseq.measure import _cases, _node_costs, _ort_bench, _passes_bench, _timing, bench
+from revseq.measure import (
+    _cases,
+    _executorch_bench,
+    _node_costs,
+    _ort_bench,
+    _passes_bench,
+    _timing,
+    bench,
+)
 from revseq.ops.targets.profile import Cost
 
 
@@ -278,7 +286,8 @@ def test_hand_written_torch_forms_equal_the_reference(batch_axis, time_axis):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     lens = np.array([0, 1, 5, 3] if time_axis == 0 else [0, 1, 4, 3, 2], np.int64)
     expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
-    written = {**_bench_torch.hand_written(case), "one-hot": _bench_torch.one_hot(case)}
+    one_hot = _executorch_bench.one_hot(case)
+    written = {**_bench_torch.hand_written(case), "one-hot": one_hot}
     for name, function in written.items():
         got = function(torch.from_numpy(x), torch.from_numpy(lens)).numpy()
         assert got.tobytes() == expected.tobytes(), name

@@ -97,14 +97,14 @@ def test_xnnpack_takes_the_one_hot_product_whole_exact_on_finite_data_only():
     import torch
 
     from revseq.backends.executorch import program_runner
-    from revseq.measure import _torch_bench
+    from revseq.measure import _executorch_bench
     from revseq.measure._cases import Case
 
     model = model_of([5, 3, 2], "float32", 1, 0)
 
     class OneHot(torch.nn.Module):
         def forward(self, x, lens):
-            return _torch_bench.one_hot(Case((5, 3, 2), 1, 0, "float32"))(x, lens)
+            return _executorch_bench.one_hot(Case((5, 3, 2), 1, 0, "float32"))(x, lens)
 
     run = program_runner(OneHot(), model)
     _check(run, [5, 3, 2], "float32", 1, np.random.default_rng(0))

@@ -42,9 +42,9 @@ from revseq.ops.targets.vocabulary import (
     dtype_name,
 )
 from revseq.passes.graph.builder import Template
-from revseq.passes.graph.reverse_sequence import node_label
 from revseq.passes.graph.scopes import ScopedNode
 from revseq.passes.inline.ranking import auto_order, cost_class, in_place, is_dynamic
+from revseq.passes.inline.refusal import refusal
 from revseq.passes.inline.templates import emitted, recorded
 
 STRATEGIES: tuple[str, ...] = ("auto", *forms.FORMS)
@@ -356,43 +356,7 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     yielding = _without_fallbacks(profile)
     if yielding is not None:
         return plan(strategy, sig, scoped, yielding)
-    sig = _as_the_target_sees(sig, profile)
-    shapes = DYNAMIC if is_dynamic(sig) else STATIC
-    if shapes == DYNAMIC:
-        reasons = _symbolic_blockers(profile) or reasons
-    reasons.extend(why)
-    where = f"target {profile.name!r} with {shapes} shapes"
-    if profile.backend_version:
-        where += f" (probed with {profile.backend_version})"
-    options = []
-    if shapes == DYNAMIC and (profile.verified or profile.members):
-        options.append("declare static input shapes")
-    if profile.members:
-        options.append("name the backend you run on (target=...)")
-    hint = f"; {', or '.join(options)}" if options else ""
-    why = "; ".join(dict.fromkeys(reasons))  # forms that fail alike say it once
-    raise StrategyError(f"{node_label(scoped)}: no decomposition fits {where}: {why}{hint}")
-
-
-def _symbolic_blockers(profile: Profile) -> list[str]:
-    """What keeps every form from a target with symbolic dims, if one thing does.
-
-    Said in place of each form's reason, which names the first lack it met: a probe
-    that ran no form with them, or a target that lacks every op an index of run-time
-    length is made with.
-    """
-    if not profile.members and profile.forms is not None and not profile.ran_any(dynamic=True):
-        return ["no form ran exactly there with symbolic dims when it was probed"]
-    allowed = profile.allowed(dynamic=True)
-    if (
-        allowed is not None
-        and "Range" not in allowed
-        and not {"ConstantOfShape", "CumSum"} <= allowed
-    ):
-        return [
-            "a run-time index needs Range or ConstantOfShape+CumSum, which the target lacks"
-        ]
-    return []
+    raise refusal(_as_the_target_sees(sig, profile), scoped, profile, reasons, why)
 
 
 def _by_slices(strategy: str, sig: Signature, profile: Profile) -> Plan | None:

@@ -1,0 +1,65 @@
+"""Why no form fits a node: the one-line error inline raises, and what to do about it.
+
+Each form's reason is said once where forms fail alike. With symbolic dims, one thing
+may keep every form away (the probe ran none with them; no op makes an index of
+run-time length): it is said in place of each form's reason, which names only the
+first lack that form met.
+"""
+
+from __future__ import annotations
+
+__all__ = ["refusal"]
+
+from revseq.errors import StrategyError
+from revseq.ops.signature import Signature
+from revseq.ops.targets.profile import Profile
+from revseq.ops.targets.vocabulary import DYNAMIC, STATIC
+from revseq.passes.graph.reverse_sequence import node_label
+from revseq.passes.graph.scopes import ScopedNode
+from revseq.passes.inline.ranking import is_dynamic
+
+
+def refusal(
+    sig: Signature,
+    scoped: ScopedNode,
+    profile: Profile,
+    reasons: list[str],
+    finite: list[str],
+) -> StrategyError:
+    """The error for ``scoped`` (as the target sees it: ``sig``) on ``profile``.
+
+    ``reasons`` are the forms', ``finite`` why the finite-domain form does not fit.
+    """
+    shapes = DYNAMIC if is_dynamic(sig) else STATIC
+    if shapes == DYNAMIC:
+        reasons = _symbolic_blockers(profile) or reasons
+    where = f"target {profile.name!r} with {shapes} shapes"
+    if profile.backend_version:
+        where += f" (probed with {profile.backend_version})"
+    options = []
+    if shapes == DYNAMIC and (profile.verified or profile.members):
+        options.append("declare static input shapes")
+    if profile.members:
+        options.append("name the backend you run on (target=...)")
+    hint = f"; {', or '.join(options)}" if options else ""
+    why = "; ".join(dict.fromkeys([*reasons, *finite]))  # forms that fail alike say it once
+    return StrategyError(f"{node_label(scoped)}: no decomposition fits {where}: {why}{hint}")
+
+
+def _symbolic_blockers(profile: Profile) -> list[str]:
+    """What keeps every form from a target with symbolic dims, if one thing does.
+
+    A probe that ran no form with them, or no op an index of run-time length is made with.
+    """
+    if not profile.members and profile.forms is not None and not profile.ran_any(dynamic=True):
+        return ["no form ran exactly there with symbolic dims when it was probed"]
+    allowed = profile.allowed(dynamic=True)
+    if (
+        allowed is not None
+        and "Range" not in allowed
+        and not {"ConstantOfShape", "CumSum"} <= allowed
+    ):
+        return [
+            "a run-time index needs Range or ConstantOfShape+CumSum, which the target lacks"
+        ]
+    return []
