@@ -88,10 +88,11 @@ class ReverseSequence(nn.Module, OnnxToTorchModule):
     step of each (time, batch) position is ``where(t < L, L - 1 - t, t)``, built as
     ``[B, T]``. Where batch and time are the two leading axes (ONNX's layouts), whole
     rows of the data viewed as ``[T*B, features]`` are taken with ``index_select``: an
-    index as small as the lengths allow, and on ExecuTorch's portable kernels 13 to 25
-    times faster than its element-wise ``gather``. Under ``torch.compile`` (not
-    exporting), and for other axes, one ``gather`` along time with the index broadcast
-    to the data's shape as a view, which inductor fuses into its copy.
+    index as small as the lengths allow, and on ExecuTorch's portable kernels 8 to 13
+    times faster than its element-wise ``gather`` from 2 MiB of data up (docs/torch.md).
+    Under ``torch.compile`` (not exporting), and for other axes, one ``gather`` along
+    time with the index broadcast to the data's shape as a view, which inductor fuses
+    into its copy.
     """
 
     def __init__(self, batch_axis: int = 1, time_axis: int = 0):
