@@ -25,7 +25,8 @@ from revseq.equivalence import generate_inputs
 from revseq.equivalence._runners import Capturer
 from revseq.equivalence.compare import first_difference
 from revseq.equivalence.given import GivenInputs
-from revseq.equivalence.inputs import InputGenerator
+from revseq.equivalence.inputs import InputGenerator, covering_lengths
+from revseq.ops.reference import reverse_sequence_model
 
 
 @pytest.fixture(scope="module")
@@ -395,3 +396,67 @@ def test_an_id_wrapped_by_arithmetic_is_drawn_within_the_embedding():
     report = revseq.check(negative_id_wrap(), revseq.inline(negative_id_wrap()))
     assert report.ok and report.exercised, report
     assert any("[0, 48]" in line and "through Mul" in line for line in report.inputs), report
+
+
+def _two_embeddings() -> onnx.ModelProto:
+    """Token ids into two embeddings of 50 and 100 rows, summed and reversed."""
+    rng = np.random.default_rng(0)
+    small = onnx.numpy_helper.from_array(rng.standard_normal((50, 4), np.float32), "small")
+    large = onnx.numpy_helper.from_array(rng.standard_normal((100, 4), np.float32), "large")
+    nodes = [
+        onnx.helper.make_node("Gather", ["small", "ids"], ["a"], name="embed_small"),
+        onnx.helper.make_node("Gather", ["large", "ids"], ["b"], name="embed_large"),
+        onnx.helper.make_node("Add", ["a", "b"], ["e"]),
+        onnx.helper.make_node("ReverseSequence", ["e", "lens"], ["y"]),
+    ]
+    graph = onnx.helper.make_graph(
+        nodes,
+        "two_embeddings",
+        [
+            onnx.helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, ["T", "B"]),
+            onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, ["B"]),
+        ],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["T", "B", 4])],
+        [small, large],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+
+
+def test_ids_that_index_two_embeddings_stay_below_the_smaller():
+    model = _two_embeddings()
+    report = revseq.check(model, revseq.inline(model), trials=3)
+    assert report.ok and report.exercised, report
+    assert "input ids: generated in [0, 49]" in str(report), report
+
+
+def _coreml_clamp_mutant(inlined: onnx.ModelProto) -> onnx.ModelProto:
+    """CoreML's clamp ``l - max(l - T, 0)`` written ``l - max(T - l, 0)``."""
+    floor = next(
+        n.output[0] for n in inlined.graph.node if n.op_type == "Max" and n.input[0] == "lens"
+    )
+    sub = next(n for n in inlined.graph.node if n.op_type == "Sub" and n.input[0] == floor)
+    sub.input[0], sub.input[1] = sub.input[1], sub.input[0]
+    return inlined
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_check_with_no_flag_catches_a_clamp_wrong_only_strictly_between_1_and_t(seed):
+    """Lengths 0, 1 and T come out right from the wrong clamp; 2 <= l <= T - 1 do not."""
+    model = reverse_sequence_model(["T", "B", 3], onnx.TensorProto.FLOAT)
+    assert revseq.check(model, revseq.inline(model, target="coreml"), seed=seed).ok
+    planted = _coreml_clamp_mutant(revseq.inline(model, target="coreml"))
+    report = revseq.check(model, planted, seed=seed)
+    assert not report.ok, report
+    assert "differs" in report.message
+
+
+def test_every_trial_feeds_each_reversal_0_1_t_and_one_strictly_between():
+    rng = np.random.default_rng(0)
+    for time_len in (3, 4, 9):
+        for batch in (1, 2, 3, 4, 7):
+            vectors = covering_lengths(rng, time_len, (batch,), np.dtype(np.int64))
+            fed = {int(v) for vector in vectors for v in vector}
+            assert {0, 1, time_len} <= fed
+            assert any(2 <= v <= time_len - 1 for v in fed)
+            assert all(0 <= v <= time_len for v in fed)
+            assert len(vectors) == -(-4 // batch)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
+import subprocess
+import sys
 
 import onnx
 import pytest
@@ -11,6 +14,7 @@ from real_models import embedding_tagger
 import revseq
 from revseq.cli import main
 from revseq.ops.reference import reverse_sequence_model
+from revseq.ops.targets import PORTABLE
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -36,11 +40,38 @@ def test_target_takes_several_names_at_once_as_when_repeated(tmp_path, capsys):
     assert onnx.load(at_once).graph == expected.graph
 
 
-def test_the_targets_table_fits_a_terminal(capsys):
+def test_the_targets_table_fits_a_terminal_and_marks_the_default(capsys):
     code, out, _ = _run(capsys, "targets")
     assert code == 0
-    assert max(len(line) for line in out.splitlines()) <= 100
-    assert "portable" in out and "|" not in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "|" not in out
+    rows = [line.split() for line in out.split("\n\n")[0].splitlines()[1:]]
+    marked = [row[0] for row in rows if row[0].endswith("*")]
+    assert marked == [f"{PORTABLE}*"] and "* the default" in out
+
+
+def test_the_targets_json_holds_what_the_table_lists_in_the_same_words(capsys):
+    _, table, _ = _run(capsys, "targets")
+    code, text, _ = _run(capsys, "targets", "--json")
+    assert code == 0
+    listed = json.loads(text)
+    rows = [line.split() for line in table.split("\n\n")[0].splitlines()[1:]]
+    assert [row[0].rstrip("*") for row in rows] == list(listed) == list(revseq.TARGETS)
+    assert [row[1] for row in rows] == [p["source"] for p in listed.values()]
+    assert [n for n, p in listed.items() if p["default"]] == [PORTABLE]
+    assert listed["any"]["static_ops"] is None  # any op, not none
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    """``revseq targets | head -1``: no traceback, no error line, exit 0."""
+    for args in (["targets"], ["targets", "--json"], ["inline", "--help"]):
+        shell = f"{sys.executable} -m revseq {' '.join(args)} | head -1; "
+        shell += 'echo "status ${PIPESTATUS[0]}"'
+        done = subprocess.run(
+            ["bash", "-c", shell], capture_output=True, text=True, check=True
+        )
+        assert done.stdout.splitlines()[-1] == "status 0", (args, done.stdout)
+        assert done.stderr == "", (args, done.stderr)
 
 
 @pytest.mark.parametrize("command", ["probe", "inline", "check", "restore", "demo"])
@@ -80,8 +111,39 @@ def test_a_refusal_gives_its_reason_once():
     with pytest.raises(revseq.StrategyError) as caught:
         revseq.inline(model, target="webnn")
     message = str(caught.value)
-    reason = "a run-time index needs Range or ConstantOfShape+CumSum, which the target lacks"
+    reason = (
+        "a run-time index needs Range+Squeeze (lacks Range) or ConstantOfShape+CumSum "
+        "(lacks ConstantOfShape)"
+    )
     assert message.count(reason) == 1 and "int64" not in message, message
+
+
+_DEFAULT_OPS = [
+    "Add",
+    "Cast",
+    "Gather",
+    "Less",
+    "Mul",
+    "Range",
+    "Reshape",
+    "Shape",
+    "Sub",
+    "Unsqueeze",
+    "Where",
+    "Relu",
+]
+
+
+def test_a_refusal_of_op_types_names_the_one_that_is_missing(tmp_path, capsys):
+    """Twelve op types, Range among them and Squeeze not: the message says Squeeze."""
+    model = ROOT / "models" / "batch_major.onnx"
+    out = tmp_path / "out.onnx"
+    code, _, err = _run(capsys, "inline", model, "-o", out, "-q", "--target", *_DEFAULT_OPS)
+    assert code == 2 and not out.exists()
+    assert "Range+Squeeze (lacks Squeeze)" in err, err
+    assert (
+        _run(capsys, "inline", model, "-o", out, "--target", *_DEFAULT_OPS, "Squeeze")[0] == 0
+    )
 
 
 def test_a_probe_that_ran_no_form_with_symbolic_dims_says_so():
@@ -113,3 +175,51 @@ def test_per_node_check_names_one_thing_everywhere():
         for line in text.splitlines():
             if "per-node" in line.lower() and page.name != "glossary.md":
                 assert "--per-node" in line or "per-node check" not in line, (page, line)
+
+
+def _full_flip() -> onnx.ModelProto:
+    """tf2onnx's ReverseV2: lengths ``Expand(Gather(Shape(x), 0), B)`` at run time."""
+    helper = onnx.helper
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["steps"], axis=0),
+        helper.make_node("Gather", ["shape", "one"], ["batch"], axis=0),
+        helper.make_node("Expand", ["steps", "batch"], ["lens"]),
+        helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=1, time_axis=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "full_flip",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["T", "B", 3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["T", "B", 3])],
+        [
+            helper.make_tensor("zero", onnx.TensorProto.INT64, [1], [0]),
+            helper.make_tensor("one", onnx.TensorProto.INT64, [1], [1]),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_whole_models_that_agree_within_tolerance_exit_0_and_say_the_tolerance(
+    tmp_path, capsys
+):
+    model, inlined = tmp_path / "m.onnx", tmp_path / "i.onnx"
+    onnx.save(_full_flip(), model)
+    assert _run(capsys, "inline", model, "-o", inlined, "-q")[0] == 0
+    code, out, err = _run(capsys, "check", model, inlined, "-q", "--backend", "onnxruntime",
+                          "--whole-model")  # fmt: skip
+    assert code == 0, (out, err)
+    assert out.startswith("OK: ") and "within rtol=1e-05, atol=1e-06" in out
+    assert "bit-identical" not in out and "INCONCLUSIVE" not in out
+    # What it fed the reversed input, and why no NaN, inf or -0.0.
+    assert "input x: generated finite, standard normal (it is reversed, but a comparison " \
+        "across runtimes draws no NaN, inf or -0.0)" in out  # fmt: skip
+
+
+def test_models_that_take_different_inputs_are_named_by_their_files(tmp_path, capsys):
+    ref, cand = tmp_path / "ref.onnx", tmp_path / "cand.onnx"
+    onnx.save(reverse_sequence_model(["T", "B", 3], onnx.TensorProto.FLOAT), ref)
+    onnx.save(_full_flip(), cand)
+    code, _, err = _run(capsys, "check", ref, cand, "-q")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"{ref} takes ['x', 'lens'], {cand} takes ['x']" in err, err

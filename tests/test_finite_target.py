@@ -206,3 +206,22 @@ def test_a_symbolic_model_runs_on_ncnn_once_its_shapes_are_fixed():
         model, inlined, backend="ncnn", trials=2, input_shapes={"x": [6, 3, 4]}
     )
     assert report.ok and report.exercised, report
+
+
+def test_a_model_where_one_node_takes_slices_and_another_one_hot_declares_the_domain():
+    """One node with constant lengths (``slices``), one with lengths at run time."""
+    x = onnx.helper.make_tensor_value_info("x", FLOAT, [6, 4, 3])
+    lens = onnx.helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [4])
+    y = onnx.helper.make_tensor_value_info("y", FLOAT, [6, 4, 3])
+    fixed = onnx.numpy_helper.from_array(np.array([0, 1, 6, 3], np.int64), "fixed")
+    nodes = [
+        onnx.helper.make_node("ReverseSequence", ["x", "fixed"], ["r"], name="constant"),
+        onnx.helper.make_node("ReverseSequence", ["r", "lens"], ["y"], name="run_time"),
+    ]
+    graph = onnx.helper.make_graph(nodes, "two", [x, lens], [y], [fixed])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    inlined = revseq.inline(model, target="ncnn-finite")
+    assert "MatMul" in all_op_types(inlined) and "Slice" in all_op_types(inlined)
+    assert _metadata(inlined)[DOMAIN_KEY] == FINITE
+    report = revseq.check(model, inlined, trials=2)
+    assert report.ok and report.domain is not None, report

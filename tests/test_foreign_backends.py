@@ -300,3 +300,20 @@ def test_rknn_s_own_target_is_exact_there_with_symbolic_dims(dtype, layout):
     model = reverse_sequence_model(dims, elem, batch_axis=batch_axis, time_axis=time_axis)
     report = revseq.check(model, revseq.inline(model, target="rknn"), backend="rknn", trials=2)
     assert report.ok and report.exercised, report
+
+
+def test_a_worker_that_died_while_idle_is_started_afresh_on_the_next_call():
+    from revseq.backends._isolated import _worker, isolated
+
+    model = reverse_sequence_model([4, 2, 3], onnx.TensorProto.FLOAT)
+    x = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+    lens = np.array([4, 2], np.int64)
+    runner = isolated("onnxruntime").prepare(model)
+    first = runner({"x": x, "lens": lens})[0]
+    process = _worker("onnxruntime")._process
+    assert process is not None
+    process.kill()  # between two calls: nothing was being asked of it
+    process.wait()
+    again = runner({"x": x, "lens": lens})[0]  # a fresh worker prepares the model anew
+    assert again.tobytes() == first.tobytes()
+    assert _worker("onnxruntime")._process is not process

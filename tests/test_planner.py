@@ -37,7 +37,7 @@ def _profile(ops: set[str] | None, **changes) -> Profile:
     allowed = None if ops is None else frozenset({*ops, INT32_INDEX, INT64_INDEX})
     profile = Profile(
         name="synthetic",
-        source="documents",
+        source="documented",
         description="a synthetic backend",
         backend_version=None,
         native=False,
@@ -79,7 +79,7 @@ def test_a_plan_uses_only_what_its_target_allows(target):
 
 def test_a_profile_without_gathers_gets_no_plan_and_each_form_says_why():
     scoped, sig = _node()
-    profile = _profile({"Shape", "Range", "Less", "Where", "Sub", "Add", "Reshape"})
+    profile = _profile({"Shape", "Range", "Squeeze", "Less", "Where", "Sub", "Add", "Reshape"})
     with pytest.raises(StrategyError) as caught:
         planner.plan("auto", sig, scoped, profile)
     message = str(caught.value)

@@ -62,7 +62,7 @@ def test_every_backend_has_a_probed_profile_and_documents_stay_marked():
         assert profile.verified and profile.backend_version.startswith(name)
         assert profile.forms is not None and profile.dtypes is not None
     for name in DOCUMENTED:
-        assert TARGETS[name].source == "documents" and not TARGETS[name].verified
+        assert TARGETS[name].source == "documented" and not TARGETS[name].verified
 
 
 def test_profiles_round_trip_through_json():
@@ -291,7 +291,7 @@ def _probed(name, *, dynamic_ops, gather_elements, costs=None, falls_back=False)
     types = frozenset({"float32", "uint16"})
     return Profile(
         name=name,
-        source="probe",
+        source="probed",
         description=name,
         backend_version=f"{name} 1.0",
         native=False,

@@ -27,6 +27,7 @@ __all__ = [
     "gather_nd",
     "reverse_all",
     "reversing_slice_variants",
+    "runtime_index_lack",
 ]
 
 import dataclasses
@@ -37,7 +38,15 @@ import onnx_ir as ir
 
 from revseq.errors import StrategyError
 from revseq.ops.forms._axes import axis_grid, batch_lengths, lead_shape_of
-from revseq.ops.forms._emit import const, dim_vector, iota, pad_trailing, shape_of, unsqueeze
+from revseq.ops.forms._emit import (
+    const,
+    dim_vector,
+    iota,
+    pad_trailing,
+    runtime_index_lack,
+    shape_of,
+    unsqueeze,
+)
 from revseq.ops.forms._index import int64_arithmetic, source_index, typed_source_index
 from revseq.ops.forms._layout import gathers_matrix
 from revseq.ops.forms._matrix import gather_matrix, matrix_gathers

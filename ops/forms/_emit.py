@@ -264,6 +264,27 @@ def clamps(sig: Signature) -> bool:
     )
 
 
+RUNTIME_INDEX_OPS = (("Range", "Squeeze"), ("ConstantOfShape", "CumSum"))
+"""The op types ``iota`` makes an index of run-time length with: either set."""
+
+
+def runtime_index_lack(allowed: frozenset[str] | None) -> str | None:
+    """Why a target with op types ``allowed`` makes no run-time index, naming what it lacks.
+
+    None where it makes one (``allowed`` None: any op).
+    """
+    if allowed is None:
+        return None
+    lacks = [[t for t in ops if t not in allowed] for ops in RUNTIME_INDEX_OPS]
+    if not all(lacks):
+        return None
+    ways = " or ".join(
+        f"{'+'.join(ops)} (lacks {', '.join(lack)})"
+        for ops, lack in zip(RUNTIME_INDEX_OPS, lacks, strict=True)
+    )
+    return f"a run-time index needs {ways}"
+
+
 def iota(
     op: OpBuilder, size: ir.Value, static: int | None, sig: Signature, itype: type = np.int64
 ) -> ir.Value:
@@ -275,13 +296,13 @@ def iota(
     """
     if static is not None and static <= MAX_FOLDED_ELEMENTS:
         return const(op, np.arange(static), itype)
-    if sig.target_has("Range", "Squeeze"):
+    if sig.target_has(*RUNTIME_INDEX_OPS[0]):
         steps = op.Range(const(op, 0), _scalar(op, size, sig), const(op, 1))
-    elif sig.target_has("ConstantOfShape", "CumSum"):
+    elif sig.target_has(*RUNTIME_INDEX_OPS[1]):
         ones = op.ConstantOfShape(size, value=ir.Tensor(np.array([1], np.int64)))
         steps = op.Sub(op.CumSum(ones, const(op, 0)), const(op, 1))
     else:
-        raise StrategyError("a run-time index needs Range or ConstantOfShape+CumSum")
+        raise StrategyError(runtime_index_lack(sig.allowed) or "no run-time index")
     return steps if itype is np.int64 else op.Cast(steps, to=_INDEX_TYPES[itype])
 
 

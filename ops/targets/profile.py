@@ -6,9 +6,9 @@ with static shapes and with symbolic dims, the element types each gather moves e
 which forms ran exactly end to end, what each of those costs there per cost class, and
 the index layout its own output ran cheaper in.
 
-*Probed* profiles (``source == "probe"``) are written by ``revseq probe BACKEND
+*Probed* profiles (``source == "probed"``) are written by ``revseq probe BACKEND
 --write``, which runs small models on the installed backend and compares every output
-bit for bit (``revseq.measure``); *documented* ones (``source == "documents"``) were
+bit for bit (``revseq.measure``); *documented* ones (``source == "documented"``) were
 copied from the backends' operator tables and never ran. This module reads them: a file
 naming an op, variant, type, form or class revseq does not know fails to load.
 """
@@ -77,13 +77,17 @@ class Layout(NamedTuple):
     in_place_ratio: float
 
 
+_OLD_SOURCES = {"probe": "probed", "documents": "documented"}
+"""What profiles saved by earlier versions call their source."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Profile:
     """What one backend runs exactly.
 
     Attributes:
         name: The name ``target=`` takes.
-        source: "probe" (verified by execution), "documents" (never run), "computed"
+        source: "probed" (verified by execution), "documented" (never run), "computed"
             (combined from others: ``revseq.ops.targets.combine``), "ops" (a collection
             of op types) or "onnx" (``any``).
         description: One line on what the backend is.
@@ -143,7 +147,7 @@ class Profile:
     @property
     def verified(self) -> bool:
         """Whether the profile comes from running probes on the backend."""
-        return self.source == "probe"
+        return self.source == "probed"
 
     def allowed(self, *, dynamic: bool) -> frozenset[str] | None:
         """The op types and variants a form may use for static or dynamic shapes.
@@ -254,8 +258,8 @@ class Profile:
             "description": self.description,
             "backend_version": self.backend_version,
             "native": self.native,
-            "static_ops": sorted(self.static_ops or ()),
-            "dynamic_ops": sorted(self.dynamic_ops or ()),
+            "static_ops": _sorted_or_none(self.static_ops),
+            "dynamic_ops": _sorted_or_none(self.dynamic_ops),
         }
         if self.dtypes is not None:
             data["dtypes"] = {k: _ordered(v) for k, v in sorted(self.dtypes.items())}
@@ -295,7 +299,7 @@ class Profile:
         layouts = data.get("layouts")
         return cls(
             name=data["name"],
-            source=data["source"],
+            source=_OLD_SOURCES.get(data["source"], data["source"]),
             description=data.get("description", ""),
             backend_version=data.get("backend_version"),
             native=data.get("native"),
@@ -390,7 +394,14 @@ def _known(name: str, known: Iterable[str], what: str) -> str:
     return name
 
 
-def _capabilities(names: Iterable[str], field: str) -> frozenset[str]:
+def _sorted_or_none(ops: frozenset[str] | None) -> list[str] | None:
+    """Op types as JSON: None stays None (any op), not an empty list (none)."""
+    return None if ops is None else sorted(ops)
+
+
+def _capabilities(names: Iterable[str] | None, field: str) -> frozenset[str] | None:
+    if names is None:
+        return None
     for name in names:
         if name not in VARIANTS and name not in CARRIER_VARIANTS and not onnx.defs.has(name):
             raise ProfileError(f"unknown op type or variant {name!r} in {field}")

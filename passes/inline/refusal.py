@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = ["refusal"]
 
 from revseq.errors import StrategyError
+from revseq.ops.forms import runtime_index_lack
 from revseq.ops.signature import Signature
 from revseq.ops.targets.profile import Profile
 from revseq.ops.targets.vocabulary import DYNAMIC, STATIC
@@ -53,13 +54,5 @@ def _symbolic_blockers(profile: Profile) -> list[str]:
     """
     if not profile.members and profile.forms is not None and not profile.ran_any(dynamic=True):
         return ["no form ran exactly there with symbolic dims when it was probed"]
-    allowed = profile.allowed(dynamic=True)
-    if (
-        allowed is not None
-        and "Range" not in allowed
-        and not {"ConstantOfShape", "CumSum"} <= allowed
-    ):
-        return [
-            "a run-time index needs Range or ConstantOfShape+CumSum, which the target lacks"
-        ]
-    return []
+    lack = runtime_index_lack(profile.allowed(dynamic=True))
+    return [] if lack is None else [lack]

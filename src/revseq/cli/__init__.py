@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = ["main"]
 
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -22,6 +23,14 @@ from revseq.errors import RevseqError, one_line
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    try:
+        return _run(argv)
+    except BrokenPipeError:  # the reader went away (``| head``): quiet, as Unix tools are
+        _silence_stdout()
+        return 0
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     console = Console(quiet=args.quiet)
@@ -36,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"revseq: error: {one_line(e, None)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        raise
     except KeyboardInterrupt:
         print("revseq: interrupted", file=sys.stderr)
         return 130
@@ -48,3 +59,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so the exit's flush finds no closed pipe."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

@@ -30,7 +30,7 @@ from revseq.equivalence import (
 )
 from revseq.errors import RevseqError
 from revseq.info import count_nodes, describe
-from revseq.ops.targets import resolve_target
+from revseq.ops.targets import PORTABLE, resolve_target
 
 logger = logging.getLogger(__name__)
 
@@ -279,36 +279,37 @@ def cmd_info(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
+_TARGET_COLUMNS = ("target", "profile", "version", "has op", "symbolic", "exact on")
+
+
+def _target_row(name: str, p: Any) -> tuple[str, ...]:
+    """One profile as the ``targets`` table shows it (``--json`` has the whole of it)."""
+    native = {True: "yes", False: "no", None: "-"}[p.native]
+    ran = p.forms is None or bool(p.forms.get("dynamic"))  # a probe ran some form
+    dynamic = "yes" if p.dynamic_ops and ran else "no"
+    if p.dynamic_ops is None:
+        dynamic = "any op"
+    version = (p.backend_version or "-").partition(" (")[0].rpartition(" ")[2]
+    exact = "all values" if p.domain is None else f"{p.domain} data"
+    marked = f"{name}*" if name == PORTABLE else name
+    return (marked, p.source, version, native, dynamic, exact)
+
+
 def cmd_targets(args: argparse.Namespace, console: Console) -> int:
     profiles = revseq.TARGETS
     if args.json:
-        console.result(
-            json.dumps(
-                {n: p.to_json() for n, p in profiles.items() if p.static_ops is not None},
-                indent=2,
-            )
-        )
+        listed = {n: {**p.to_json(), "default": n == PORTABLE} for n, p in profiles.items()}
+        console.result(json.dumps(listed, indent=2))
         return EXIT_OK
-    rows = [("target", "profile", "backend", "has the op", "symbolic dims", "exact on")]
-    for name, p in profiles.items():
-        kind = {"probe": "probed", "documents": "documented"}.get(p.source, p.source)
-        native = {True: "yes", False: "no", None: "-"}[p.native]
-        ran = p.forms is None or bool(p.forms.get("dynamic"))  # a probe ran some form
-        if p.dynamic_ops is None:
-            dynamic = "any op"
-        else:
-            dynamic = "yes" if p.dynamic_ops and ran else "no"
-        version = (p.backend_version or "-").partition(" (")[0]  # its set-up: --json
-        exact = "all values" if p.domain is None else f"{p.domain} data"
-        rows.append((name, kind, version, native, dynamic, exact))
+    rows = [_TARGET_COLUMNS, *(_target_row(n, p) for n, p in profiles.items())]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         console.result(
             "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
         )
     console.result(
-        "\nThe forms each ran and what they cost: revseq targets --json; "
-        "probed with: revseq probe NAME"
+        "\n* the default (no --target). Each profile whole: revseq targets --json;\n"
+        "a backend's own: revseq probe NAME"
     )
     return EXIT_OK
 

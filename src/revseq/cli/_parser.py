@@ -177,21 +177,22 @@ def _add_rewrite_command(
 
 
 _EXAMPLES = """examples:
-  revseq inline model.onnx -o inlined.onnx --check     the default output, checked
-  revseq inline model.onnx -o tvm.onnx --target tvm    TVM's own target
-  revseq check model.onnx inlined.onnx --backend tract each node's replacement on tract
-  revseq check model.onnx inlined.onnx --dims T=64,B=2 --val-range ids:[0,9999]
-  revseq restore exported.onnx -o fused.onnx           hand-written reversals as the op
-  revseq targets                                       the backends revseq knows
+  revseq inline model.onnx -o inlined.onnx --check      the default output, checked
+  revseq inline model.onnx -o tvm.onnx --target tvm     TVM's own target
+  revseq check model.onnx inlined.onnx --backend tract  each node's replacement on tract
+  revseq check model.onnx inlined.onnx --dims T=64,B=2 --val-range ids:[0,99]
+  revseq restore exported.onnx -o fused.onnx            hand-written reversals as the op
+  revseq targets                                        the backends revseq knows
 
 COMMAND --help says more; exit codes: 0 success, 1 a difference, 2 an error."""
 
 _INLINE_EXAMPLES = """examples:
   revseq inline model.onnx -o out.onnx                 runs on every probed backend
   revseq inline model.onnx -o out.onnx --target tvm tract
-  revseq inline model.onnx -o out.onnx --target Gather Range Less Where
+  revseq inline model.onnx -o out.onnx --target Range Less Where GatherElements \\
+      Gather Shape Slice Squeeze Unsqueeze Expand Add Sub Cast    only these op types
   revseq inline model.onnx -o out.onnx --check --dims T=64
-  revseq inline model.onnx -o rknn.onnx --target rknn --overwrite-input-shape x:[64,2,8]"""
+  revseq inline model.onnx -o rknn.onnx --target rknn --overwrite-input-shape ids:[64,2]"""
 
 _CHECK_EXAMPLES = """examples:
   revseq check model.onnx inlined.onnx                 whole models in onnxruntime

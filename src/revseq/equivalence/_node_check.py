@@ -25,7 +25,7 @@ from revseq.equivalence._runners import Engine, Native, Runner, capture, with_de
 from revseq.equivalence.compare import first_difference
 from revseq.equivalence.declared import as_declared, declared_types
 from revseq.equivalence.errors import CheckError
-from revseq.equivalence.inputs import Inputs, lengths_pattern
+from revseq.equivalence.inputs import MIN_TELLING_T, Inputs, covering_lengths
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.reports import NodeReport
 from revseq.equivalence.values import random_array
@@ -246,8 +246,9 @@ def _run_case(
     own = np.asarray(values[cp.lengths])
     variants = [own] if cp.scope == "main" else []
     if cp.lengths_vary:
-        # 0, 1 and T across trials, and every batch entry at T (a batch of 1 sees T too).
-        variants.append(lengths_pattern(rng, time_len, own.shape, trial).astype(own.dtype))
+        # 0, 1, T and one strictly between in every trial (over as many vectors as a
+        # small batch needs), and every batch entry at T.
+        variants.extend(covering_lengths(rng, time_len, own.shape, own.dtype))
         variants.append(np.full(own.shape, time_len, own.dtype))
     opset = _native_opset(reference, cp)
     declared = declared_types(candidate)
@@ -255,6 +256,12 @@ def _run_case(
     # Only where the cut model reads nothing but the data and the lengths: another
     # input may carry the same values (a restored node reads its own copy).
     alone = set(cp.inputs) <= {cp.data, cp.lengths}
+    longer = _longer_in_time(cp, data) if alone and cp.lengths_vary else None
+    if longer is not None:  # a short T cannot tell some wrong clamps from right ones
+        longer_len = longer.shape[cp.time_axis % longer.ndim]
+        cases.extend(
+            (longer, lens) for lens in covering_lengths(rng, longer_len, own.shape, own.dtype)
+        )
     if specials and variants and _is_float(data) and alone:
         special = random_array(
             rng, onnx.helper.np_dtype_to_tensor_dtype(data.dtype), data.shape
@@ -297,6 +304,22 @@ def _run_case(
                 f"T={time_len}, lengths {shown})"
             )
             return
+
+
+def _longer_in_time(cp: Counterpart, data: np.ndarray) -> np.ndarray | None:
+    """``data`` repeated along time to ``MIN_TELLING_T`` steps or more, where it is shorter.
+
+    None where it is not, where it is empty, or where the cut model declares its time
+    dim static (it runs at that size only).
+    """
+    time_axis = cp.time_axis % data.ndim
+    steps = data.shape[time_axis]
+    if steps == 0 or steps >= MIN_TELLING_T:
+        return None
+    known = dict(zip(cp.inputs, cp.input_dims, strict=True)).get(cp.data)
+    if known is not None and len(known) == data.ndim and isinstance(known[time_axis], int):
+        return None
+    return np.concatenate([data] * -(-MIN_TELLING_T // steps), axis=time_axis)
 
 
 def _is_float(array: np.ndarray) -> bool:

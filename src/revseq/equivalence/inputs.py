@@ -71,6 +71,34 @@ def lengths_pattern(
     return values
 
 
+MIN_TELLING_T = 4
+"""The shortest time axis on which lengths strictly between 1 and T come in two values."""
+
+
+def covering_lengths(
+    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], dtype: np.dtype
+) -> list[np.ndarray]:
+    """Lengths vectors of ``shape`` in [0, T] that hold 0, 1, T and one strictly between.
+
+    The one between (2 <= l <= T - 1, where T >= 3) tells a wrong clamp or select that
+    0, 1 and T alone do not; a batch too small to hold the four gets more vectors.
+    Where the four fall is drawn; the other entries are random.
+    """
+    size = int(np.prod(shape))
+    if size == 0:
+        return [np.zeros(shape, dtype)]
+    wanted = [0, 1, time_len]
+    if time_len >= 3:
+        wanted.append(int(rng.integers(2, time_len)))
+    vectors = []
+    for start in range(0, len(wanted), size):
+        flat = rng.integers(0, time_len, size, endpoint=True)
+        chunk = wanted[start : start + size]
+        flat[rng.permutation(size)[: len(chunk)]] = chunk
+        vectors.append(flat.reshape(shape).astype(dtype))
+    return vectors
+
+
 Capture = Callable[[onnx.ModelProto, Inputs, Sequence[str]], dict[str, np.ndarray]]
 """Runs a model and returns the named values (intermediate ones included)."""
 
@@ -85,6 +113,13 @@ class _Failure:
 def _failure(error: CheckError) -> _Failure:
     cause = error.__cause__ if error.__cause__ is not None else error
     return _Failure(one_line(cause, 400))
+
+
+_FLOATS = frozenset({
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16,
+})  # fmt: skip
+"""The element types ``random_array`` draws NaN payloads, -0.0 and infinities of."""
 
 
 class InputGenerator:
@@ -107,11 +142,13 @@ class InputGenerator:
         seed: int = 0,
         capture: Capture | None = None,
         specials: bool = True,
+        finite_because: str = "",
         given: GivenInputs | None = None,
     ) -> None:
         self.model = models[0]
         self.seed = seed
         self.specials = specials
+        self.finite_because = finite_because or "asked for finite data"
         self.given = given if given is not None else GivenInputs()
         self._capture = capture
         self._owners: dict[str, onnx.ModelProto] = {}
@@ -318,10 +355,8 @@ class InputGenerator:
                 how = f"generated in [0, {self._bounds[name] - 1}]: it " + "; ".join(
                     u.describe() for u in self._indices[name][:2]
                 )
-            elif self.specials and name in self._reversed:
-                how = "generated, with NaN payloads, -0.0 and infinities (it is reversed)"
             else:
-                how = "generated"
+                how = self._drawn(info)
             lines.append(f"input {name}: {how}")
         sizes: dict[str, list[str]] = {}
         for info in self._infos:
@@ -335,6 +370,19 @@ class InputGenerator:
             lines.append(f"dim {key}: {', '.join(each)}{fixed}")
         lines.extend(f"dims grown: {fit}" for fit in self._fits)
         return tuple(lines)
+
+    def _drawn(self, info: onnx.ValueInfoProto) -> str:
+        """What ``random_array`` drew for an input of no given value, range or bound."""
+        if info.type.tensor_type.elem_type not in _FLOATS:
+            return "generated over its type's range"
+        if info.name not in self._reversed:
+            return "generated finite, standard normal (no output holds it merely reversed)"
+        if self.specials:
+            return "generated, with NaN payloads, -0.0 and infinities (it is reversed)"
+        return (
+            f"generated finite, standard normal (it is reversed, but {self.finite_because} "
+            "draws no NaN, inf or -0.0)"
+        )
 
     def _grown(
         self,

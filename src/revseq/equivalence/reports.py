@@ -79,7 +79,8 @@ class CheckReport:
         message: One line saying what happened.
         nodes: Each ReverseSequence's decomposition, run alone against the native op.
         exercised: Some reversal of two or more steps happened (else the check cannot
-            tell a reversal from the identity). True for models without the op.
+            tell a reversal from the identity). True for models without the op and for
+            a comparison within a tolerance (a verdict on the outputs alone).
         tolerance: (rtol, atol) where the whole models were compared across runtimes.
         inputs: What each input was fed (given, or generated how) and the sizes of
             the symbolic dims, trial by trial.

@@ -240,7 +240,7 @@ def _profile(
     )
     return Profile(
         name=name,
-        source="probe",
+        source="probed",
         description=ADAPTERS[name],
         backend_version=backend.label,
         native=native,
