@@ -1,12 +1,13 @@
 """``python tests/mutants.py --write docs/mutants.md``: hand-made mutants of revseq.
 
 Each mutant changes one thing a reader could get wrong (a comparison, an off-by-one, a
-check left out) in a copy of the source tree; the copy is installed into a folder of its
-own and the tests of the rewriting (``_TESTS``: inline, simplify, restore and the check,
-no backend) run against it, stopping at the first failure.
-A mutant the tests pass is a survivor: a gap in the tests, or a change that computes the
-same (the page says which, where known). Each anchor must occur exactly once in its
-file, so a mutant that no longer applies fails the run instead of passing unseen.
+check left out) in a copy of the source tree, and names the test aimed at it. The copy
+is installed into a folder of its own and that test alone runs against it: the mutant
+is caught only when the test aimed at it fails, never by another test that happens to
+fail. A mutant the test passes is a survivor: a gap in the test, or a change that
+computes the same (the page says which, where known). Each anchor must occur exactly
+once in its file, so a mutant that no longer applies fails the run instead of passing
+unseen.
 """
 
 from __future__ import annotations
@@ -27,17 +28,7 @@ _TREE = (
     "ops", "passes", "src", "models", "tests", "docs", "pyproject.toml", "README.md",
     "LICENSE",
 )  # fmt: skip
-_TESTS = (
-    "test_inline", "test_simplify", "test_restore", "test_restore_forms", "test_exports",
-    "test_function", "test_layouts", "test_shapes", "test_carriers", "test_equivalence",
-    "test_fuzz", "test_models", "test_bad_inputs", "test_check_inputs", "test_planner",
-    "test_fixed_shapes", "test_finite_target", "test_foreign_backends", "test_cli",
-    "test_cli_usage", "test_bench",
-)  # fmt: skip
-_PYTEST = [
-    "-x", "-q", "-m", "not backend", "-p", "no:randomly", "-p", "no:cacheprovider",
-    *(f"tests/{name}.py" for name in _TESTS),
-]  # fmt: skip
+_PYTEST = ["-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,16 +39,50 @@ class Mutant:
     path: str
     old: str
     new: str
+    aimed: str  # the test that catches it (path::name)
     equivalent: str = ""  # why it computes the same, where it does
-    aimed: str = ""  # a test outside ``_TESTS`` aimed at it, run too (path::name)
 
 
 MUTANTS = (
+    Mutant(
+        "forms: CoreML's clamp l - max(T - l, 0), checked with no flag",
+        "ops/forms/_emit.py",
+        "        return op.Sub(floor, op.Max(op.Sub(floor, top), zero))",
+        "        return op.Sub(floor, op.Max(op.Sub(top, floor), zero))",
+        aimed="tests/test_check_inputs.py::"
+        "test_check_with_no_flag_catches_a_clamp_wrong_only_strictly_between_1_and_t",
+    ),
+    Mutant(
+        "check: ids that index two gathers drawn below the larger axis",
+        "src/revseq/equivalence/inputs.py",
+        "                bounds[name] = min(bounds.get(name, size), size)",
+        "                bounds[name] = max(bounds.get(name, size), size)",
+        aimed="tests/test_check_inputs.py::"
+        "test_ids_that_index_two_embeddings_stay_below_the_smaller",
+    ),
+    Mutant(
+        "backends: a worker that died while idle not started afresh",
+        "src/revseq/backends/_isolated.py",
+        "            if process is None or process.poll() is not None:",
+        "            if process is None:",
+        aimed="tests/test_foreign_backends.py::"
+        "test_a_worker_that_died_while_idle_is_started_afresh_on_the_next_call",
+    ),
+    Mutant(
+        "inline: the finite domain declared only where every node took one_hot",
+        "passes/inline/inline.py",
+        "        if any(plan.replacement == ONE_HOT for plan in plans):",
+        "        if all(plan.replacement == ONE_HOT for plan in plans):",
+        aimed="tests/test_finite_target.py::"
+        "test_a_model_where_one_node_takes_slices_and_another_one_hot_declares_the_domain",
+    ),
     Mutant(
         "forms: CoreML's clamp by Max and Sub without its floor at 0",
         "ops/forms/_emit.py",
         "        floor = op.Max(lens, zero)",
         "        floor = lens",
+        aimed="tests/test_inline.py::"
+        "test_coreml_takes_symbolic_dims_with_its_ops_alone[float32-time-major]",
     ),
     Mutant(
         "converter: the gather exported too",
@@ -72,12 +97,15 @@ MUTANTS = (
         "passes/inline/refusal.py",
         "        reasons = _symbolic_blockers(profile) or reasons",
         "        reasons = reasons or _symbolic_blockers(profile)",
+        aimed="tests/test_cli_usage.py::test_a_refusal_gives_its_reason_once",
     ),
     Mutant(
         "check: the sizes CAND fixed ignored",
         "src/revseq/equivalence/_check.py",
         "    input_shapes = {**_fixed_by(cand, ref), **(input_shapes or {})}",
         "    input_shapes = dict(input_shapes or {})",
+        aimed="tests/test_fixed_shapes.py::"
+        "test_check_feeds_an_input_the_candidate_fixed_at_its_sizes_unasked",
     ),
     Mutant(
         "check: CAND fed REF's input types",
@@ -85,126 +113,162 @@ MUTANTS = (
         "        cand_runners = {k: fed_as_declared(cand, r) for k, r in cand_runners.items()}"
         "\n",
         "\n",
+        aimed="tests/test_finite_target.py::"
+        "test_outside_its_domain_the_form_differs_and_the_check_draws_inside_it",
     ),
     Mutant(
         "CLI: inline --check silent on the domain it checked on",
         "src/revseq/cli/_commands.py",
         '    on = f" on {report.domain}" if report.domain else ""',
         '    on = ""',
+        aimed="tests/test_cli.py::"
+        "test_inline_for_the_finite_target_says_what_changed_and_what_was_checked",
     ),
     Mutant(
         "bench: a variant with wrong values timed",
         "src/revseq/measure/_backend_bench.py",
         "        if want is not None and any(",
         "        if False and any(",
+        aimed="tests/test_bench.py::"
+        "test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so",
     ),
     Mutant(
         "a run in another environment timed with the pipe",
         "src/revseq/measure/_timing.py",
         "    return result.seconds if isinstance(result, MeasuredOutputs) else elapsed",
         "    return elapsed",
+        aimed="tests/test_foreign_backends.py::"
+        "test_a_run_is_timed_where_it_ran_and_timing_counts_that_time",
     ),
     Mutant(
         "one_hot: lengths not clamped",
         "ops/forms/_one_hot.py",
         "    column = unsqueeze(op, op.Clip(floats, zero, top), [1], sig)",
         "    column = unsqueeze(op, floats, [1], sig)",
+        aimed="tests/test_finite_target.py::"
+        "test_invalid_lengths_are_clamped_as_the_exact_forms_clamp_them",
     ),
     Mutant(
         "one_hot: source step L - t, not L - 1 - t",
         "ops/forms/_one_hot.py",
         "    span = op.Sub(op.Sub(column, one), const(op, 2 * steps, np.float32))",
         "    span = op.Sub(column, const(op, 2 * steps, np.float32))",
+        aimed="tests/test_finite_target.py::test_one_hot_is_exact_on_finite_data",
     ),
     Mutant(
         "check ignores the candidate's finite domain",
         "src/revseq/equivalence/_check.py",
         "    specials = not whole_model and domain is None",
         "    specials = not whole_model",
+        aimed="tests/test_finite_target.py::"
+        "test_outside_its_domain_the_form_differs_and_the_check_draws_inside_it",
     ),
     Mutant(
         "finite lengths not read through their int32 Cast",
         "passes/inline/inline.py",
         "        return int32_source(lens) or lens",
         "        return lens",
+        aimed="tests/test_finite_target.py::"
+        "test_lengths_cast_from_int32_are_read_as_the_float32_input_they_came_from",
     ),
     Mutant(
         "a lengths input another node reads made float32",
         "passes/inline/inline.py",
         "        return bool(uses) and all(",
         "        return bool(uses) and any(",
+        aimed="tests/test_finite_target.py::"
+        "test_lengths_another_node_reads_keep_their_type_and_are_cast",
     ),
     Mutant(
         "reversed steps off by one",
         "ops/forms/_emit.py",
         "    next_step = op.Add(steps, one)\n    bias = next_step",
         "    next_step = op.Add(steps, one)\n    bias = steps",
+        aimed="tests/test_inline.py::test_every_type[bfloat16-time_major-auto]",
     ),
     Mutant(
         "select at t <= L",
         "ops/forms/_emit.py",
         "return op.Where(op.Less(lens, next_step), forward, backward)",
         "return op.Where(op.Less(lens, steps), forward, backward)",
+        aimed="tests/test_inline.py::test_every_type[bfloat16-time_major-auto]",
     ),
     Mutant(
         "lengths not clamped at T",
         "ops/forms/_emit.py",
         "        return op.Where(op.Less(top, lens), top, lens)",
         "        return lens",
+        aimed="tests/test_inline.py::test_invalid_lengths_are_clamped[auto]",
     ),
     Mutant(
         "negative lengths not clamped at 0",
         "ops/forms/_emit.py",
         "        return op.Where(op.Less(lens, zero), zero, lens)",
         "        return lens",
+        aimed="tests/test_inline.py::"
+        "test_lengths_beyond_int32_are_clamped_before_any_narrowing[symbolic-None]",
     ),
     Mutant(
         "full reversal from T, not T-1",
         "ops/forms/__init__.py",
         "    last = op.Sub(time_len, const(op, [1]))",
         "    last = time_len",
+        aimed="tests/test_simplify.py::"
+        "test_tf_reverse_becomes_a_reversal_and_the_length_chain_goes[None-ops1]",
     ),
     Mutant(
         "static index off by one",
         "ops/signature.py",
         "clamped[None, :] - 1 - steps",
         "clamped[None, :] - steps",
+        aimed="tests/test_inline.py::test_onnx_backend_cases[test_reversesequence_time]",
     ),
     Mutant(
         "lengths of 2 taken as trivial",
         "passes/inline/simplify.py",
         "all(v <= 1 for v in sig.lens)",
         "all(v <= 2 for v in sig.lens)",
+        aimed="tests/test_simplify.py::"
+        "test_lengths_that_reverse_some_steps_are_no_trivial_node[lens0]",
     ),
     Mutant(
         "lengths of T-1 taken as a full reversal",
         "passes/inline/simplify.py",
         "all(v >= time_len for v in sig.lens)",
         "all(v >= time_len - 1 for v in sig.lens)",
+        aimed="tests/test_simplify.py::"
+        "test_lengths_that_reverse_some_steps_are_no_trivial_node[lens1]",
     ),
     Mutant(
         "int32 lengths fused into ONNX's op",
         "passes/restore/fusion.py",
         '    if fused_domain(match) != "" or lengths.dtype != ir.DataType.INT32:',
         "    if True:",
+        aimed="tests/test_exports.py::"
+        "test_inline_then_restore_gives_back_every_reversal[tf_reverse_sequence_opset10.onnx-None]",
     ),
     Mutant(
         "the Slice at rank 4 and more without its probe",
         "ops/forms/_slices.py",
         "        return frozenset({REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK})",
         "        return frozenset({REVERSING_SLICE})",
+        aimed="tests/test_simplify.py::"
+        "test_a_full_reversal_is_a_slice_where_the_target_steps_back_over_the_rank[None-4-False-False]",
     ),
     Mutant(
         "lengths of another size than the batch accepted",
         "passes/graph/reverse_sequence.py",
         "    if batch is not None and lens_size is not None and batch != lens_size:",
         "    if False:",
+        aimed="tests/test_inline.py::test_wrong_input_counts_and_batch_mismatch",
     ),
     Mutant(
         "int16 lengths read through a Cast as int32",
         "passes/graph/reverse_sequence.py",
         "return source if source is not None and source.dtype == ir.DataType.INT32 else None",
         "return source",
+        aimed="tests/test_inline.py::"
+        "test_int32_lengths_cast_to_int64_are_read_as_int32[5-webgpu-False-dims0-False]",
     ),
     Mutant(
         "any Cast to int64 looked through",
@@ -213,24 +277,31 @@ MUTANTS = (
         "",
         equivalent="the same values: ONNX's lengths are int64, so a Cast that makes "
         "them casts to int64",
+        aimed="tests/test_inline.py::test_int32_lengths_cast_to_int64_are_read_as_int32",
     ),
     Mutant(
         "not a whole-axis Slice restored as a reversal",
         "passes/restore/full_reversals.py",
         "    if start != -1 or end != _INT64_MIN or step != -1 or axis is None:",
         "    if step != -1 or axis is None:",
+        aimed="tests/test_restore.py::"
+        "test_a_slice_of_part_of_the_axis_is_no_full_reversal[-2-None]",
     ),
     Mutant(
         "restore fuses lengths of any element type",
         "passes/restore/match.py",
         "        if lengths.dtype is not None and lengths.dtype not in LENGTH_TYPES:",
         "        if False:",
+        aimed="tests/test_check_inputs.py::"
+        "test_restore_fuses_no_lengths_of_a_type_the_op_refuses",
     ),
     Mutant(
         "a broadcast of two different dims taken as the first",
         "passes/graph/shapes.py",
         "    return rest.pop() if len(rest) == 1 else None",
         "    return rest.pop() if len(rest) == 1 else keys[0]",
+        aimed="tests/test_check_inputs.py::"
+        "test_broadcast_of_two_symbolic_dims_is_no_full_reversal",
     ),
     # The check.
     Mutant(
@@ -238,42 +309,55 @@ MUTANTS = (
         "src/revseq/equivalence/inputs.py",
         "                    min(shape[t % len(shape)] for shape, t, _ in observed),",
         "                    max(shape[t % len(shape)] for shape, t, _ in observed),",
+        aimed="tests/test_check_inputs.py::"
+        "test_check_gives_a_verdict_without_any_flag[two_time_lengths]",
     ),
     Mutant(
         "outputs compared without their element type",
         "src/revseq/equivalence/compare.py",
         "    if expected.shape != got.shape or expected.dtype != got.dtype:",
         "    if expected.shape != got.shape:",
+        aimed="tests/test_check_inputs.py::test_a_comparison_tells_element_types_apart",
     ),
     Mutant(
         "token ids up to the embedding's size, not below it",
         "src/revseq/equivalence/inputs.py",
         "                top = max(bounds[name] - 1, 0)",
         "                top = max(bounds[name], 0)",
+        aimed="tests/test_check_inputs.py::"
+        "test_check_gives_a_verdict_without_any_flag[bidirectional_ids]",
     ),
     Mutant(
         "an index through a Cast not followed",
         "src/revseq/equivalence/input_uses.py",
         '        return integer and node.attributes.get_int("to", 0) in _INTEGER_TYPES',
         "        return False",
+        aimed="tests/test_check_inputs.py::"
+        "test_int32_ids_through_a_cast_and_a_reshape_stay_within_the_embedding",
     ),
     Mutant(
         "special floats in every input",
         "src/revseq/equivalence/inputs.py",
         "                specials = self.specials and name in self._reversed",
         "                specials = self.specials",
+        aimed="tests/test_check_inputs.py::"
+        "test_special_floats_only_where_they_reach_a_reversal",
     ),
     Mutant(
         "symbolic dims never grown",
         "src/revseq/equivalence/inputs.py",
         "            if runs >= MAX_FIT_RUNS:",
         "            if runs >= 0:",
+        aimed="tests/test_check_inputs.py::"
+        "test_check_gives_a_verdict_without_any_flag[broadcast_of_two_dims]",
     ),
     Mutant(
         "dims named apart never made equal",
         "src/revseq/equivalence/_fitting.py",
         "        for size in sorted({sizes[k] for k in free if sizes[k] > sizes[key]}):",
         "        for size in ():",
+        aimed="tests/test_check_inputs.py::"
+        "test_dims_named_apart_but_broadcast_together_are_made_equal",
     ),
     Mutant(
         "given values replaced by generated ones",
@@ -282,12 +366,15 @@ MUTANTS = (
         "                continue\n"
         "            if name in self.lengths:",
         "                pass\n            if name in self.lengths:",
+        aimed="tests/test_equivalence.py::test_user_inputs_and_mismatched_signatures",
     ),
     Mutant(
         "given values' sizes not pinned",
         "src/revseq/equivalence/given.py",
         "                    pin(dim, size, source)",
         "                    pass",
+        aimed="tests/test_check_inputs.py::"
+        "test_given_values_are_used_and_fix_the_sizes_of_the_rest",
     ),
     # The command line and the file writer.
     Mutant(
@@ -295,18 +382,23 @@ MUTANTS = (
         "src/revseq/cli/_commands.py",
         "        if not any(r.longest >= 2 for r in reports):",
         "        if not any(r.longest >= 1 for r in reports):",
+        aimed="tests/test_check_inputs.py::"
+        "test_per_node_with_a_reversal_of_one_step_is_inconclusive",
     ),
     Mutant(
         "--dims not passed to the check",
         "src/revseq/cli/_commands.py",
         "        dims.update(each)",
         "        pass",
+        aimed="tests/test_check_inputs.py::test_cli_takes_input_files_dims_shapes_and_ranges",
     ),
     Mutant(
         "no warning for a model without the op",
         "src/revseq/cli/_commands.py",
         '    if verb == "inline" and not before[0]:',
         "    if False:",
+        aimed="tests/test_check_inputs.py::"
+        "test_a_model_without_the_op_is_copied_with_a_warning[inline]",
     ),
     Mutant(
         "the model file written in place",
@@ -316,36 +408,46 @@ MUTANTS = (
         "                _fsync(temporary)\n"
         "                os.replace(temporary, path)",
         "            path.write_bytes(proto.SerializeToString())",
+        aimed="tests/test_bad_inputs.py::test_atomic_save_leaves_previous_output",
     ),
     Mutant(
         "ids not followed through arithmetic to their gather",
         "src/revseq/equivalence/input_uses.py",
         'elif arithmetic and node.domain in ("", "ai.onnx") and node.op_type in _ARITHMETIC:',
         "elif False:",
+        aimed="tests/test_check_inputs.py::"
+        "test_check_gives_a_verdict_without_any_flag[negative_id_wrap]",
     ),
     Mutant(
         "an optimised run set aside though the reference's outputs did not move",
         "src/revseq/equivalence/whole_models.py",
         'if tolerance is None and level != "off" and moved is not None:',
         'if tolerance is None and level != "off" and plain is not None:',
+        aimed="tests/test_check_inputs.py::"
+        "test_a_difference_the_reference_does_not_share_is_reported[reference1-candidate1]",
     ),
     Mutant(
         "one symbol fixed at two sizes",
         "passes/graph/fixed_shapes.py",
         "if symbol is not None and symbols.setdefault(symbol, size) != size:",
         "if symbol is not None and symbols.setdefault(symbol, size) != size and False:",
+        aimed="tests/test_fixed_shapes.py::"
+        "test_a_shape_that_does_not_fit_is_one_line_and_nothing_is_written",
     ),
     Mutant(
         "the rest of a sliced run read from one step early",
         "ops/forms/_slices.py",
         "rest = op.Slice(part, const(op, [length]), const(op, [_LAST]), axis)",
         "rest = op.Slice(part, const(op, [length - 1]), const(op, [_LAST]), axis)",
+        aimed="tests/test_planner.py::"
+        "test_constant_lengths_become_slices_where_no_gather_runs",
     ),
     Mutant(
         "a form's declared gathers out of step with what it emits",
         "ops/forms/_rows.py",
         '        return frozenset({"GatherND"})\n    return frozenset({"Gather"})',
         '        return frozenset({"Gather"})\n    return frozenset({"Gather"})',
+        aimed="tests/test_planner.py::test_a_form_says_what_it_uses_as_it_emits_it",
     ),
 )
 
@@ -370,12 +472,10 @@ def _copy(destination: pathlib.Path) -> None:
             shutil.copy2(source, destination / name)
 
 
-def _aimed(mutant: Mutant | None) -> list[str]:
-    return [mutant.aimed] if mutant is not None and mutant.aimed else []
-
-
-def run(mutant: Mutant | None, timeout: float) -> tuple[str, float]:
-    """The first failing test's id ("" if the tests pass), and the seconds it took."""
+def run(mutant: Mutant | None, tests: list[str], timeout: float) -> tuple[str, float]:
+    """How ``tests`` ended on the tree with ``mutant``: "" if they passed, else the first
+    failing test's id (or pytest's exit status); and the seconds it took.
+    """
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as scratch:
         tree, site = pathlib.Path(scratch, "tree"), pathlib.Path(scratch, "site")
@@ -389,50 +489,62 @@ def run(mutant: Mutant | None, timeout: float) -> tuple[str, float]:
             check=True, capture_output=True,
         )  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(site)}
-        tests = subprocess.run(
-            [sys.executable, "-m", "pytest", *_PYTEST, *_aimed(mutant)],
+        ran = subprocess.run(
+            [sys.executable, "-m", "pytest", *_PYTEST, *tests],
             cwd=tree, env=env, capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
     seconds = time.monotonic() - started
-    if tests.returncode == 0:
+    if ran.returncode == 0:
         return "", seconds
-    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", tests.stdout, re.MULTILINE)
-    return (failed.group(1) if failed else f"exit {tests.returncode}"), seconds
+    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", ran.stdout, re.MULTILINE)
+    return (failed.group(1) if failed else f"exit {ran.returncode}"), seconds
+
+
+def _changes(mutant: Mutant) -> str:
+    """What the mutant changes, as the page shows it: the first line that differs."""
+    old, new = mutant.old.splitlines(), mutant.new.splitlines()
+    pairs = [(o.strip(), n.strip()) for o, n in zip(old, new, strict=False) if o != n]
+    before, after = pairs[0] if pairs else (old[0].strip(), "".join(new).strip() or "(gone)")
+    return f"`{before}` → `{after}`".replace("|", "\\|")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run every mutant (and the unmutated tree first); print or write the page."""
+    """Run each mutant's aimed test (and all of them on the unmutated tree first)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", metavar="PAGE", help="write the page (docs/mutants.md)")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     args = parser.parse_args(argv)
-    caught, seconds = run(None, args.timeout)
-    if caught:
-        print(f"the unmutated tree fails {caught}: fix that first", file=sys.stderr)
+    aimed = sorted({m.aimed for m in MUTANTS})
+    failed, seconds = run(None, aimed, args.timeout)
+    if failed:
+        print(f"the unmutated tree fails {failed}: fix that first", file=sys.stderr)
         return 1
-    rows = [f"| (none) | | passes, {seconds:.0f} s |"]
-    survivors = []
+    print(f"the unmutated tree passes the {len(aimed)} aimed tests ({seconds:.0f} s)")
+    rows, survivors = [], []
     for mutant in MUTANTS:
-        caught, seconds = run(mutant, args.timeout)
-        verdict = f"caught by `{caught}`" if caught else "**survived**"
-        if not caught:
+        failed, seconds = run(mutant, [mutant.aimed], args.timeout)
+        verdict = "caught" if failed else "**survived**"
+        if not failed:
             survivors.append(mutant)
+            if mutant.equivalent:
+                verdict += f" (computes the same: {mutant.equivalent})"
         print(f"{mutant.name}: {verdict} ({seconds:.0f} s)", flush=True)
-        rows.append(f"| {mutant.name} | `{mutant.path}` | {verdict} |")
+        test = mutant.aimed.removeprefix("tests/")
+        rows.append(
+            f"| {mutant.name} | `{mutant.path}` | {_changes(mutant)} | `{test}` | {verdict} |"
+        )
     body = (
-        "Hand-made mutants of `ops/`, `passes/`, the check, the command line, the file "
-        "writer and the measuring (`tests/mutants.py` lists each change): "
-        "each runs the tests of the rewriting ("
-        + ", ".join(f"`{t}`" for t in _TESTS)
-        + "; not those marked `backend`), and the test aimed at it where that is "
-        "elsewhere, on a copy of the source with that one change, stopping at the first "
-        "failure.\n\n"
-        "| mutant | file | result |\n|---|---|---|\n" + "\n".join(rows) + "\n\n"
-        f"{len(MUTANTS) - len(survivors)} of {len(MUTANTS)} caught."
+        "Each mutant changes one thing in a copy of the source (`tests/mutants.py` holds "
+        "the change whole) and names the test aimed at it; that test alone runs on the "
+        "copy, and the mutant counts as caught only when it fails. The unmutated source "
+        f"passes all {len(aimed)} aimed tests first.\n\n"
+        "| mutant | file | change | aimed test | result |\n|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + f"\n\n{len(MUTANTS) - len(survivors)} of {len(MUTANTS)} caught."
     )
     if survivors:
         body += " Survivors: " + "; ".join(
-            f"{m.name} ({m.equivalent or 'a gap in the tests'})" for m in survivors
+            f"{m.name} ({m.equivalent or 'a gap in its test'})" for m in survivors
         )
     print(body)
     if args.write:
