@@ -460,3 +460,34 @@ def test_every_trial_feeds_each_reversal_0_1_t_and_one_strictly_between():
             assert any(2 <= v <= time_len - 1 for v in fed)
             assert all(0 <= v <= time_len for v in fed)
             assert len(vectors) == -(-4 // batch)
+
+
+def _runs_only_at_batch_1() -> onnx.ModelProto:
+    """An export that baked batch 1 in: a Squeeze of axis 0 after the reversal."""
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "ReverseSequence", ["x", "lens"], ["r"], batch_axis=0, time_axis=1
+            ),
+            helper.make_node("Squeeze", ["r", "zero"], ["y"]),
+        ],
+        "batch_1",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", "seq", 3]),
+            helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, ["batch"]),
+        ],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["seq", 3])],
+        [helper.make_tensor("zero", onnx.TensorProto.INT64, [1], [0])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_model_that_runs_only_at_batch_1_is_checked_with_no_flag(tmp_path, capsys):
+    model, inlined = tmp_path / "m.onnx", tmp_path / "i.onnx"
+    onnx.save(_runs_only_at_batch_1(), model)
+    onnx.save(revseq.inline(_runs_only_at_batch_1()), inlined)
+    assert main(["check", str(model), str(inlined), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("OK: ") and "dim batch: 1, 1, 1" in out, out
+    assert "dims set to 1: batch 3 -> 1 (trial 0; the reference ran at no larger size" in out

@@ -223,3 +223,16 @@ def test_models_that_take_different_inputs_are_named_by_their_files(tmp_path, ca
     code, _, err = _run(capsys, "check", ref, cand, "-q")
     assert code == 2 and len(err.splitlines()) == 1
     assert f"{ref} takes ['x', 'lens'], {cand} takes ['x']" in err, err
+
+
+def test_the_glossary_defines_every_form_the_readme_names():
+    from revseq.ops.forms import FORMS
+
+    readme = (ROOT / "README.md").read_text()
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    forms = {*FORMS, "reverse_all", "slices", "one_hot"}
+    named = {name for name in forms if f"`{name}`" in readme}
+    assert named, "the README names no form"
+    for name in named:
+        assert f"**{name}**" in glossary or f"`{name}`" in glossary, name
+    assert "**slices**" in glossary and "**one_hot**" in glossary

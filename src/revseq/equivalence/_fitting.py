@@ -111,6 +111,18 @@ def larger_sizes(
             yield each
 
 
+def sizes_of_one(sizes: Mapping[str, int], free: Sequence[str]) -> Iterator[dict[str, int]]:
+    """Sizes to try where no larger ones run: each dim alone at 1, then all of them.
+
+    Some models run only at 1 (an exporter baked batch 1 into a Reshape or Squeeze).
+    """
+    above = [key for key in free if sizes[key] > 1]
+    for key in above:
+        yield {**sizes, key: 1}
+    if len(above) > 1:
+        yield {**sizes, **dict.fromkeys(above, 1)}
+
+
 _ORT_NODE = re.compile(r"running (\w+) node\. Name:'([^']*)'")
 _ASSERTION = re.compile(r"^/\S+:\d+ .*? was false\. ")
 _ORT_MESSAGE = re.compile(r"running (\w+) node\. Name:'([^']*)' Status Message: (.*)")

@@ -21,6 +21,7 @@ __all__ = [
 ]
 
 import dataclasses
+import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
@@ -36,6 +37,7 @@ from revseq.equivalence._fitting import (
     input_shapes,
     larger_sizes,
     runtime_reason,
+    sizes_of_one,
 )
 from revseq.equivalence._lengths import (
     LengthsInput,
@@ -194,6 +196,7 @@ class InputGenerator:
         self._fed: list[dict[str, tuple[int, ...]]] = []  # the shapes of each trial
         self._bounds: dict[str, int] = {}  # the index bounds of the last trial
         self._fits: list[str] = []
+        self._ones: set[str] = set()  # dims the reference ran with only at 1
 
     def gives_every_input(self) -> bool:
         """Whether the user gave a value for every input (trials would repeat it)."""
@@ -215,6 +218,7 @@ class InputGenerator:
         if values is not None:
             given = dataclasses.replace(given, values=values)
             pinned = given.pinned(self._infos)
+        pinned = {**pinned, **{k: 1 for k in self._ones if k not in pinned}}
         symbols = draw_sizes(self._infos, trial, {**self._floors, **self._learned}, pinned)
         # Lengths take their size from the data: their own dims need no growing.
         free = [k for k in symbols if k not in pinned and k in self._data_dims]
@@ -222,19 +226,14 @@ class InputGenerator:
         if not isinstance(first, _Failure):
             self._fed.append({n: np.shape(v) for n, v in first.items()})
             return first
-        candidates = larger_sizes(symbols, free, lambda each: self._elements(each, given))
-        for runs, sizes in enumerate(candidates):
-            if runs >= MAX_FIT_RUNS:
-                break
+        larger = larger_sizes(symbols, free, lambda each: self._elements(each, given))
+        candidates = itertools.chain(
+            itertools.islice(larger, MAX_FIT_RUNS), sizes_of_one(symbols, free)
+        )
+        for sizes in candidates:
             feeds = self._attempt(trial, sizes, given)
             if not isinstance(feeds, _Failure):
-                grown = [k for k in free if sizes[k] != symbols[k]]
-                text = ", ".join(f"{k} {symbols[k]} -> {sizes[k]}" for k in grown)
-                reason = runtime_reason(first.text)
-                self._fits.append(f"{text} (trial {trial}; before, {reason})")
-                logger.info("trial %d: symbolic dims grown: %s", trial, text)
-                for key in grown:  # later trials start there
-                    self._learned[key] = max(self._learned.get(key, 0), sizes[key])
+                self._fitted(trial, symbols, sizes, free, runtime_reason(first.text))
                 self._fed.append({n: np.shape(v) for n, v in feeds.items()})
                 return feeds
         generated = [i.name for i in self._infos if i.name not in given.values]
@@ -242,6 +241,29 @@ class InputGenerator:
         raise CheckError(
             explain_failure(self.model, first.text, generated=generated, symbols=shown)
         )
+
+    def _fitted(
+        self,
+        trial: int,
+        drawn: Mapping[str, int],
+        sizes: Mapping[str, int],
+        free: Sequence[str],
+        reason: str,
+    ) -> None:
+        """Later trials start from the sizes the reference ran with; the report says so."""
+        changed = [k for k in free if sizes[k] != drawn[k]]
+        text = ", ".join(f"{k} {drawn[k]} -> {sizes[k]}" for k in changed)
+        if all(sizes[k] == 1 for k in changed):  # it runs only there: 1 from now on
+            self._fits.append(
+                f"dims set to 1: {text} (trial {trial}; the reference ran at no larger "
+                f"size tried: {reason})"
+            )
+            self._ones.update(changed)
+        else:
+            self._fits.append(f"dims grown: {text} (trial {trial}; before, {reason})")
+            for key in changed:
+                self._learned[key] = max(self._learned.get(key, 0), sizes[key])
+        logger.info("trial %d: symbolic dims fitted: %s", trial, text)
 
     def _elements(self, symbols: Mapping[str, int], given: GivenInputs) -> int:
         return sum(
@@ -368,7 +390,7 @@ class InputGenerator:
         for key, each in sizes.items():
             fixed = " (given)" if key in self._pinned else ""
             lines.append(f"dim {key}: {', '.join(each)}{fixed}")
-        lines.extend(f"dims grown: {fit}" for fit in self._fits)
+        lines.extend(self._fits)
         return tuple(lines)
 
     def _drawn(self, info: onnx.ValueInfoProto) -> str:
