@@ -758,12 +758,15 @@ def test_ncnn_runs_a_full_reversal_exactly_and_says_which_layer_it_lacks(elem):
 
 
 @pytest.mark.backend
+@pytest.mark.parametrize("rank", [3, 4])
 @pytest.mark.parametrize("axes", [(1, 0), (0, 1)], ids=str)
 @pytest.mark.parametrize("elem", [onnx.TensorProto.FLOAT, onnx.TensorProto.INT32])
-def test_ncnn_s_own_target_reverses_constant_lengths_by_slices_exactly(elem, axes):
+def test_ncnn_s_own_target_reverses_constant_lengths_by_slices_exactly(elem, axes, rank):
+    """Rank 4 over a rank-3 view (ncnn reverses by a step -1 Slice up to rank 3)."""
     backend_or_skip("ncnn")
     batch_axis, time_axis = axes
     dims = [6, 4, 3] if axes == (1, 0) else [4, 6, 3]
+    dims += [2] * (rank - 3)
     graph = helper.make_graph(
         [helper.make_node("ReverseSequence", ["x", "L"], ["y"], batch_axis=batch_axis,
                           time_axis=time_axis)],
@@ -774,6 +777,7 @@ def test_ncnn_s_own_target_reverses_constant_lengths_by_slices_exactly(elem, axe
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     inlined = revseq.inline(model, target="ncnn")
-    assert {n.op_type for n in inlined.graph.node} <= {"Slice", "Concat", "Constant"}
+    views = {"Reshape"} if rank > 3 else set()
+    assert {n.op_type for n in inlined.graph.node} <= {"Slice", "Concat", "Constant", *views}
     report = revseq.check(model, inlined, backend="ncnn", trials=2)
     assert report.ok and report.exercised, report

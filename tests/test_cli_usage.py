@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import onnx
 import pytest
 from real_models import embedding_tagger
@@ -14,7 +16,7 @@ from real_models import embedding_tagger
 import revseq
 from revseq.cli import main
 from revseq.ops.reference import reverse_sequence_model
-from revseq.ops.targets import PORTABLE
+from revseq.ops.targets import PORTABLE, TARGETS
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -236,3 +238,16 @@ def test_the_glossary_defines_every_form_the_readme_names():
     for name in named:
         assert f"**{name}**" in glossary or f"`{name}`" in glossary, name
     assert "**slices**" in glossary and "**one_hot**" in glossary
+
+
+def test_a_refusal_names_every_form_it_tried_slices_included():
+    model = reverse_sequence_model([4, 6, 2, 3, 2], onnx.TensorProto.FLOAT, batch_axis=0,
+                                   time_axis=1, lens=np.array([0, 1, 6, 3]))  # fmt: skip
+    profile = dataclasses.replace(
+        TARGETS["ncnn"], static_ops=TARGETS["ncnn"].static_ops - {"Reshape"}
+    )
+    with pytest.raises(revseq.StrategyError) as caught:
+        revseq.inline(model, target=profile)
+    message = str(caught.value)
+    for form in ("gather_rows", "gather_nd", "gather_elements", "slices"):
+        assert f"strategy {form!r}" in message, message

@@ -9,6 +9,8 @@ is moved, never computed on: exact for every element type, NaN payloads included
 
 from __future__ import annotations
 
+import dataclasses
+
 __all__ = ["reverse_by_slices", "reversing_slice_variants", "slices_view_ops"]
 
 import numpy as np
@@ -68,6 +70,11 @@ def reverse_by_slices(
     """
     if sig.lens is None:
         raise StrategyError(f"strategy {'slices'!r} needs constant lengths")
+    view = _rank3_view(sig)
+    if view is not None:
+        flat = dataclasses.replace(sig, rank=3, dims=view)
+        out = reverse_by_slices(op, op.Reshape(data, const(op, list(view))), lens, flat)
+        return op.Reshape(out, const(op, list(sig.static_dims() or ())))
     runs = _runs(sig)
     if len(runs) > _MOST_RUNS:
         raise StrategyError(
@@ -97,5 +104,25 @@ def reversing_slice_variants(sig: Signature) -> frozenset[str]:
 
 
 def slices_view_ops(sig: Signature) -> frozenset[str]:
-    """What :func:`reverse_by_slices` needs of a target: Slices of the data, a Concat."""
+    """What :func:`reverse_by_slices` needs of a target: Slices of the data, a Concat.
+
+    Over a rank-3 view (``_rank3_view``), Reshapes and the Slice of rank 3.
+    """
+    if _rank3_view(sig) is not None:
+        return frozenset({SLICE_DATA, CONCAT_DATA, REVERSING_SLICE, "Reshape"})
     return frozenset({SLICE_DATA, CONCAT_DATA}) | reversing_slice_variants(sig)
+
+
+def _rank3_view(sig: Signature) -> tuple[int, int, int] | None:
+    """``[d0, d1, rest]``: data of rank 4 or more seen as rank 3, or None.
+
+    Where the batch and time axes lead, every dim is static and none is 0, and the
+    target reverses by a step -1 Slice up to rank 3 only but has Reshape (ncnn): the
+    trailing axes move together, so reversing the view reverses the data.
+    """
+    dims = sig.static_dims()
+    if dims is None or len(dims) <= 3 or sig.lead_rank != 2 or 0 in dims:
+        return None
+    if sig.target_has(REVERSING_SLICE_HIGH_RANK) or not sig.target_has("Reshape"):
+        return None
+    return (dims[0], dims[1], int(np.prod(dims[2:])))

@@ -155,10 +155,16 @@ def _unprobed_plan(form: str, sig: Signature, profile: Profile) -> Plan | None:
     Its op types and variants are each probed on the target, the form itself is not
     (a probe's lengths are given at run time, not all of them T, not constant).
     """
+    return _unprobed(form, sig, profile)[0]
+
+
+def _unprobed(form: str, sig: Signature, profile: Profile) -> tuple[Plan | None, str | None]:
+    """``_unprobed_plan``, and why the form does not fit where it does not."""
     fitted = _as_the_target_sees(sig, profile)
-    if _why_not_fitting(fitted, form, profile, probed=False) is not None:
-        return None
-    return Plan(fitted, form, recorded(fitted, form))
+    why = _why_not_fitting(fitted, form, profile, probed=False)
+    if why is not None:
+        return None, why
+    return Plan(fitted, form, recorded(fitted, form)), None
 
 
 def _why_not_fitting(
@@ -345,9 +351,10 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     carried = _in_carrier_type(strategy, sig, profile)
     if carried is not None:
         return carried
-    sliced = _by_slices(strategy, sig, profile)
+    sliced, unsliced = _by_slices(strategy, sig, profile)
     if sliced is not None:
         return sliced
+    reasons = [*reasons, *unsliced]
     finite, why = _on_finite_data(strategy, sig, profile)
     if finite is not None:
         return finite
@@ -359,14 +366,17 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     raise refusal(_as_the_target_sees(sig, profile), scoped, profile, reasons, why)
 
 
-def _by_slices(strategy: str, sig: Signature, profile: Profile) -> Plan | None:
+def _by_slices(
+    strategy: str, sig: Signature, profile: Profile
+) -> tuple[Plan | None, list[str]]:
     """Constant lengths as slices of the data, where no gather form fits (``SLICES``).
 
-    For "auto" alone.
+    For "auto" alone; (None, why it does not fit) where it does not.
     """
     if strategy != "auto" or sig.lens is None:
-        return None
-    return _unprobed_plan(SLICES, sig, profile)
+        return None, []
+    sliced, why = _unprobed(SLICES, sig, profile)
+    return sliced, [] if why is None else [why]
 
 
 def _on_finite_data(

@@ -8,6 +8,8 @@ and inline replays the template for every node of that signature.
 
 from __future__ import annotations
 
+import dataclasses
+
 __all__ = ["emitted", "gather_kind", "recorded"]
 
 import functools
@@ -62,12 +64,13 @@ def emitted(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[st
     used = set()
     moving = set()
     template = recorded(sig, strategy)
-    pieces = {id(template.data)}  # the data and pieces of it, unchanged
+    pieces = {id(template.data): sig.rank}  # the data and pieces of it, moved: their ranks
     for node in template.nodes:
         moved = _moves_pieces(node, pieces)
         if moved is not None:
             used.add(moved)
-            pieces.update(id(o) for o in node.outputs)
+            rank = _rank_after(node, pieces)
+            pieces.update((id(o), rank) for o in node.outputs)
         else:
             used.add(CLIP_CAST if _clip_cast(node) else node.op_type)
         if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
@@ -75,7 +78,8 @@ def emitted(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[st
         if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
             used.add(_allowzero_variant(node))
         if node.op_type == "Slice" and _reverses(node):
-            used.update(forms.reversing_slice_variants(sig))
+            rank = pieces.get(id(node.inputs[0]), sig.rank)  # a view of the data: its own
+            used.update(forms.reversing_slice_variants(dataclasses.replace(sig, rank=rank)))
         source = node.inputs[0] if node.inputs else None
         looks_up = (
             source is None or source.const_value is not None or source is template.lengths
@@ -122,11 +126,19 @@ def _allowzero_variant(reshape: ir.Node) -> str:
     return RESHAPE_ALLOWZERO
 
 
-def _moves_pieces(node: ir.Node, pieces: set[int]) -> str | None:
-    """What ``node`` counts as where it slices or joins pieces of the data, else None.
+def _rank_after(node: ir.Node, pieces: dict[int, int | None]) -> int | None:
+    """The rank of what ``node`` makes of pieces of the data (a Reshape: its shape's)."""
+    if node.op_type != "Reshape":
+        return pieces.get(id(node.inputs[0]))
+    shape = ir.convenience.get_const_tensor(node.inputs[1])
+    return None if shape is None else int(shape.numpy().size)
+
+
+def _moves_pieces(node: ir.Node, pieces: dict[int, int | None]) -> str | None:
+    """What ``node`` counts as where it slices, joins or views pieces of the data, else None.
 
     ``Slice:data``, ``Slice:reverse`` or ``Concat:data`` (a Slice of a shape is plain
-    ``Slice``); an Identity of them as itself.
+    ``Slice``); an Identity of them as itself, a Reshape of them (a view) as itself.
     """
     first = node.inputs[0] if node.inputs else None
     if first is None or id(first) not in pieces:
@@ -137,8 +149,8 @@ def _moves_pieces(node: ir.Node, pieces: set[int]) -> str | None:
         v is not None and id(v) in pieces for v in node.inputs
     ):
         return CONCAT_DATA
-    if node.op_type == "Identity":
-        return "Identity"
+    if node.op_type in ("Identity", "Reshape"):
+        return node.op_type
     return None
 
 
