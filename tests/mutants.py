@@ -45,6 +45,22 @@ class Mutant:
 
 MUTANTS = (
     Mutant(
+        "check: a model that runs only at 1 never tried there",
+        "src/revseq/equivalence/_fitting.py",
+        "    above = [key for key in free if sizes[key] > 1]",
+        "    above = []",
+        aimed="tests/test_check_inputs.py::"
+        "test_a_model_that_runs_only_at_batch_1_is_checked_with_no_flag",
+    ),
+    Mutant(
+        "slices: rank 4 reversed over its rank-3 view without the Reshape back",
+        "ops/forms/_slices.py",
+        "        return op.Reshape(out, const(op, list(sig.static_dims() or ())))",
+        "        return out",
+        aimed="tests/test_backends.py::"
+        "test_ncnn_s_own_target_reverses_constant_lengths_by_slices_exactly",
+    ),
+    Mutant(
         "forms: CoreML's clamp l - max(T - l, 0), checked with no flag",
         "ops/forms/_emit.py",
         "        return op.Sub(floor, op.Max(op.Sub(floor, top), zero))",
@@ -346,8 +362,8 @@ MUTANTS = (
     Mutant(
         "symbolic dims never grown",
         "src/revseq/equivalence/inputs.py",
-        "            if runs >= MAX_FIT_RUNS:",
-        "            if runs >= 0:",
+        "            itertools.islice(larger, MAX_FIT_RUNS), sizes_of_one(symbols, free)",
+        "            itertools.islice(larger, 0), sizes_of_one(symbols, free)",
         aimed="tests/test_check_inputs.py::"
         "test_check_gives_a_verdict_without_any_flag[broadcast_of_two_dims]",
     ),
