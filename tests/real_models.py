@@ -260,3 +260,23 @@ CORPUS = {
     "two_time_lengths": two_time_lengths,
     "negative_id_wrap": negative_id_wrap,
 }
+
+
+def tf_reverse() -> onnx.ModelProto:
+    """What tf2onnx emits for tf.reverse on axis 1: lengths from Shape/Gather/Expand."""
+    nodes = [
+        oh.make_node("Shape", ["x"], ["shape"]),
+        oh.make_node("Constant", [], ["one"], value=oh.make_tensor("v", INT64, [], [1])),
+        oh.make_node("Gather", ["shape", "one"], ["time"]),
+        oh.make_node("Constant", [], ["zero"], value=oh.make_tensor("v", INT64, [1], [0])),
+        oh.make_node("Gather", ["shape", "zero"], ["batch"]),
+        oh.make_node("Expand", ["time", "batch"], ["lens"]),
+        oh.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=0, time_axis=1),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "g",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["b", "t", 3])],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["b", "t", 3])],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])

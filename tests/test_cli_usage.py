@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from real_models import embedding_tagger
+from real_models import embedding_tagger, tf_reverse
 
 import revseq
 from revseq.cli import main
@@ -179,34 +179,11 @@ def test_per_node_check_names_one_thing_everywhere():
                 assert "--per-node" in line or "per-node check" not in line, (page, line)
 
 
-def _full_flip() -> onnx.ModelProto:
-    """tf2onnx's ReverseV2: lengths ``Expand(Gather(Shape(x), 0), B)`` at run time."""
-    helper = onnx.helper
-    nodes = [
-        helper.make_node("Shape", ["x"], ["shape"]),
-        helper.make_node("Gather", ["shape", "zero"], ["steps"], axis=0),
-        helper.make_node("Gather", ["shape", "one"], ["batch"], axis=0),
-        helper.make_node("Expand", ["steps", "batch"], ["lens"]),
-        helper.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=1, time_axis=0),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "full_flip",
-        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["T", "B", 3])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["T", "B", 3])],
-        [
-            helper.make_tensor("zero", onnx.TensorProto.INT64, [1], [0]),
-            helper.make_tensor("one", onnx.TensorProto.INT64, [1], [1]),
-        ],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
 def test_whole_models_that_agree_within_tolerance_exit_0_and_say_the_tolerance(
     tmp_path, capsys
 ):
     model, inlined = tmp_path / "m.onnx", tmp_path / "i.onnx"
-    onnx.save(_full_flip(), model)
+    onnx.save(tf_reverse(), model)
     assert _run(capsys, "inline", model, "-o", inlined, "-q")[0] == 0
     code, out, err = _run(capsys, "check", model, inlined, "-q", "--backend", "onnxruntime",
                           "--whole-model")  # fmt: skip
@@ -221,7 +198,7 @@ def test_whole_models_that_agree_within_tolerance_exit_0_and_say_the_tolerance(
 def test_models_that_take_different_inputs_are_named_by_their_files(tmp_path, capsys):
     ref, cand = tmp_path / "ref.onnx", tmp_path / "cand.onnx"
     onnx.save(reverse_sequence_model(["T", "B", 3], onnx.TensorProto.FLOAT), ref)
-    onnx.save(_full_flip(), cand)
+    onnx.save(tf_reverse(), cand)
     code, _, err = _run(capsys, "check", ref, cand, "-q")
     assert code == 2 and len(err.splitlines()) == 1
     assert f"{ref} takes ['x', 'lens'], {cand} takes ['x']" in err, err

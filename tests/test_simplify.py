@@ -9,6 +9,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 import pytest
 from helpers import full_lengths_model
+from real_models import tf_reverse
 
 import revseq
 from revseq.ops.reference import reverse_sequence_model
@@ -33,26 +34,6 @@ def _const_lens_model(lens: list[int], shape=(4, 3, 2)) -> onnx.ModelProto:
         initializer=[oh.make_tensor("lens", INT64, [len(lens)], lens)],
     )
     return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-
-
-def _tf_reverse_model() -> onnx.ModelProto:
-    """What tf2onnx emits for tf.reverse on axis 1: lengths from Shape/Gather/Expand."""
-    nodes = [
-        oh.make_node("Shape", ["x"], ["shape"]),
-        oh.make_node("Constant", [], ["one"], value=oh.make_tensor("v", INT64, [], [1])),
-        oh.make_node("Gather", ["shape", "one"], ["time"]),
-        oh.make_node("Constant", [], ["zero"], value=oh.make_tensor("v", INT64, [1], [0])),
-        oh.make_node("Gather", ["shape", "zero"], ["batch"]),
-        oh.make_node("Expand", ["time", "batch"], ["lens"]),
-        oh.make_node("ReverseSequence", ["x", "lens"], ["y"], batch_axis=0, time_axis=1),
-    ]
-    graph = oh.make_graph(
-        nodes,
-        "g",
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["b", "t", 3])],
-        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["b", "t", 3])],
-    )
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
 
 
 @pytest.mark.parametrize(("lens", "op_type"), [([1, 0, 1], "Identity"), ([4, 4, 4], "Slice")])
@@ -86,7 +67,7 @@ def test_partial_lengths_are_left_alone():
     ],
 )
 def test_tf_reverse_becomes_a_reversal_and_the_length_chain_goes(target, ops):
-    model = _tf_reverse_model()
+    model = tf_reverse()
     out = revseq.inline(model, target=target)
     onnx.checker.check_model(out, full_check=True)
     assert [n.op_type for n in out.graph.node] == ops
