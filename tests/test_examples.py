@@ -2,7 +2,9 @@
 
 The examples of each command's ``--help``, and the ``revseq`` lines of the README's and
 docs' shell blocks, run in a folder holding the files they name (``model.onnx``, a model
-with a ReverseSequence; ``inlined.onnx``, its default output; ``ids.npy``...). Two
+with a ReverseSequence; ``inlined.onnx``, its default output; ``ids.npy``...): one that
+reverses token ids and embeds them, and for backends whose device has no int64 (WebGPU)
+one that embeds them and reverses the floats; RKNN's target takes integers alone. Two
 commands are parsed, not run: ``probe`` times every form on a backend (minutes) and
 ``webgpu-setup`` installs npm packages (CI runs it before the tests). The README's
 synopsis names only options its commands take.
@@ -78,15 +80,24 @@ def test_examples_are_found_where_they_are_shown():
     assert {"README.md", "docs/backends.md"} <= wheres
 
 
-def _example_model() -> onnx.ModelProto:
-    """Token ids [T, B] reversed by their lengths, then an embedding of 100 rows."""
+def _example_model(*, floats: bool = False) -> onnx.ModelProto:
+    """Token ids [T, B] reversed by their lengths, then an embedding of 100 rows.
+
+    ``floats``: embedded first, the embeddings reversed.
+    """
     helper = onnx.helper
     emb = np.random.default_rng(0).standard_normal((100, 4)).astype(np.float32)
+    nodes = [
+        helper.make_node("ReverseSequence", ["ids", "lens"], ["rid"], name="reverse"),
+        helper.make_node("Gather", ["emb", "rid"], ["y"], name="embed"),
+    ]
+    if floats:
+        nodes = [
+            helper.make_node("Gather", ["emb", "ids"], ["e"], name="embed"),
+            helper.make_node("ReverseSequence", ["e", "lens"], ["y"], name="reverse"),
+        ]
     graph = helper.make_graph(
-        [
-            helper.make_node("ReverseSequence", ["ids", "lens"], ["rid"], name="reverse"),
-            helper.make_node("Gather", ["emb", "rid"], ["y"], name="embed"),
-        ],
+        nodes,
         "tagger",
         [
             helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, ["T", "B"]),
@@ -98,11 +109,9 @@ def _example_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> pathlib.Path:
-    """The files the examples name."""
-    here = tmp_path_factory.mktemp("examples")
-    model = _example_model()
+def _example_folder(here: pathlib.Path, model: onnx.ModelProto) -> pathlib.Path:
+    """The files the examples name, ``model`` as ``model.onnx``."""
+    here.mkdir()
     onnx.save(model, here / "model.onnx")
     onnx.save(revseq.inline(model), here / "inlined.onnx")
     onnx.save(revseq.inline(model), here / "exported.onnx")
@@ -110,6 +119,16 @@ def folder(tmp_path_factory) -> pathlib.Path:
     np.save(here / "ids.npy", rng.integers(0, 100, (6, 4)))
     np.savez(here / "feeds.npz", lens=np.array([6, 0, 1, 3]))
     return here
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[bool, pathlib.Path]:
+    """The example files by whether the model reverses floats."""
+    root = tmp_path_factory.mktemp("examples")
+    return {
+        floats: _example_folder(root / str(floats), _example_model(floats=floats))
+        for floats in (False, True)
+    }
 
 
 def _ops(model: onnx.ModelProto) -> set[str]:
@@ -172,7 +191,7 @@ def _does_what_it_says(words: list[str], out: str, here: pathlib.Path) -> None:
     ids=[f"{where}: {command}" for where, command, _ in EXAMPLES],
 )
 def test_every_example_runs_and_does_what_its_line_says(
-    where, command, says, folder, monkeypatch, capsys
+    where, command, says, folders, monkeypatch, capsys
 ):
     words = shlex.split(command)
     assert words[0] == "revseq"
@@ -180,6 +199,7 @@ def test_every_example_runs_and_does_what_its_line_says(
         arguments = build_parser().parse_args(words[1:])
         assert arguments.handler is not None
         return
+    folder = folders["webgpu" in words]  # WebGPU's device has no int64
     backend = _backend(words)
     if backend is not None and unavailable(backend) is not None:
         pytest.skip(unavailable(backend))
