@@ -26,6 +26,7 @@ __all__ = ["check", "check_nodes", "generate_inputs"]
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -36,17 +37,19 @@ from revseq.equivalence._runners import (
     Capturer,
     Engine,
     ModelLike,
+    Runner,
     runners,
     to_proto,
     with_definition,
 )
+from revseq.equivalence.blame import first_differing_tensor, refused_op
 from revseq.equivalence.declared import declared_domain, fed_as_declared
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.given import GivenInputs
 from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.reports import CheckReport, NodeReport
 from revseq.equivalence.whole_models import compare_whole
-from revseq.errors import RevseqError
+from revseq.errors import RevseqError, one_line
 from revseq.ops.targets.vocabulary import FINITE, FINITE_DOMAIN
 from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
 
@@ -204,7 +207,7 @@ def check(
     ref_runners, ref_engine = runners(ref, levels)
     output_names = [o.name for o in ref.graph.output]
     if whole_model:
-        runner = fed_as_declared(cand, engine.prepare(cand))
+        runner = fed_as_declared(cand, _prepared_whole(engine, ref, cand))
         cand_runners = dict.fromkeys(levels, runner)
         cand_engine = engine.label
         tolerance: tuple[float, float] | None = (rtol, atol)
@@ -240,6 +243,9 @@ def check(
             message += f"; whole model: {where}"
     elif example is not None:
         message = where
+        if whole_model:
+            located = first_differing_tensor(ref, cand, example.inputs, engine, tolerance)
+            message += f"; {located}"
     elif tolerance is not None:
         message = (
             f"{len(input_sets)} trial(s), {compared} whole-model outputs compared across "
@@ -280,6 +286,25 @@ def check(
         set_aside=set_aside,
         domain=FINITE_DOMAIN if domain == FINITE else domain,
     )
+
+
+def _prepared_whole(engine: Engine, ref: onnx.ModelProto, cand: onnx.ModelProto) -> Runner:
+    """CAND whole on the engine; a refusal says which op the runtime named, and whose.
+
+    A backend may convert at the first run (pnnx): its runs are watched too.
+    """
+
+    def watched(call: Callable, *args: object) -> Any:
+        try:
+            return call(*args)
+        except RevseqError as e:
+            named = refused_op(str(e), ref, cand)
+            if named is None:
+                raise
+            raise CheckError(f"{one_line(e, 300)}; {named}") from e
+
+    prepared = watched(engine.prepare, cand)
+    return lambda feeds: watched(prepared, feeds)
 
 
 def _fixed_by(cand: onnx.ModelProto, ref: onnx.ModelProto) -> dict[str, list[int]]:

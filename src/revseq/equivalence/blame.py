@@ -1,0 +1,158 @@
+"""Where two whole models part: the first tensor that differs, and which node wrote it.
+
+A whole-model difference names an output; a user needs the node. Every value both
+models compute in their main graphs (the model's own nodes keep their names through
+inlining; a decomposition writes its node's output name) is marked as an output, both
+models run on the inputs the difference was found on, and the values are compared in
+the candidate's order (ONNX's graphs are sorted), as polygraphy's ``--mark all`` does.
+The first that differs was written either by a decomposition revseq wrote (the
+reference computes it with a ReverseSequence) or by one of the model's own nodes.
+"""
+
+from __future__ import annotations
+
+__all__ = ["first_differing_tensor", "refused_op"]
+
+import re
+
+import onnx
+
+from revseq.equivalence._runners import Engine, Runner, runners
+from revseq.equivalence.compare import first_difference, first_difference_beyond
+from revseq.equivalence.declared import fed_as_declared
+from revseq.equivalence.inputs import Inputs
+from revseq.errors import one_line
+
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+
+
+def first_differing_tensor(
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    feeds: Inputs,
+    engine: Engine,
+    tolerance: tuple[float, float] | None,
+) -> str:
+    """The first value of ``cand`` that differs from ``ref``'s on ``feeds``, said whole.
+
+    ``ref`` runs in onnxruntime, ``cand`` on ``engine``; values are compared within
+    ``tolerance`` (rtol, atol), or bit for bit where it is None.
+    """
+    shared = _shared_values(ref, cand)
+    try:
+        expected = _run_marked(ref, shared, feeds, None)
+        got = _run_marked(cand, shared, feeds, engine)
+    except Exception as e:  # a runtime that cannot give back intermediate values
+        return (
+            f"the tensors inside could not be compared on {engine.label}: "
+            f"{one_line(e, 160, typed=True)}"
+        )
+    writers = {out: node for node in ref.graph.node for out in node.output}
+    for node in cand.graph.node:
+        for name in node.output:
+            if name not in shared:
+                continue
+            difference = _difference(expected[name], got[name], tolerance)
+            if difference is None:
+                continue
+            return (
+                f"first differing tensor {name!r}, written by {_writer(writers[name])}, "
+                f"{difference.where}: reference {difference.expected!r}, candidate "
+                f"{difference.got!r}"
+            )
+    return "no tensor inside differs where both models compute it"
+
+
+def refused_op(text: str, ref: onnx.ModelProto, cand: onnx.ModelProto) -> str | None:
+    """Which op of ``cand`` a runtime's message names, and whether revseq wrote it."""
+    own = {node.op_type for node in ref.graph.node}
+    written = {node.op_type for node in cand.graph.node if _is_ours(node, ref)}
+    named = [
+        op
+        for op in sorted(own | written)
+        if re.search(rf"(?<![A-Za-z]){re.escape(op)}(?![A-Za-z])", text)
+    ]
+    if not named:
+        return None
+    whose = {
+        (True, False): "written by revseq",
+        (False, True): "the model's own",
+        (True, True): "written by revseq, and the model's own too",
+    }
+    said = [f"{op} ({whose[op in written, op in own]})" for op in named]
+    return "the runtime names " + ", ".join(said)
+
+
+def _is_ours(node: onnx.NodeProto, ref: onnx.ModelProto) -> bool:
+    """Whether ``node`` of the candidate is no node of the reference (revseq wrote it)."""
+    outputs = {out for ref_node in ref.graph.node for out in ref_node.output}
+    reversals = {
+        out for n in ref.graph.node if n.op_type == "ReverseSequence" for out in n.output
+    }
+    return any(out not in outputs or out in reversals for out in node.output)
+
+
+def _shared_values(ref: onnx.ModelProto, cand: onnx.ModelProto) -> list[str]:
+    """The names of the values both main graphs compute, in the candidate's order."""
+    ref_values = {out for node in ref.graph.node for out in node.output if out}
+    return [out for node in cand.graph.node for out in node.output if out in ref_values]
+
+
+def _run_marked(
+    model: onnx.ModelProto, names: list[str], feeds: Inputs, engine: Engine | None
+) -> dict:
+    """The named values of a run of ``model`` with each of them marked as an output.
+
+    On ``engine``, fed the types the model declares; in onnxruntime where it is None.
+    """
+    marked = onnx.ModelProto()
+    marked.CopyFrom(model)
+    inferred = _value_types(model)
+    declared = {o.name for o in marked.graph.output}
+    marked.graph.output.extend(
+        inferred.get(name, onnx.ValueInfoProto(name=name))
+        for name in names
+        if name not in declared
+    )
+    if engine is None:
+        runner: Runner = runners(marked, ("on",))[0]["on"]
+    else:
+        runner = fed_as_declared(marked, engine.prepare(marked))
+    results = runner(feeds)
+    return dict(zip((o.name for o in marked.graph.output), results, strict=True))
+
+
+def _value_types(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """The inferred types of a model's values (a backend may want typed outputs)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # a model shape inference cannot read: its outputs go untyped
+        return {}
+    return {info.name: info for info in inferred.graph.value_info}
+
+
+def _difference(expected, got, tolerance: tuple[float, float] | None):
+    if tolerance is None:
+        return first_difference(expected, got)
+    rtol, atol = tolerance
+    return first_difference_beyond(expected, got, rtol=rtol, atol=atol)
+
+
+def _writer(node: onnx.NodeProto) -> str:
+    """Who wrote the value the reference's ``node`` computes, said for a report."""
+    label = f"{node.op_type} {node.name!r}" if node.name else node.op_type
+    if node.op_type == "ReverseSequence":
+        return f"revseq's decomposition of ReverseSequence {node.name or '(unnamed)'!r}"
+    if node.op_type in _SUBGRAPH_OPS and _holds_reversal(node):
+        return f"the model's own {label}, whose body holds revseq's decomposition(s)"
+    return f"the model's own {label}"
+
+
+def _holds_reversal(node: onnx.NodeProto) -> bool:
+    for attribute in node.attribute:
+        graphs = [attribute.g] if attribute.HasField("g") else list(attribute.graphs)
+        for graph in graphs:
+            for inner in graph.node:
+                if inner.op_type == "ReverseSequence" or _holds_reversal(inner):
+                    return True
+    return False
