@@ -148,19 +148,35 @@ def match_slice(node: ir.Node, dims: Sequence[int | str | None] | None) -> Match
     return Match(node.outputs[0], data, lengths, batch_axis, time_axis, (node,))
 
 
+_PROBED_RANKS = (2, 3, 4)
+"""The ranks a flip of data of unknown rank is proven at (ReverseSequence needs 2)."""
+
+
 def reversal_match(
     output: ir.Value,
     data: ir.Value,
     nodes: Sequence[ir.Node],
-    dims: list[int | str],
+    dims: list[int | str] | None,
     gather: ir.Node,
     *,
     dim_reads: DimReads,
 ) -> Match | NoMatch:
-    """``reverse_all``'s gather, proven a flip along one axis, as a full reversal."""
+    """``reverse_all``'s gather, proven a flip along one axis, as a full reversal.
+
+    Where the data's rank is unknown (``dims`` None: shape inference stopped before it,
+    as it does in tf2onnx's exports), the flip is proven at ranks 2, 3 and 4 and must
+    reverse the same axis at each: inline wrote the gather for a ReverseSequence, whose
+    data has rank 2 or more.
+    """
     if EMITTED_NAME.match(gather.name or "") is None:
         return NoMatch("a flip inline did not write: no ReverseSequence needed", output)
-    found = flip_axis(nodes, data, output, dims, dim_reads=dim_reads)
+    ranks = (
+        [list(dims)]
+        if dims is not None
+        else [[f"rank{rank}_dim{axis}" for axis in range(rank)] for rank in _PROBED_RANKS]
+    )
+    axes = {flip_axis(nodes, data, output, each, dim_reads=dim_reads) for each in ranks}
+    found = axes.pop() if len(axes) == 1 else "it reverses no one axis at every rank"
     if isinstance(found, str):
         return NoMatch(found, output)
     batch_axis, time_axis = _axes_for(found)

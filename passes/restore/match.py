@@ -192,8 +192,6 @@ class Matcher:
         if problem is not None:
             return NoMatch(problem, output)
         dims = self.dims(data)
-        if dims is None:
-            return NoMatch("a flip of data of unknown rank", output)
         return reversal_match(output, data, nodes, dims, gather, dim_reads=dim_reads)
 
     def dims(self, data: ir.Value) -> list[int | str] | None:

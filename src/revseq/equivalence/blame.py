@@ -64,7 +64,16 @@ def first_differing_tensor(
 
 
 def refused_op(text: str, ref: onnx.ModelProto, cand: onnx.ModelProto) -> str | None:
-    """Which op of ``cand`` a runtime's message names, and whether revseq wrote it."""
+    """Which op of ``cand`` a runtime's message names, and whether revseq wrote it.
+
+    A node named in quotes (tract and onnxruntime name them) is taken at its word;
+    else the op types the message names.
+    """
+    quoted = set(re.findall(r"[\"']([^\"']+)[\"']", text))
+    for node in cand.graph.node:
+        if node.name and node.name in quoted:
+            whose = "written by revseq" if _is_ours(node, ref) else "the model's own"
+            return f"the runtime names {node.op_type} {node.name!r} ({whose})"
     own = {node.op_type for node in ref.graph.node}
     written = {node.op_type for node in cand.graph.node if _is_ours(node, ref)}
     named = [
