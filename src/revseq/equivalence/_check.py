@@ -42,7 +42,12 @@ from revseq.equivalence._runners import (
     to_proto,
     with_definition,
 )
-from revseq.equivalence.blame import first_differing_tensor, refused_op
+from revseq.equivalence.blame import (
+    AMBIGUOUS,
+    fails_alike,
+    first_differing_tensor,
+    refused_op,
+)
 from revseq.equivalence.declared import declared_domain, fed_as_declared
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.given import GivenInputs
@@ -294,17 +299,17 @@ def _prepared_whole(engine: Engine, ref: onnx.ModelProto, cand: onnx.ModelProto)
     A backend may convert at the first run (pnnx): its runs are watched too.
     """
 
-    def watched(call: Callable, *args: object) -> Any:
+    def watched(call: Callable, arg: object, feeds: Inputs | None) -> Any:
         try:
-            return call(*args)
+            return call(arg)
         except RevseqError as e:
             named = refused_op(str(e), ref, cand)
-            if named is None:
-                raise
+            if named is None or AMBIGUOUS in named:  # what the model's own ops do alone
+                named = "; ".join(filter(None, [named, fails_alike(ref, engine, feeds)]))
             raise CheckError(f"{one_line(e, 300)}; {named}") from e
 
-    prepared = watched(engine.prepare, cand)
-    return lambda feeds: watched(prepared, feeds)
+    prepared = watched(engine.prepare, cand, None)
+    return lambda feeds: watched(prepared, feeds, feeds)
 
 
 def _fixed_by(cand: onnx.ModelProto, ref: onnx.ModelProto) -> dict[str, list[int]]:

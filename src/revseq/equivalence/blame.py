@@ -11,7 +11,13 @@ reference computes it with a ReverseSequence) or by one of the model's own nodes
 
 from __future__ import annotations
 
-__all__ = ["first_differing_tensor", "refused_op"]
+__all__ = [
+    "AMBIGUOUS",
+    "fails_alike",
+    "first_differing_tensor",
+    "refused_op",
+    "without_reversals",
+]
 
 import re
 
@@ -24,6 +30,8 @@ from revseq.equivalence.inputs import Inputs
 from revseq.errors import one_line
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+AMBIGUOUS = "written by revseq, and the model's own too"
+"""An op type both revseq's decompositions and the model's own nodes use."""
 
 
 def first_differing_tensor(
@@ -43,9 +51,10 @@ def first_differing_tensor(
         expected = _run_marked(ref, shared, feeds, None)
         got = _run_marked(cand, shared, feeds, engine)
     except Exception as e:  # a runtime that cannot give back intermediate values
+        alike = _differs_alike(ref, feeds, engine, tolerance)
         return (
-            f"the tensors inside could not be compared on {engine.label}: "
-            f"{one_line(e, 160, typed=True)}"
+            f"the tensors inside could not be compared on {engine.label} "
+            f"({one_line(e, 100, typed=True)}); {alike}"
         )
     writers = {out: node for node in ref.graph.node for out in node.output}
     for node in cand.graph.node:
@@ -67,7 +76,8 @@ def refused_op(text: str, ref: onnx.ModelProto, cand: onnx.ModelProto) -> str | 
     """Which op of ``cand`` a runtime's message names, and whether revseq wrote it.
 
     A node named in quotes (tract and onnxruntime name them) is taken at its word;
-    else the op types the message names.
+    else the op types the message names (``AMBIGUOUS`` where both revseq and the model
+    use one).
     """
     quoted = set(re.findall(r"[\"']([^\"']+)[\"']", text))
     for node in cand.graph.node:
@@ -86,10 +96,70 @@ def refused_op(text: str, ref: onnx.ModelProto, cand: onnx.ModelProto) -> str | 
     whose = {
         (True, False): "written by revseq",
         (False, True): "the model's own",
-        (True, True): "written by revseq, and the model's own too",
+        (True, True): AMBIGUOUS,
     }
     said = [f"{op} ({whose[op in written, op in own]})" for op in named]
     return "the runtime names " + ", ".join(said)
+
+
+def without_reversals(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every ReverseSequence (any scope) an Identity of its data.
+
+    What a runtime makes of the model's own ops alone: where it fails on this too, the
+    failure is not in what revseq writes.
+    """
+    plain = onnx.ModelProto()
+    plain.CopyFrom(model)
+    graphs = [plain.graph, *(f for f in plain.functions)]
+    while graphs:
+        graph = graphs.pop()
+        for node in graph.node:
+            if node.op_type == "ReverseSequence":
+                node.op_type, node.domain = "Identity", ""
+                del node.input[1:]
+                del node.attribute[:]
+            for attribute in node.attribute:
+                graphs.extend([attribute.g] if attribute.HasField("g") else attribute.graphs)
+    return plain
+
+
+def fails_alike(ref: onnx.ModelProto, engine: Engine, feeds: Inputs | None) -> str:
+    """Whether ``engine`` fails on ``ref`` with its reversals made Identities, said whole.
+
+    Asked where a runtime failed on the whole candidate without naming the op it
+    refused; ``feeds`` None where it failed while loading.
+    """
+    try:
+        runner = engine.prepare(without_reversals(ref))
+        if feeds is not None:
+            runner(feeds)
+    except Exception as e:  # the runtime's own failure, whatever its type
+        return (
+            "it fails on the model with every reversal made an Identity too "
+            f"({one_line(e, 120, typed=True)}): the model's own ops"
+        )
+    return "it runs the model with every reversal made an Identity: revseq's decompositions"
+
+
+def _differs_alike(
+    ref: onnx.ModelProto, feeds: Inputs, engine: Engine, tolerance: tuple[float, float] | None
+) -> str:
+    """Whether the model's own ops alone (reversals made Identities) differ there too."""
+    plain = without_reversals(ref)
+    try:
+        expected = runners(plain, ("on",))[0]["on"](feeds)
+        got = engine.prepare(plain)(feeds)
+    except Exception as e:  # the runtime's own failure, whatever its type
+        return f"the model without its reversals fails there ({one_line(e, 100, typed=True)})"
+    names = [o.name for o in plain.graph.output]
+    for name, a, b in zip(names, expected, got, strict=True):
+        difference = _difference(a, b, tolerance)
+        if difference is not None:
+            return (
+                f"the model with every reversal made an Identity differs there too "
+                f"({name!r} {difference.where}): the model's own ops"
+            )
+    return "the model with every reversal made an Identity agrees: revseq's decompositions"
 
 
 def _is_ours(node: onnx.NodeProto, ref: onnx.ModelProto) -> bool:

@@ -1,0 +1,127 @@
+"""Whole Keras models as tf2onnx writes them (``tests/fixtures/make_tf_models.py``).
+
+Each inlines, checks with no flag and restores every reversal; on each runtime that is
+installed, the whole inlined model runs within tolerance of onnxruntime's output of the
+original, or the one-line error says whose op failed: a node or op type the runtime
+names, or the model's own ops (it fails alike with every reversal made an Identity).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import onnx
+import pytest
+
+import revseq
+from revseq.backends import unavailable
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+MODELS = {
+    "tf_crnn_reader": {"image": [1, 40, 16, 1]},
+    "tf_bilstm_tagger": {"ids": [1, 12]},
+    "tf_go_backwards": {"x": [1, 10, 4]},
+    "tf_bird_flip": {"mel": [1, 32, 20]},
+    "tf_reverse_sequence_dense": {"x": [1, 9, 3], "lens": [1]},
+}
+
+# What each runtime does with each whole inlined model: "ok", or the words its one-line
+# error must hold (whose op failed).
+OUTCOMES = {
+    "opencv": {
+        "tf_crnn_reader": "every reversal made an Identity too",
+        "tf_bilstm_tagger": "every reversal made an Identity too",
+        "tf_go_backwards": "ok",
+        "tf_bird_flip": "ok",
+        "tf_reverse_sequence_dense": "ok",
+    },
+    "tract": {
+        "tf_crnn_reader": "Reshape 'model/reshape/Reshape' (the model's own)",
+        "tf_bilstm_tagger": "(the model's own)",
+        "tf_go_backwards": "Expand 'model_2/lstm_2/zeros' (the model's own)",
+        "tf_bird_flip": "ok",
+        "tf_reverse_sequence_dense": "Reshape 'Tensordot' (the model's own)",
+    },
+    "onnx2torch": {
+        "tf_crnn_reader": "LSTM (the model's own)",
+        "tf_bilstm_tagger": "Loop (the model's own)",
+        "tf_go_backwards": "LSTM (the model's own)",
+        "tf_bird_flip": "ok",
+        "tf_reverse_sequence_dense": "ok",
+    },
+    "tvm": {
+        "tf_crnn_reader": "LSTM (the model's own)",
+        "tf_bilstm_tagger": "Loop (the model's own)",
+        "tf_go_backwards": "LSTM (the model's own)",
+        "tf_bird_flip": "ok",
+        "tf_reverse_sequence_dense": "every reversal made an Identity too",
+    },
+}
+
+
+def _load(name: str) -> onnx.ModelProto:
+    return onnx.load(FIXTURES / f"{name}.onnx")
+
+
+def _reversals(graph: onnx.GraphProto) -> int:
+    count = 0
+    for node in graph.node:
+        count += node.op_type == "ReverseSequence"
+        for attribute in node.attribute:
+            for body in [attribute.g] if attribute.HasField("g") else attribute.graphs:
+                count += _reversals(body)
+    return count
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_inline_check_and_restore_every_reversal(name):
+    model = _load(name)
+    reversals = _reversals(model.graph)
+    assert reversals >= 1
+    inlined = revseq.inline(model)
+    assert _reversals(inlined.graph) == 0
+    report = revseq.check(model, inlined)
+    assert report.ok and report.exercised, report
+    restored = revseq.restore(inlined)
+    assert _reversals(restored.graph) == reversals
+    assert revseq.check(model, restored).ok
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("backend", OUTCOMES)
+def test_the_whole_model_runs_on_the_runtime_or_says_whose_op_failed(backend, name):
+    reason = unavailable(backend)
+    if reason is not None:
+        pytest.skip(reason)
+    model = _load(name)
+    inlined = revseq.inline(model)
+    expected = OUTCOMES[backend][name]
+    if expected == "ok":
+        report = revseq.check(model, inlined, backend=backend, whole_model=True)
+        assert report.ok, report
+        return
+    with pytest.raises(revseq.RevseqError) as caught:
+        revseq.check(model, inlined, backend=backend, whole_model=True)
+    message = str(caught.value)
+    assert expected in message and len(message.splitlines()) == 1, message
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("name", ["tf_bird_flip", "tf_go_backwards"])
+def test_ncnn_at_fixed_shapes_runs_the_flips_or_blames_the_models_own_ops(name):
+    """ncnn's target writes each full flip as a step -1 Slice (ncnn's Flip)."""
+    reason = unavailable("ncnn")
+    if reason is not None:
+        pytest.skip(reason)
+    model = _load(name)
+    inlined = revseq.inline(model, target="ncnn", input_shapes=MODELS[name])
+    assert {n.op_type for n in inlined.graph.node} & {"Gather", "Range"} <= {
+        n.op_type for n in model.graph.node
+    }
+    report = revseq.check(model, inlined, backend="ncnn", whole_model=True)
+    if name == "tf_bird_flip":
+        assert report.ok, report
+    else:  # pnnx's LSTM gives the wrong shape, with or without the reversal
+        assert not report.ok
+        assert "every reversal made an Identity differs there too" in report.message
