@@ -154,7 +154,10 @@ def test_a_probe_that_ran_no_form_with_symbolic_dims_says_so():
         revseq.inline(model, target="x2paddle")
     message = str(caught.value)
     assert "no form ran exactly there with symbolic dims when it was probed" in message
-    assert message.endswith("declare static input shapes") and "int64" not in message
+    assert message.endswith(
+        "declare static input shapes (--overwrite-input-shape NAME:[D0,D1], or input_shapes=)"
+    )
+    assert "int64" not in message
 
 
 def test_the_readme_names_the_extras_its_examples_need_and_the_test_time():

@@ -19,6 +19,11 @@ from revseq.passes.graph.reverse_sequence import node_label
 from revseq.passes.graph.scopes import ScopedNode
 from revseq.passes.inline.ranking import is_dynamic
 
+_FIX_SHAPES = (
+    "declare static input shapes (--overwrite-input-shape NAME:[D0,D1], or input_shapes=)"
+)
+"""How a user fixes the sizes a runtime that converts for fixed shapes needs."""
+
 
 def refusal(
     sig: Signature,
@@ -39,7 +44,7 @@ def refusal(
         where += f" (probed with {profile.backend_version})"
     options = []
     if shapes == DYNAMIC and (profile.verified or profile.members):
-        options.append("declare static input shapes")
+        options.append(_FIX_SHAPES)
     if profile.members:
         options.append("name the backend you run on (target=...)")
     hint = f"; {', or '.join(options)}" if options else ""
