@@ -317,3 +317,26 @@ def test_a_worker_that_died_while_idle_is_started_afresh_on_the_next_call():
     again = runner({"x": x, "lens": lens})[0]  # a fresh worker prepares the model anew
     assert again.tobytes() == first.tobytes()
     assert _worker("onnxruntime")._process is not process
+
+
+def test_what_a_backend_holds_narrower_is_rounded_as_ieee_converts():
+    """RKNN holds float32 as float16: to nearest, a NaN's sign and top payload kept, quiet."""
+    from revseq.equivalence.values import held
+
+    bits = [0x7FC00123, 0xFF800123, 0x3F800001, 0x00000001, 0xFF800000, 0x80000000]
+    x = np.array(bits, np.uint32).view(np.float32)
+    got = held({"x": x, "n": np.arange(3)}, {"float32": "float16"})
+    assert [hex(v) for v in got["x"].view(np.uint32)] == [
+        "0x7fc00000", "0xffc00000", "0x3f800000", "0x0", "0xff800000", "0x80000000"
+    ]  # fmt: skip
+    assert got["n"].tobytes() == np.arange(3).tobytes()  # other types as given
+
+
+def test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on():
+    from revseq.backends import rknn
+
+    symbolic = reverse_sequence_model(["T", "B", 4], _TYPES["float32"])
+    with pytest.raises(ValueError, match=r"int32 Less .*target='rknn'"):
+        rknn.prepare(revseq.inline(symbolic))  # the default: int32 index arithmetic
+    ids = reverse_sequence_model(["T", "B"], _TYPES["int32"])
+    assert rknn._int32_arithmetic(revseq.inline(ids, target="rknn")) is None

@@ -68,8 +68,8 @@ ADAPTERS: dict[str, str] = {
     "webgpu": "onnxruntime-web's WebGPU execution provider on Dawn, in Node",
     "opencv": "OpenCV's DNN module (cv2.dnn) on its CPU backend",
     "ncnn": "Tencent's ncnn, converted by pnnx from ONNX, run on the CPU in float32",
-    "rknn": "Rockchip's RKNN-Toolkit2 simulator (rk3588), float models unquantised, in an "
-    "environment of its own",
+    "rknn": "Rockchip's RKNN-Toolkit2 simulator (rk3588), float models unquantised (float32 "
+    "held as float16: exact means exact to that storage), in an environment of its own",
     "x2paddle": "x2paddle's conversion to a Paddle inference model, run by PaddlePaddle on "
     "the CPU, in an environment of its own",
     "executorch": "onnx2torch's module through torch.export to ExecuTorch, XNNPACK delegate "
@@ -152,6 +152,14 @@ class Backend:
     def label(self) -> str:
         """Name and version, as reports print them."""
         return f"{self.name} {self.version}"
+
+    @property
+    def storage(self) -> dict[str, str]:
+        """The element types it holds in a narrower one (``STORAGE``).
+
+        RKNN's float32 as float16: the truth there is the reversal of what it holds.
+        """
+        return dict(getattr(self.module, "STORAGE", {}))
 
     def prepare(self, model: onnx.ModelProto, *, repeated: bool = False) -> Runner:
         """Convert or compile ``model``; the runner takes inputs by name, returns outputs.

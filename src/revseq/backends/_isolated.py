@@ -192,6 +192,11 @@ class IsolatedBackend:
         """Name and version, as reports print them."""
         return self.backend.label
 
+    @property
+    def storage(self) -> dict[str, str]:
+        """The element types it holds in a narrower one (``Backend.storage``)."""
+        return self.backend.storage
+
     def prepare(self, model: onnx.ModelProto) -> Runner:
         """Like :meth:`Backend.prepare`, in the worker.
 

@@ -28,7 +28,7 @@ from revseq.equivalence.errors import CheckError
 from revseq.equivalence.inputs import MIN_TELLING_T, Inputs, covering_lengths
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.reports import NodeReport
-from revseq.equivalence.values import random_array
+from revseq.equivalence.values import held, random_array
 from revseq.errors import RevseqError
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.targets import TARGETS
@@ -143,10 +143,19 @@ def _check_counterparts(
                 runs=state.runs,
                 longest=state.longest,
                 difference=state.difference,
-                note=state.note + _type_caveat(engine.name, cp),
+                note=state.note + _storage_note(engine, cp) + _type_caveat(engine.name, cp),
             )
         )
     return reports
+
+
+def _storage_note(engine: Engine, cp: Counterpart) -> str:
+    """Where the engine holds the data's type narrower: what the truth was there."""
+    name = dtype_name(cp.data_dtype) if cp.data_dtype is not None else None
+    narrow = engine.storage.get(name or "")
+    if narrow is None:
+        return ""
+    return f" (exact to {engine.name}'s {narrow} storage of {name}: the truth reverses that)"
 
 
 def _type_caveat(backend: str, cp: Counterpart) -> str:
@@ -275,7 +284,7 @@ def _run_case(
             feeds[cp.data] = case_data
         expected = np.asarray(
             native(
-                case_data,
+                held({"data": case_data}, engine.storage)["data"],  # what the engine holds
                 lens,
                 domain=cp.domain,
                 batch_axis=cp.batch_axis,

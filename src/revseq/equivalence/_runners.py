@@ -208,6 +208,11 @@ class Engine:
             self._backend = isolated(backend)
             self.label = self._backend.label
 
+    @property
+    def storage(self) -> dict[str, str]:
+        """The element types the engine holds in a narrower one (``Backend.storage``)."""
+        return {} if self._backend is None else self._backend.storage
+
     def prepare(self, model: onnx.ModelProto) -> Runner:
         """A runner of ``model`` on the engine (onnxruntime with optimisations on)."""
         if self._backend is not None:

@@ -7,7 +7,9 @@ Floats hold a quiet NaN with a payload, a signalling NaN with its sign set, infi
 
 from __future__ import annotations
 
-__all__ = ["NAN_PAYLOADS", "random_array", "ranged_array"]
+__all__ = ["NAN_PAYLOADS", "held", "random_array", "ranged_array"]
+
+from collections.abc import Mapping
 
 import ml_dtypes
 import numpy as np
@@ -92,3 +94,34 @@ NAN_PAYLOADS: dict[np.dtype, tuple[int, ...]] = {
 and a signalling one with its sign set. Arithmetic quiets a signalling NaN (``x * 1``
 sets its quiet bit), and some kernels canonicalise a NaN's sign or payload: a
 decomposition that computes on the data instead of moving it shows here."""
+
+
+def held(feeds: Mapping[str, np.ndarray], storage: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """``feeds`` as a backend that holds some types narrower holds them (``storage``).
+
+    Each array of a type ``storage`` names is rounded to the narrower type and back as
+    IEEE 754 converts: to nearest, a NaN keeping its sign and the top of its payload,
+    quieted (numpy's cast keeps a signalling NaN signalling, a backend's conversion
+    does not). The rest are as given.
+    """
+    out = {}
+    for name, given in feeds.items():
+        array = np.asarray(given)
+        narrow = storage.get(array.dtype.name)
+        out[name] = array if narrow is None else _round_trip(array, np.dtype(narrow))
+    return out
+
+
+def _round_trip(array: np.ndarray, narrow: np.dtype) -> np.ndarray:
+    kept = array.astype(narrow)
+    wide_bits = array.view(np.dtype(f"u{array.itemsize}"))
+    bits = kept.view(np.dtype(f"u{kept.itemsize}"))
+    wide, small = np.finfo(array.dtype), np.finfo(narrow)
+    nan = np.isnan(array)
+    sign = (wide_bits[nan] >> (8 * array.itemsize - 1)).astype(bits.dtype)
+    payload = (wide_bits[nan] >> (wide.nmant - small.nmant)).astype(bits.dtype)
+    exponent = ((1 << small.nexp) - 1) << small.nmant
+    quiet = 1 << (small.nmant - 1)
+    mantissa = (payload & ((1 << small.nmant) - 1)) | quiet
+    bits[nan] = (sign << (8 * kept.itemsize - 1)) | exponent | mantissa
+    return kept.astype(array.dtype)

@@ -32,7 +32,7 @@ from revseq.backends import onnxruntime as ort_adapter
 from revseq.equivalence.compare import first_difference
 from revseq.equivalence.declared import as_declared, declared_types
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
-from revseq.equivalence.values import NAN_PAYLOADS, random_array
+from revseq.equivalence.values import NAN_PAYLOADS, held, random_array
 from revseq.measure._op_probes import OP_PROBES
 from revseq.measure._probe_models import (
     FORM_LAYOUTS,
@@ -121,7 +121,7 @@ def _first_failure(
                     return f"placed off the device: {'; '.join(harmful)}"
                 placement = None  # where nodes run does not change with the inputs
             got = runner(inputs)
-            expected = truth(inputs)
+            expected = truth(held(inputs, backend.storage))  # what the backend holds
             for e, g in zip(expected, got, strict=True):
                 if not _same(e, g):
                     shapes = {k: list(v.shape) for k, v in inputs.items()}
