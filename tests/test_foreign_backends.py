@@ -165,6 +165,7 @@ def _environment_or_skip(name: str):
 
 _TYPES = {"float32": onnx.TensorProto.FLOAT, "int32": onnx.TensorProto.INT32}
 _TYPES["int64"] = onnx.TensorProto.INT64
+_TYPES["float16"] = onnx.TensorProto.FLOAT16
 
 
 @pytest.mark.backend
@@ -205,18 +206,21 @@ def test_rknn_s_profile_keeps_it_out_of_the_default_and_names_what_it_lacks():
     profile = TARGETS["rknn"]
     assert profile.yields and profile.native is False
     assert "rknn" not in {m.name for m in TARGETS["portable"].members}
-    assert not profile.has("float32")  # stored as float16 on the NPU
-    int32 = reverse_sequence_model([6, 3, 4], _TYPES["int32"], batch_axis=1, time_axis=0)
-    inlined = revseq.inline(int32, target="rknn")
-    assert "ReverseSequence" not in {n.op_type for n in inlined.graph.node}
-    float32 = reverse_sequence_model([6, 3, 4], _TYPES["float32"], batch_axis=1, time_axis=0)
-    with pytest.raises(revseq.RevseqError, match="moves no float32"):
-        revseq.inline(float32, target="rknn")
+    # float32 is held as float16 there: GatherND alone gives back what it holds.
+    assert profile.moves("GatherND", "float32") and not profile.moves("Gather", "float32")
+    assert "float32 held as float16" in profile.description
+    for dtype in ("int32", "float32"):
+        model = reverse_sequence_model([6, 3, 4], _TYPES[dtype], batch_axis=1, time_axis=0)
+        inlined = revseq.inline(model, target="rknn")
+        assert "ReverseSequence" not in {n.op_type for n in inlined.graph.node}
+    float16 = reverse_sequence_model([6, 3, 4], _TYPES["float16"], batch_axis=1, time_axis=0)
+    with pytest.raises(revseq.RevseqError, match="moves no float16"):
+        revseq.inline(float16, target="rknn")
 
 
 @pytest.mark.backend
 @pytest.mark.parametrize("layout", [(1, 0), (0, 1)], ids=str)
-@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "bool"])
+@pytest.mark.parametrize("dtype", ["float32", "int8", "int32", "int64", "bool"])
 def test_rknn_s_own_target_is_exact_there_for_the_types_it_moves(dtype, layout):
     _environment_or_skip("rknn")
     batch_axis, time_axis = layout
@@ -292,7 +296,7 @@ def test_rknn_builds_for_the_sizes_it_runs_at_so_its_symbolic_dims_are_its_stati
 @pytest.mark.parametrize(
     "layout", [(["T", "B", 4], 1, 0), (["B", "T", 4], 0, 1), (["T", "B"], 1, 0)], ids=str
 )
-@pytest.mark.parametrize("dtype", ["int8", "int32", "int64", "bool"])
+@pytest.mark.parametrize("dtype", ["float32", "int8", "int32", "int64", "bool"])
 def test_rknn_s_own_target_is_exact_there_with_symbolic_dims(dtype, layout):
     _environment_or_skip("rknn")
     dims, batch_axis, time_axis = layout
@@ -300,6 +304,8 @@ def test_rknn_s_own_target_is_exact_there_with_symbolic_dims(dtype, layout):
     model = reverse_sequence_model(dims, elem, batch_axis=batch_axis, time_axis=time_axis)
     report = revseq.check(model, revseq.inline(model, target="rknn"), backend="rknn", trials=2)
     assert report.ok and report.exercised, report
+    held_narrower = "exact to rknn's float16 storage of float32" in str(report)
+    assert held_narrower == (dtype == "float32"), report
 
 
 def test_a_worker_that_died_while_idle_is_started_afresh_on_the_next_call():

@@ -1024,16 +1024,19 @@ def test_a_deployment_runtime_is_kept_out_of_the_default_and_served_by_its_own_t
 
 
 def test_forms_are_probed_in_a_type_the_backend_moves():
-    """An NPU that stores float32 as float16 (RKNN) moves no float32 exactly: its forms
-    are probed in int32, which it moves, so their index and ops are still certified."""
-    from revseq.measure._probe_runs import form_probe_type
+    """An NPU that stores float32 as float16 (RKNN) moves float32 (to that storage) with
+    GatherND alone: the other forms are probed in int32, which their gathers move, so
+    their index and ops are still certified."""
+    from revseq.measure._probe_runs import form_probe_types
 
-    assert form_probe_type(TARGETS["onnxruntime"]) == "float32"
-    assert form_probe_type(TARGETS["rknn"]) == "int32"
+    assert form_probe_types(TARGETS["onnxruntime"])[0] == "float32"
     only_int64 = dataclasses.replace(
         TARGETS["onnxruntime"], dtypes={"Gather": frozenset({"int64"})}
     )
-    assert form_probe_type(only_int64) == "int64"
+    assert form_probe_types(only_int64) == ["int64"]
+    rknn = TARGETS["rknn"]
+    assert form_probe_types(rknn)[:2] == ["float32", "int32"]
+    assert {"gather_rows", "gather_nd"} <= rknn.forms["static"]
 
 
 def test_static_probes_build_their_index_as_the_static_forms_do():

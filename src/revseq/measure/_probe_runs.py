@@ -36,6 +36,7 @@ from revseq.equivalence.values import NAN_PAYLOADS, held, random_array
 from revseq.measure._op_probes import OP_PROBES
 from revseq.measure._probe_models import (
     FORM_LAYOUTS,
+    FormLayout,
     carrier_input,
     carrier_model,
     form_inputs,
@@ -168,6 +169,11 @@ def run_op_probes(
     return results
 
 
+def _flipped(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The truth of a gather probe: ``x`` reversed along its first axis."""
+    return [np.flip(feeds["x"], axis=0).copy()]
+
+
 def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     """Every gather on every element type, static, by a constant index and by a computed one.
 
@@ -186,13 +192,12 @@ def run_dtype_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
                 bits = x.reshape(-1).view(np.dtype(f"u{x.itemsize}"))
                 for i, payload in enumerate(payloads):
                     bits[i :: len(payloads) + 1] = payload
-            expected = np.flip(x, axis=0).copy()
             for run_time in (False, True):
                 model = gather_model(gather, elem, run_time_index=run_time)
                 feeds = {"x": x}
                 if run_time:
                     feeds["steps"] = gather_index(gather, run_time=True)
-                failure = run_exact(backend, model, [feeds], lambda _, e=expected: [e])
+                failure = run_exact(backend, model, [feeds], _flipped)
                 label = f"{gather}[{name}]" + (" (run-time index)" if run_time else "")
                 results.append(ProbeResult(label, STATIC, (gather, name), failure))
                 if failure is not None:
@@ -222,13 +227,12 @@ def run_carrier_probes(
         variant = carrier_variant(dtype)
         elem = ELEMENT_TYPES[dtype]
         x = carrier_input(elem, np.random.default_rng(4))
-        expected = np.flip(x, axis=0).copy()
         failure: str | None = f"no gather moves {carrier}"
         for gather in GATHERS:
             if (gather, carrier) not in moving:
                 continue
             model = carrier_model(gather, elem, ELEMENT_TYPES[carrier])
-            failure = run_exact(backend, model, [{"x": x}], lambda _, e=expected: [e])
+            failure = run_exact(backend, model, [{"x": x}], _flipped)
             if failure is None:
                 break
         for kind in SHAPE_KINDS:
@@ -240,16 +244,35 @@ def run_carrier_probes(
 _FORM_PROBE_TYPES = ("float32", "int32", "int64")
 
 
-def form_probe_type(ops: Profile) -> str:
-    """The type the forms are probed in: float32, else int32 or int64.
+def form_probe_types(ops: Profile) -> list[str]:
+    """The types a form may be probed in, in order: float32, int32, int64.
 
-    Where no gather moves float32 exactly (an NPU that stores it as float16), int32 or
-    int64, whichever the backend moves.
-
-    A form's data movement is certified per type by the element-type probes; the form
-    probes certify its index and its ops, in a type the backend moves.
+    Those some gather moves exactly on the backend (an NPU that stores float32 as
+    float16 moves it only with some gathers); each form is probed in the first its own
+    gather moves (``_emitted_in_a_moved_type``). A form's data movement is certified
+    per type by the element-type probes; the form probes certify its index and its
+    ops, in a type the backend moves.
     """
-    return next((t for t in _FORM_PROBE_TYPES if ops.has(t)), _FORM_PROBE_TYPES[0])
+    return [t for t in _FORM_PROBE_TYPES if ops.has(t)] or [_FORM_PROBE_TYPES[0]]
+
+
+def _emitted_in_a_moved_type(
+    layout: FormLayout, dynamic: bool, ops: Profile, form: str, target: Profile
+) -> tuple[onnx.ModelProto | None, int, str]:
+    """The form for the first layout, in the first type it is emitted in.
+
+    (the inlined model or None, the type, why none was emitted): a form is emitted
+    only in a type its gather moves.
+    """
+    why = ""
+    for name in form_probe_types(ops):
+        elem = ELEMENT_TYPES[name]
+        try:
+            inlined = revseq.inline(layout.model(dynamic, elem), strategy=form, target=target)
+            return inlined, elem, ""
+        except revseq.RevseqError as e:
+            why = why or str(e)
+    return None, ELEMENT_TYPES[_FORM_PROBE_TYPES[0]], why
 
 
 def run_form_probes(
@@ -257,7 +280,8 @@ def run_form_probes(
 ) -> list[ProbeResult]:
     """Every form end to end: valid lengths, or with ``invalid`` also -1, T+2.
 
-    In float32, or where the backend moves no float32, in :func:`form_probe_type`.
+    In float32, or where the form's gather moves no float32, in int32 or int64
+    (:func:`form_probe_types`).
     Each form is emitted as the planner emits it for ``ops`` (the backend's probed op
     types and variants): GatherND without ``batch_dims`` where the backend lacks it.
     Where the backend runs index arithmetic in int32 and int64, each form also runs
@@ -274,23 +298,24 @@ def run_form_probes(
     (time-major, rows of several elements: what the costs are timed on) must be emitted.
     """
     results = []
-    elem = ELEMENT_TYPES[form_probe_type(ops)]
     for name in variant_names(FORMS):
         form, emitted_for = ops.variant(name)
         if emitted_for is None:
             continue
         for dynamic in (False, True) if name == form else (True,):
-            failure = None
-            for layout in FORM_LAYOUTS:
+            inlined, elem, why = _emitted_in_a_moved_type(
+                FORM_LAYOUTS[0], dynamic, ops, form, emitted_for
+            )
+            failure = None if inlined is not None else f"not emitted: {why}"
+            for layout in FORM_LAYOUTS if inlined is not None else ():
                 batch_axis, time_axis = layout.batch_axis, layout.time_axis
-                model = layout.model(dynamic, elem)
-                try:
-                    inlined = revseq.inline(model, strategy=form, target=emitted_for)
-                except revseq.RevseqError as e:
-                    if layout == FORM_LAYOUTS[0]:
-                        failure = f"not emitted: {e}"
-                        break
-                    continue
+                if layout != FORM_LAYOUTS[0]:
+                    try:
+                        inlined = revseq.inline(
+                            layout.model(dynamic, elem), strategy=form, target=emitted_for
+                        )
+                    except revseq.RevseqError:
+                        continue
 
                 def truth(feeds, b=batch_axis, t=time_axis):
                     return [
