@@ -250,7 +250,7 @@ def check(
         message = where
         if whole_model:
             located = first_differing_tensor(ref, cand, example.inputs, engine, tolerance)
-            message += f"; {located}"
+            message += f"; {located}{_storage_hint(engine)}"
     elif tolerance is not None:
         message = (
             f"{len(input_sets)} trial(s), {compared} whole-model outputs compared across "
@@ -290,6 +290,17 @@ def check(
         inputs=generator.describe(),
         set_aside=set_aside,
         domain=FINITE_DOMAIN if domain == FINITE else domain,
+    )
+
+
+def _storage_hint(engine: Engine) -> str:
+    """Where the engine holds floats narrower, what a whole-model tolerance must allow."""
+    narrower = ", ".join(f"{wide} as {narrow}" for wide, narrow in engine.storage.items())
+    if not narrower:
+        return ""
+    return (
+        f" ({engine.name} holds {narrower}: its arithmetic is that precise, so compare "
+        "whole models within --rtol 1e-2 --atol 1e-3)"
     )
 
 

@@ -79,9 +79,8 @@ def refused_op(text: str, ref: onnx.ModelProto, cand: onnx.ModelProto) -> str | 
     else the op types the message names (``AMBIGUOUS`` where both revseq and the model
     use one).
     """
-    quoted = set(re.findall(r"[\"']([^\"']+)[\"']", text))
     for node in cand.graph.node:
-        if node.name and node.name in quoted:
+        if node.name and (f"'{node.name}'" in text or f'"{node.name}"' in text):
             whose = "written by revseq" if _is_ours(node, ref) else "the model's own"
             return f"the runtime names {node.op_type} {node.name!r} ({whose})"
     own = {node.op_type for node in ref.graph.node}
