@@ -59,6 +59,26 @@ OUTCOMES = {
 }
 
 
+# Runtimes that build for fixed shapes: their own target at batch 1; RKNN compared within
+# float16's precision (it holds float32 as float16).
+FIXED = {
+    "rknn": {
+        "tf_crnn_reader": "ok",
+        "tf_bilstm_tagger": "Loop 'model_1/bidirectional_1/forward_lstm_1/PartitionedCall/",
+        "tf_go_backwards": "ok",
+        "tf_bird_flip": "ok",
+        "tf_reverse_sequence_dense": "ok",
+    },
+    "x2paddle": {
+        "tf_crnn_reader": "LSTM (the model's own)",
+        "tf_bilstm_tagger": "every reversal made an Identity too",
+        "tf_go_backwards": "ok",
+        "tf_bird_flip": "ok",
+        "tf_reverse_sequence_dense": "ok",
+    },
+}
+
+
 def _load(name: str) -> onnx.ModelProto:
     return onnx.load(FIXTURES / f"{name}.onnx")
 
@@ -125,3 +145,23 @@ def test_ncnn_at_fixed_shapes_runs_the_flips_or_blames_the_models_own_ops(name):
     else:  # pnnx's LSTM gives the wrong shape, with or without the reversal
         assert not report.ok
         assert "every reversal made an Identity differs there too" in report.message
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("backend", FIXED)
+def test_runtimes_that_build_for_fixed_shapes_run_their_own_target(backend, name):
+    reason = unavailable(backend)
+    if reason is not None:
+        pytest.skip(reason)
+    model = _load(name)
+    inlined = revseq.inline(model, target=backend, input_shapes=MODELS[name])
+    tolerance = {"rtol": 1e-2, "atol": 1e-3} if backend == "rknn" else {}
+    expected = FIXED[backend][name]
+    if expected == "ok":
+        report = revseq.check(model, inlined, backend=backend, whole_model=True, **tolerance)
+        assert report.ok, report
+        return
+    with pytest.raises(revseq.RevseqError) as caught:
+        revseq.check(model, inlined, backend=backend, whole_model=True, **tolerance)
+    assert expected in str(caught.value), caught.value

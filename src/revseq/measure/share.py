@@ -1,0 +1,167 @@
+"""``python -m revseq.measure.share --write docs/share.md``: the reversal's share of a model.
+
+What a user pays for inlining is the inlined model's time against the model without
+its reversals. Each model (tf2onnx's exports in ``tests/fixtures``, or ``--models``) is
+inlined as the README says for each runtime (its own target where it builds for fixed
+shapes: ncnn, RKNN, x2paddle; the default elsewhere) and timed against the same model
+with every reversal an Identity of its data, side by side in one process (interleaved
+rounds, paired medians: ``_timing.paired_medians``), at batch 1. The share is how much
+longer the inlined model takes; where the runtime has the op, the original model's
+share is shown beside it. A runtime that does not run a model says why in its cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import pathlib
+import platform
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import RemoveUnusedNodesPass
+
+import revseq
+from revseq import backends
+from revseq.equivalence.blame import without_reversals
+from revseq.equivalence.given import GivenInputs, dim_key
+from revseq.equivalence.inputs import InputGenerator
+from revseq.errors import RevseqError, one_line
+from revseq.measure._timing import paired_medians
+from revseq.measure.pages import write_measured_page
+
+RUNTIMES = (
+    "onnxruntime", "opencv", "tract", "onnx2torch", "tvm", "openvino", "mnn", "ncnn",
+    "rknn", "x2paddle",
+)  # fmt: skip
+"""The runtimes the page times where they are installed."""
+
+OWN_TARGET = {"ncnn": "ncnn", "rknn": "rknn", "x2paddle": "x2paddle"}
+"""Runtimes that build for fixed shapes: their own target, inlined at the sizes run."""
+
+NATIVE = frozenset({"onnxruntime", "openvino", "mnn"})
+"""Runtimes that have the op: the original model is timed too."""
+
+_DEFAULT_MODELS = "tests/fixtures/tf_*.onnx"
+
+
+def feeds_at_batch_1(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs as the check draws them (finite), every symbolic dim at 1."""
+    initializers = {t.name for t in model.graph.initializer}
+    infos = [i for i in model.graph.input if i.name not in initializers]
+    symbols = {
+        key: 1
+        for info in infos
+        for axis in range(len(info.type.tensor_type.shape.dim))
+        if (key := dim_key(info, axis)) is not None
+    }
+    generator = InputGenerator(
+        [model], seed=seed, specials=False, given=GivenInputs(dims=symbols)
+    )
+    return generator.trial(0)
+
+
+def _variants(
+    model: onnx.ModelProto, runtime: str, feeds: dict[str, np.ndarray]
+) -> dict[str, onnx.ModelProto]:
+    """The models timed on ``runtime``: without reversals first, then inlined, native."""
+    target = OWN_TARGET.get(runtime)
+    shapes = {name: list(np.shape(value)) for name, value in feeds.items()}
+    inlined = revseq.inline(model, target=target, input_shapes=shapes if target else None)
+    variants = {"identity": _pruned(without_reversals(model)), "inlined": inlined}
+    if runtime in NATIVE:
+        variants["native"] = model
+    return variants
+
+
+def _pruned(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without the nodes no output needs (the lengths its reversals read)."""
+    ir_model = ir.from_proto(model)
+    RemoveUnusedNodesPass()(ir_model)
+    return ir.to_proto(ir_model)
+
+
+def time_model(
+    model: onnx.ModelProto, runtime: str, *, rounds: int, budget_s: float
+) -> dict[str, str]:
+    """One row's cells: each variant's milliseconds and share, or why it did not run."""
+    feeds = feeds_at_batch_1(model)
+    try:
+        backend = backends.get(runtime)
+        variants = _variants(model, runtime, feeds)
+        runners = {
+            label: backend.prepare(each, repeated=True) for label, each in variants.items()
+        }
+        calls = {label: (lambda r=r: r(feeds)) for label, r in runners.items()}
+        timed = paired_medians(calls, rounds=rounds, budget_s=budget_s)
+    except (RevseqError, backends.BackendUnavailableError) as e:
+        return {"error": one_line(e, 120)}
+    cells = {"identity": f"{timed['identity'][0] * 1e3:.3f}"}
+    for label in ("inlined", "native"):
+        if label in timed:
+            seconds, ratio = timed[label]
+            cells[label] = f"{seconds * 1e3:.3f} ({(ratio - 1) * 100:+.1f} %)"
+    return cells
+
+
+def page(rows: Sequence[tuple[str, str, dict[str, str]]]) -> str:
+    """The table: a row per model and runtime."""
+    lines = [
+        "| model | runtime | without reversals, ms | inlined, ms (share) | own op, ms "
+        "(share) |",
+        "|---|---|---|---|---|",
+    ]
+    for model, runtime, cells in rows:
+        if "error" in cells:
+            lines.append(f"| {model} | {runtime} | not run: {cells['error']} | | |")
+            continue
+        lines.append(
+            f"| {model} | {runtime} | {cells['identity']} | {cells['inlined']} | "
+            f"{cells.get('native', '-')} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Time every model on every installed runtime; print or write the page."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=_DEFAULT_MODELS, help="a glob of .onnx models")
+    parser.add_argument("--runtimes", nargs="+", default=RUNTIMES, metavar="NAME")
+    parser.add_argument("--rounds", type=int, default=41)
+    parser.add_argument("--budget", type=float, default=2.0, help="seconds per row")
+    parser.add_argument("--write", metavar="PAGE", help="write the page (docs/share.md)")
+    args = parser.parse_args(argv)
+    paths = sorted(p for p in glob.glob(args.models) if "opset" not in p)
+    installed = [r for r in args.runtimes if backends.unavailable(r) is None]
+    rows = []
+    for path in paths:
+        model = onnx.load(path)
+        name = pathlib.Path(path).stem
+        for runtime in installed:
+            cells = time_model(model, runtime, rounds=args.rounds, budget_s=args.budget)
+            rows.append((name, runtime, cells))
+            print(name, runtime, cells, file=sys.stderr, flush=True)
+    body = (
+        "The inlined model against the same model with every reversal an Identity of "
+        "its data, each runtime's own runs side by side (median of paired rounds, batch "
+        "1); the share is how much longer the inlined model takes. Where the runtime has "
+        "the op, the original model's share beside it. The target is the README's for "
+        "each runtime (its own where it builds for fixed shapes).\n\n" + page(rows)
+    )
+    print(body)
+    if args.write:
+        labels = ", ".join(backends.get(r).label for r in installed)
+        context = f"Python {platform.python_version()}; {labels}"
+        command = "python -m revseq.measure.share " + " ".join(
+            sys.argv[1:] if argv is None else argv
+        )
+        write_measured_page(args.write, "The reversal's share of a model", command,
+                            context, body + "\n")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
