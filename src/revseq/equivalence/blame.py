@@ -22,6 +22,8 @@ __all__ = [
 import re
 
 import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import IdentityEliminationPass, RemoveUnusedNodesPass
 
 from revseq.equivalence._runners import Engine, Runner, runners
 from revseq.equivalence.compare import first_difference, first_difference_beyond
@@ -102,10 +104,12 @@ def refused_op(text: str, ref: onnx.ModelProto, cand: onnx.ModelProto) -> str | 
 
 
 def without_reversals(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with every ReverseSequence (any scope) an Identity of its data.
+    """``model`` with every ReverseSequence (any scope) gone: its data read in its place.
 
     What a runtime makes of the model's own ops alone: where it fails on this too, the
-    failure is not in what revseq writes.
+    failure is not in what revseq writes. Each becomes an Identity, then onnx-ir's
+    identity elimination and unused-node removal take the Identities and the lengths
+    they no longer read away (ncnn runs no Identity).
     """
     plain = onnx.ModelProto()
     plain.CopyFrom(model)
@@ -119,7 +123,10 @@ def without_reversals(model: onnx.ModelProto) -> onnx.ModelProto:
                 del node.attribute[:]
             for attribute in node.attribute:
                 graphs.extend([attribute.g] if attribute.HasField("g") else attribute.graphs)
-    return plain
+    simplified = ir.from_proto(plain)
+    IdentityEliminationPass()(simplified)
+    RemoveUnusedNodesPass()(simplified)
+    return ir.to_proto(simplified)
 
 
 def fails_alike(ref: onnx.ModelProto, engine: Engine, feeds: Inputs | None) -> str:

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import pathlib
 import platform
+import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 
 import numpy as np
 import onnx
-import onnx_ir as ir
-from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 import revseq
 from revseq import backends
@@ -71,17 +72,10 @@ def _variants(
     target = OWN_TARGET.get(runtime)
     shapes = {name: list(np.shape(value)) for name, value in feeds.items()}
     inlined = revseq.inline(model, target=target, input_shapes=shapes if target else None)
-    variants = {"identity": _pruned(without_reversals(model)), "inlined": inlined}
+    variants = {"identity": without_reversals(model), "inlined": inlined}
     if runtime in NATIVE:
         variants["native"] = model
     return variants
-
-
-def _pruned(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` without the nodes no output needs (the lengths its reversals read)."""
-    ir_model = ir.from_proto(model)
-    RemoveUnusedNodesPass()(ir_model)
-    return ir.to_proto(ir_model)
 
 
 def time_model(
@@ -125,6 +119,26 @@ def page(rows: Sequence[tuple[str, str, dict[str, str]]]) -> str:
     return "\n".join(lines)
 
 
+def _rows_in_a_child(runtime: str, args: argparse.Namespace) -> list[tuple[str, str, dict]]:
+    """One runtime's rows, timed in a process of its own (a runtime may crash one)."""
+    command = [
+        sys.executable, "-m", "revseq.measure.share", "--models", args.models,
+        "--runtimes", runtime, "--rounds", str(args.rounds), "--budget", str(args.budget),
+        "--rows",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        return [tuple(row) for row in json.loads(done.stdout.splitlines()[-1])]
+    why = f"the process ended with status {done.returncode}"
+    if done.returncode < 0:
+        why = f"killed by {signal.Signals(-done.returncode).name}"
+    return [(pathlib.Path(p).stem, runtime, {"error": why}) for p in _paths(args.models)]
+
+
+def _paths(pattern: str) -> list[str]:
+    return sorted(p for p in glob.glob(pattern) if "opset" not in p)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Time every model on every installed runtime; print or write the page."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -133,23 +147,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--budget", type=float, default=2.0, help="seconds per row")
     parser.add_argument("--write", metavar="PAGE", help="write the page (docs/share.md)")
+    parser.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    paths = sorted(p for p in glob.glob(args.models) if "opset" not in p)
     installed = [r for r in args.runtimes if backends.unavailable(r) is None]
+    if args.rows:  # one runtime, in this process: its rows as JSON
+        rows = [
+            (pathlib.Path(path).stem, runtime, time_model(
+                onnx.load(path), runtime, rounds=args.rounds, budget_s=args.budget
+            ))
+            for path in _paths(args.models)
+            for runtime in installed
+        ]  # fmt: skip
+        print(json.dumps(rows))
+        return 0
     rows = []
-    for path in paths:
-        model = onnx.load(path)
-        name = pathlib.Path(path).stem
-        for runtime in installed:
-            cells = time_model(model, runtime, rounds=args.rounds, budget_s=args.budget)
-            rows.append((name, runtime, cells))
-            print(name, runtime, cells, file=sys.stderr, flush=True)
+    for runtime in installed:
+        rows.extend(_rows_in_a_child(runtime, args))
+        print(f"share: {runtime} done", file=sys.stderr, flush=True)
+    rows.sort(key=lambda row: (row[0], installed.index(row[1])))
     body = (
         "The inlined model against the same model with every reversal an Identity of "
-        "its data, each runtime's own runs side by side (median of paired rounds, batch "
-        "1); the share is how much longer the inlined model takes. Where the runtime has "
-        "the op, the original model's share beside it. The target is the README's for "
-        "each runtime (its own where it builds for fixed shapes).\n\n" + page(rows)
+        "its data (the lengths it read pruned), each runtime's own runs side by side "
+        "(median of paired rounds, batch 1; each runtime in a process of its own); the "
+        "share is how much longer the inlined model takes. Where the runtime has the "
+        "op, the original model's share beside it. The target is the README's for each "
+        "runtime (its own where it builds for fixed shapes).\n\n" + page(rows)
     )
     print(body)
     if args.write:
