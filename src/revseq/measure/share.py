@@ -92,7 +92,7 @@ def time_model(
         calls = {label: (lambda r=r: r(feeds)) for label, r in runners.items()}
         timed = paired_medians(calls, rounds=rounds, budget_s=budget_s)
     except (RevseqError, backends.BackendUnavailableError) as e:
-        return {"error": one_line(e, 120)}
+        return {"error": one_line(e).split(" Caused by")[0][:110]}
     cells = {"identity": f"{timed['identity'][0] * 1e3:.3f}"}
     for label in ("inlined", "native"):
         if label in timed:
@@ -119,20 +119,19 @@ def page(rows: Sequence[tuple[str, str, dict[str, str]]]) -> str:
     return "\n".join(lines)
 
 
-def _rows_in_a_child(runtime: str, args: argparse.Namespace) -> list[tuple[str, str, dict]]:
-    """One runtime's rows, timed in a process of its own (a runtime may crash one)."""
+def _row_in_a_child(path: str, runtime: str, args: argparse.Namespace) -> dict[str, str]:
+    """One model's cells on one runtime, timed in a process of its own (a crash ends it)."""
     command = [
-        sys.executable, "-m", "revseq.measure.share", "--models", args.models,
+        sys.executable, "-m", "revseq.measure.share", "--models", path,
         "--runtimes", runtime, "--rounds", str(args.rounds), "--budget", str(args.budget),
         "--rows",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode == 0:
-        return [tuple(row) for row in json.loads(done.stdout.splitlines()[-1])]
-    why = f"the process ended with status {done.returncode}"
+        return json.loads(done.stdout.splitlines()[-1])[0][2]
     if done.returncode < 0:
-        why = f"killed by {signal.Signals(-done.returncode).name}"
-    return [(pathlib.Path(p).stem, runtime, {"error": why}) for p in _paths(args.models)]
+        return {"error": f"killed by {signal.Signals(-done.returncode).name}"}
+    return {"error": f"the process ended with status {done.returncode}"}
 
 
 def _paths(pattern: str) -> list[str]:
@@ -161,17 +160,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(rows))
         return 0
     rows = []
-    for runtime in installed:
-        rows.extend(_rows_in_a_child(runtime, args))
-        print(f"share: {runtime} done", file=sys.stderr, flush=True)
-    rows.sort(key=lambda row: (row[0], installed.index(row[1])))
+    for path in _paths(args.models):
+        for runtime in installed:
+            cells = _row_in_a_child(path, runtime, args)
+            rows.append((pathlib.Path(path).stem, runtime, cells))
+            print(f"share: {path} on {runtime}: {cells}", file=sys.stderr, flush=True)
     body = (
-        "The inlined model against the same model with every reversal an Identity of "
-        "its data (the lengths it read pruned), each runtime's own runs side by side "
-        "(median of paired rounds, batch 1; each runtime in a process of its own); the "
-        "share is how much longer the inlined model takes. Where the runtime has the "
-        "op, the original model's share beside it. The target is the README's for each "
-        "runtime (its own where it builds for fixed shapes).\n\n" + page(rows)
+        "The inlined model against the same model without its reversals (each one's "
+        "output read from its data, the lengths it read pruned), each runtime's own runs "
+        "side by side (median of paired rounds, batch 1; each model on each runtime in a "
+        "process of its own); the share is how much longer the inlined model takes. "
+        "Where the runtime has the op, the original model's share beside it. The target "
+        "is the README's for each runtime (its own where it builds for fixed "
+        "shapes).\n\n" + page(rows)
     )
     print(body)
     if args.write:
