@@ -49,6 +49,14 @@ OUTCOMES = {
         "tf_bird_flip": "ok",
         "tf_reverse_sequence_dense": "ok",
     },
+    "openvino": {
+        "tf_crnn_reader": "ok",
+        "tf_bilstm_tagger": "Loop (the model's own)",
+        "tf_go_backwards": "ok",
+        "tf_bird_flip": "ok",
+        "tf_reverse_sequence_dense": "ok",
+    },
+    "mnn": dict.fromkeys(MODELS, "ok"),
     "tvm": {
         "tf_crnn_reader": "LSTM (the model's own)",
         "tf_bilstm_tagger": "Loop (the model's own)",
