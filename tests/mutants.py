@@ -45,6 +45,46 @@ class Mutant:
 
 MUTANTS = (
     Mutant(
+        "blame: a decomposition's output blamed on the model",
+        "src/revseq/equivalence/blame.py",
+        """    label = f"{node.op_type} {node.name!r}" if node.name else node.op_type
+    if node.op_type == "ReverseSequence":""",
+        """    label = f"{node.op_type} {node.name!r}" if node.name else node.op_type
+    if False:""",
+        aimed="tests/test_whole_model.py::test_a_wrong_node_of_revseq_is_blamed[onnxruntime]",
+    ),
+    Mutant(
+        "RKNN's storage: a NaN held narrower not quieted",
+        "src/revseq/equivalence/values.py",
+        "    mantissa = (payload & ((1 << small.nmant) - 1)) | quiet",
+        "    mantissa = payload & ((1 << small.nmant) - 1)",
+        aimed="tests/test_foreign_backends.py::"
+        "test_what_a_backend_holds_narrower_is_rounded_as_ieee_converts",
+    ),
+    Mutant(
+        "RKNN: int32 arithmetic built (its build crashes)",
+        "src/revseq/backends/rknn.py",
+        "    if crashing is not None:",
+        "    if False:",
+        aimed="tests/test_foreign_backends.py::"
+        "test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on",
+    ),
+    Mutant(
+        "restore: a flip of data of unknown rank proven at no rank",
+        "passes/restore/full_reversals.py",
+        '        if dims is not None\n        else [[f"rank{rank}_dim{axis}"',
+        '        if True\n        else [[f"rank{rank}_dim{axis}"',
+        aimed="tests/test_tf_models.py::test_inline_check_and_restore_every_reversal",
+    ),
+    Mutant(
+        "check: whole models within tolerance but no reversal of 2 taken as inconclusive",
+        "src/revseq/equivalence/_check.py",
+        "    if holds_op and not whole_model:",
+        "    if holds_op:",
+        aimed="tests/test_cli_usage.py::"
+        "test_whole_models_that_agree_within_tolerance_exit_0_and_say_the_tolerance",
+    ),
+    Mutant(
         "check: a model that runs only at 1 never tried there",
         "src/revseq/equivalence/_fitting.py",
         "    above = [key for key in free if sizes[key] > 1]",
