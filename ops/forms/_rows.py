@@ -28,7 +28,7 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     graph output); rows of one element
     are gathered with GatherElements on a 1-D view (Gather copies element by element).
     onnxruntime's Gather loses string elements when a gathered slice holds more than one
-    (BACKENDS.md), so string data (or data of unknown type) is gathered with GatherND.
+    (docs/backends.md), so string data (or data of unknown type) is gathered with GatherND.
     Rows of one element over two leading axes are gathered as a matrix, as in
     ``gather_elements``.
     """

@@ -222,7 +222,7 @@ VARIANTS = frozenset(
         *LEAN_VARIANTS,
     }
 )
-"""Every op variant a profile may list (carrier round trips aside: ``ops/carriers.py``)."""
+"""Every op variant a profile may list (carrier round trips aside: ``carriers.py``)."""
 
 _INT32_INDEX_VARIANTS = {"Gather": GATHER_INT32, "GatherElements": GATHER_ELEMENTS_INT32}
 

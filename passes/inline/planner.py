@@ -97,7 +97,7 @@ class Plan:
         sig: The node's signature, with the op types the target allows.
         replacement: A form's name, or "Identity" or "Slice" for a trivial node.
         template: The form as emitted once for ``sig`` (None for a trivial node).
-        carried: Where the data is reversed in its carrier type (``ops/carriers.py``),
+        carried: Where the data is reversed in its carrier type (``ops/targets/carriers.py``),
             the signature the form was emitted for (``sig`` with the carrier's type);
             the template casts to it and back.
         lengths: Where the form reads the lengths from another value than the node's
@@ -339,7 +339,7 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     """The form for one node: ``strategy`` itself, or the best fit for "auto".
 
     Where no form moves the node's element type on the target, the data is reversed in
-    its carrier type if the target runs that exactly (``ops/carriers.py``).
+    its carrier type if the target runs that exactly (``ops/targets/carriers.py``).
 
     Raises:
         StrategyError: No form fits the node and the target; the message gives each

@@ -58,7 +58,7 @@ def through_carrier(match: Match) -> Match:
     """The match widened to the Casts around it where it runs in a carrier type.
 
     ``Cast(ReverseSequence(Cast(X, C)), D)`` is ``ReverseSequence(X)`` when ``C`` is the
-    carrier of ``X``'s type ``D`` (``ops/carriers.py``): the round trip gives every
+    carrier of ``X``'s type ``D`` (``ops/targets/carriers.py``): the round trip gives every
     value back, and a gather moves elements without looking at them. The Cast back must
     be the result's only use, not a graph output.
     """

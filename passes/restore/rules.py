@@ -158,7 +158,7 @@ class FuseGatherView(_FuseBase):
 
 
 # The views each form ends in, longest first: a rule matching fewer views is tried after.
-# Each also with the Cast back from a carrier type (``ops/carriers.py``): the matcher
+# Each also with the Cast back from a carrier type (``ops/targets/carriers.py``): the matcher
 # proves that only where the data was cast to the carrier of its own type.
 _FORM_VIEWS = (("Transpose", "Unsqueeze"), ("Reshape",), ("Transpose",), ("Unsqueeze",))
 _VIEW_CHAINS = (

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 __all__ = ["inline", "restore", "ModelLike"]
 
-import logging
 import os
 from collections.abc import Mapping, Sequence
 
@@ -14,8 +13,6 @@ import onnx_ir as ir
 from revseq.ops.targets import Target
 from revseq.passes import InlineReverseSequencePass, RestoreReverseSequencePass, gc_paused
 from revseq.passes.graph import FixInputShapesPass
-
-logger = logging.getLogger(__name__)
 
 ModelLike = onnx.ModelProto | ir.Model | str | os.PathLike
 

@@ -188,7 +188,8 @@ def gather_index(gather: str, *, run_time: bool = False) -> np.ndarray:
 def carrier_model(gather: str, elem: int, carrier: int) -> onnx.ModelProto:
     """``gather_model`` in the ``carrier`` type, on data of type ``elem`` cast to it and back.
 
-    What the planner emits where a target's gathers lack ``elem`` (``ops/carriers.py``).
+    What the planner emits where a target's gathers lack ``elem``
+    (``ops/targets/carriers.py``).
     """
     from onnx import helper
 

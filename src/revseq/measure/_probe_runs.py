@@ -214,7 +214,7 @@ def moved(types: list[ProbeResult]) -> set[tuple[str, str]]:
 def run_carrier_probes(
     backend: Backend | IsolatedBackend, types: list[ProbeResult]
 ) -> list[ProbeResult]:
-    """Each element type's round trip through its carrier (``ops/carriers.py``).
+    """Each element type's round trip through its carrier (``ops/targets/carriers.py``).
 
     The data cast to the carrier, reversed by a gather that moved the carrier exactly
     (``types``), and cast back, on values that include the type's extremes; the variant

@@ -180,7 +180,7 @@ def format_choice(choice: Choice, rows: Sequence[dict[str, object]]) -> str:
 
 
 _INTRO = """\
-Each threshold of `revseq/ops/tuning.py`, both sides forced on onnxruntime's own output
+Each threshold of `ops/targets/tuning.py`, both sides forced on onnxruntime's own output
 (`target="onnxruntime"`, lengths at run time), each side's median time over the
 native kernel's in the same rounds (1 thread, paired medians, the median of the
 passes). `cheaper` names the side more than 10% faster (`tie` within 10%); `shipped` is

@@ -6,7 +6,7 @@ Three kinds of probe, each a small ONNX model compared bit for bit with the trut
 - op probes: each op (or variant) the forms emit, used the way the forms use it, with
   static shapes and with symbolic dims (run at several sizes);
 - element-type probes: each gather on every type, and each type's round trip through
-  its carrier type (``ops/carriers.py``);
+  its carrier type (``ops/targets/carriers.py``);
 - form probes: every form end to end, static and dynamic, in several layouts.
 
 Then each form that ran exactly is timed against the backend's copy floor
