@@ -135,16 +135,64 @@ def fails_alike(ref: onnx.ModelProto, engine: Engine, feeds: Inputs | None) -> s
     Asked where a runtime failed on the whole candidate without naming the op it
     refused; ``feeds`` None where it failed while loading.
     """
+    plain = without_reversals(ref)
     try:
-        runner = engine.prepare(without_reversals(ref))
+        runner = engine.prepare(plain)
         if feeds is not None:
             runner(feeds)
     except Exception as e:  # the runtime's own failure, whatever its type
+        first = _first_failing_node(plain, engine, feeds)
+        at = "" if first is None else f", first at {_label(first)}"
         return (
             "it fails on the model with every reversal made an Identity too "
-            f"({one_line(e, 120, typed=True)}): the model's own ops"
+            f"({one_line(e, 120, typed=True)}): the model's own ops{at}"
         )
     return "it runs the model with every reversal made an Identity: revseq's decompositions"
+
+
+def _first_failing_node(
+    model: onnx.ModelProto, engine: Engine, feeds: Inputs | None
+) -> onnx.NodeProto | None:
+    """The first main-graph node whose output alone the runtime fails to compute.
+
+    A bisection over the graph's order, each cut made an output and the nodes it does
+    not need removed: a handful of conversions where the runtime's message names no node
+    (OpenCV's ``buf.shape() == m.shape()``). None where the last node's cut runs.
+    """
+    nodes = [n for n in model.graph.node if n.op_type != "Constant" and any(n.output)]
+    inferred = _value_types(model)
+
+    def fails(node: onnx.NodeProto) -> bool:
+        cut = onnx.ModelProto()
+        cut.CopyFrom(model)
+        del cut.graph.output[:]
+        cut.graph.output.extend(
+            inferred.get(name, onnx.ValueInfoProto(name=name)) for name in node.output if name
+        )
+        pruned = ir.from_proto(cut)
+        RemoveUnusedNodesPass()(pruned)
+        try:
+            runner = engine.prepare(ir.to_proto(pruned))
+            if feeds is not None:
+                runner(feeds)
+        except Exception:  # the runtime's own failure, whatever its type
+            return True
+        return False
+
+    if not nodes or not fails(nodes[-1]):
+        return None
+    low, high = 0, len(nodes) - 1  # nodes[high] fails
+    while low < high:
+        middle = (low + high) // 2
+        if fails(nodes[middle]):
+            high = middle
+        else:
+            low = middle + 1
+    return nodes[high]
+
+
+def _label(node: onnx.NodeProto) -> str:
+    return f"{node.op_type} {node.name!r}" if node.name else node.op_type
 
 
 def _differs_alike(
