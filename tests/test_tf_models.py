@@ -173,3 +173,15 @@ def test_runtimes_that_build_for_fixed_shapes_run_their_own_target(backend, name
     with pytest.raises(revseq.RevseqError) as caught:
         revseq.check(model, inlined, backend=backend, whole_model=True, **tolerance)
     assert expected in str(caught.value), caught.value
+
+
+@pytest.mark.backend
+def test_ncnn_takes_lengths_given_at_run_time_with_its_finite_target():
+    reason = unavailable("ncnn")
+    if reason is not None:
+        pytest.skip(reason)
+    model = _load("tf_reverse_sequence_dense")
+    shapes = MODELS["tf_reverse_sequence_dense"]
+    inlined = revseq.inline(model, target="ncnn-finite", input_shapes=shapes)
+    report = revseq.check(model, inlined, backend="ncnn", whole_model=True)
+    assert report.ok, report
