@@ -470,7 +470,8 @@ def test_a_page_is_in_a_type_the_backend_s_target_moves_and_cells_stay_short():
     from revseq.measure.pages import stable_line
 
     assert {c.dtype for c in bb.backend_suite("onnxruntime")} == {"float32"}
-    assert {c.dtype for c in bb.backend_suite("rknn")} == {"int32"}  # float32 as float16
+    assert {c.dtype for c in bb.backend_suite("rknn")} == {"float32"}  # to float16 storage
+    assert {c.dtype for c in bb.backend_suite("nnapi")} == {"float32"}
     assert {c.dtype for c in bb.backend_suite("no-such-backend")} == {"float32"}
     note = "rknn: run failed: " + "x" * 300
     row = {

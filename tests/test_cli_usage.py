@@ -214,7 +214,6 @@ def test_the_glossary_defines_every_form_the_readme_names():
     glossary = (ROOT / "docs" / "glossary.md").read_text()
     forms = {*FORMS, "reverse_all", "slices", "one_hot"}
     named = {name for name in forms if f"`{name}`" in readme}
-    assert named, "the README names no form"
     for name in named:
         assert f"**{name}**" in glossary or f"`{name}`" in glossary, name
     assert "**slices**" in glossary and "**one_hot**" in glossary

@@ -17,7 +17,7 @@ import revseq
 from revseq.passes import walk
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-EXPORTS = sorted(p.name for p in FIXTURES.glob("tf_*.onnx"))
+EXPORTS = sorted(p.name for p in FIXTURES.glob("tf_*_opset*.onnx"))
 
 
 def _reversals(model: onnx.ModelProto) -> list[ir.Node]:

@@ -84,8 +84,8 @@ _PAGE_TYPES = ("float32", "int32", "int64")
 def backend_suite(name: str) -> tuple[Case, ...]:
     """``BACKEND_SUITE`` in the first of float32, int32 and int64 the backend's target moves.
 
-    RKNN stores float32 as float16, so that no form moves it exactly: its page times
-    int32 data. Float32 where the backend has no profile.
+    A target that moves no float32 gets its page in int32 or int64 (RKNN's moves float32
+    to its float16 storage). Float32 where the backend has no profile.
     """
     profile = TARGETS.get(name)
     for dtype in _PAGE_TYPES if profile is not None else _PAGE_TYPES[:1]:
