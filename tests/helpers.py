@@ -137,3 +137,10 @@ def full_lengths_model(dims, batch_axis: int, time_axis: int, opset: int) -> onn
         ],
     )
     return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+
+
+def installed_or_skip(backend: str) -> None:
+    """Skip the test, saying why, where ``backend`` cannot run here."""
+    reason = backends.unavailable(backend)
+    if reason is not None:
+        pytest.skip(reason)

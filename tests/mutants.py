@@ -51,7 +51,8 @@ MUTANTS = (
     if node.op_type == "ReverseSequence":""",
         """    label = f"{node.op_type} {node.name!r}" if node.name else node.op_type
     if False:""",
-        aimed="tests/test_whole_model.py::test_a_wrong_node_of_revseq_is_blamed[onnxruntime]",
+        aimed="tests/test_whole_model.py::"
+        "test_the_first_differing_tensor_is_blamed_on_who_wrote_it",
     ),
     Mutant(
         "RKNN's storage: a NaN held narrower not quieted",

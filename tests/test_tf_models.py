@@ -12,9 +12,9 @@ import pathlib
 
 import onnx
 import pytest
+from helpers import installed_or_skip
 
 import revseq
-from revseq.backends import unavailable
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 MODELS = {
@@ -117,20 +117,27 @@ def test_inline_check_and_restore_every_reversal(name):
 
 @pytest.mark.backend
 @pytest.mark.parametrize("name", MODELS)
-@pytest.mark.parametrize("backend", OUTCOMES)
+@pytest.mark.parametrize("backend", [*OUTCOMES, *FIXED])
 def test_the_whole_model_runs_on_the_runtime_or_says_whose_op_failed(backend, name):
-    reason = unavailable(backend)
-    if reason is not None:
-        pytest.skip(reason)
+    """The default, or for a runtime that builds for fixed shapes its own target there."""
+    installed_or_skip(backend)
     model = _load(name)
-    inlined = revseq.inline(model)
-    expected = OUTCOMES[backend][name]
+    if backend in FIXED:
+        inlined = revseq.inline(model, target=backend, input_shapes=MODELS[name])
+        tolerance = {"rtol": 1e-2, "atol": 1e-3} if backend == "rknn" else {}
+        _runs_or_says_whose(model, inlined, backend, FIXED[backend][name], **tolerance)
+    else:
+        _runs_or_says_whose(model, revseq.inline(model), backend, OUTCOMES[backend][name])
+
+
+def _runs_or_says_whose(model, inlined, backend: str, expected: str, **tolerance) -> None:
+    """The whole model runs within tolerance ("ok"), or the one-line error says whose."""
     if expected == "ok":
-        report = revseq.check(model, inlined, backend=backend, whole_model=True)
+        report = revseq.check(model, inlined, backend=backend, whole_model=True, **tolerance)
         assert report.ok, report
         return
     with pytest.raises(revseq.RevseqError) as caught:
-        revseq.check(model, inlined, backend=backend, whole_model=True)
+        revseq.check(model, inlined, backend=backend, whole_model=True, **tolerance)
     message = str(caught.value)
     assert expected in message and len(message.splitlines()) == 1, message
 
@@ -139,9 +146,7 @@ def test_the_whole_model_runs_on_the_runtime_or_says_whose_op_failed(backend, na
 @pytest.mark.parametrize("name", ["tf_bird_flip", "tf_go_backwards"])
 def test_ncnn_at_fixed_shapes_runs_the_flips_or_blames_the_models_own_ops(name):
     """ncnn's target writes each full flip as a step -1 Slice (ncnn's Flip)."""
-    reason = unavailable("ncnn")
-    if reason is not None:
-        pytest.skip(reason)
+    installed_or_skip("ncnn")
     model = _load(name)
     inlined = revseq.inline(model, target="ncnn", input_shapes=MODELS[name])
     assert {n.op_type for n in inlined.graph.node} & {"Gather", "Range"} <= {
@@ -156,30 +161,8 @@ def test_ncnn_at_fixed_shapes_runs_the_flips_or_blames_the_models_own_ops(name):
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("name", MODELS)
-@pytest.mark.parametrize("backend", FIXED)
-def test_runtimes_that_build_for_fixed_shapes_run_their_own_target(backend, name):
-    reason = unavailable(backend)
-    if reason is not None:
-        pytest.skip(reason)
-    model = _load(name)
-    inlined = revseq.inline(model, target=backend, input_shapes=MODELS[name])
-    tolerance = {"rtol": 1e-2, "atol": 1e-3} if backend == "rknn" else {}
-    expected = FIXED[backend][name]
-    if expected == "ok":
-        report = revseq.check(model, inlined, backend=backend, whole_model=True, **tolerance)
-        assert report.ok, report
-        return
-    with pytest.raises(revseq.RevseqError) as caught:
-        revseq.check(model, inlined, backend=backend, whole_model=True, **tolerance)
-    assert expected in str(caught.value), caught.value
-
-
-@pytest.mark.backend
 def test_ncnn_takes_lengths_given_at_run_time_with_its_finite_target():
-    reason = unavailable("ncnn")
-    if reason is not None:
-        pytest.skip(reason)
+    installed_or_skip("ncnn")
     model = _load("tf_reverse_sequence_dense")
     shapes = MODELS["tf_reverse_sequence_dense"]
     inlined = revseq.inline(model, target="ncnn-finite", input_shapes=shapes)
