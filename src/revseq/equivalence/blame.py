@@ -81,12 +81,13 @@ def refused_op(text: str, ref: onnx.ModelProto, cand: onnx.ModelProto) -> str | 
     else the op types the message names (``AMBIGUOUS`` where both revseq and the model
     use one).
     """
+    ours = _written_by_revseq(ref, cand)
     for node in cand.graph.node:
         if node.name and (f"'{node.name}'" in text or f'"{node.name}"' in text):
-            whose = "written by revseq" if _is_ours(node, ref) else "the model's own"
+            whose = "written by revseq" if tuple(node.output) in ours else "the model's own"
             return f"the runtime names {node.op_type} {node.name!r} ({whose})"
     own = {node.op_type for node in ref.graph.node}
-    written = {node.op_type for node in cand.graph.node if _is_ours(node, ref)}
+    written = {node.op_type for node in cand.graph.node if tuple(node.output) in ours}
     named = [
         op
         for op in sorted(own | written)
@@ -216,13 +217,23 @@ def _differs_alike(
     return "the model with every reversal made an Identity agrees: revseq's decompositions"
 
 
-def _is_ours(node: onnx.NodeProto, ref: onnx.ModelProto) -> bool:
-    """Whether ``node`` of the candidate is no node of the reference (revseq wrote it)."""
-    outputs = {out for ref_node in ref.graph.node for out in ref_node.output}
+def _written_by_revseq(ref: onnx.ModelProto, cand: onnx.ModelProto) -> set[tuple[str, ...]]:
+    """The outputs of each of the candidate's nodes revseq wrote (a proto node's key).
+
+    No node of the reference writes their outputs, or a ReverseSequence there does.
+    """
+    outputs = {out for node in ref.graph.node for out in node.output}
     reversals = {
-        out for n in ref.graph.node if n.op_type == "ReverseSequence" for out in n.output
+        out
+        for node in ref.graph.node
+        if node.op_type == "ReverseSequence"
+        for out in node.output
     }
-    return any(out not in outputs or out in reversals for out in node.output)
+    return {
+        tuple(node.output)
+        for node in cand.graph.node
+        if any(out not in outputs or out in reversals for out in node.output)
+    }
 
 
 def _shared_values(ref: onnx.ModelProto, cand: onnx.ModelProto) -> list[str]:
