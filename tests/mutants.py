@@ -159,7 +159,7 @@ MUTANTS = (
     Mutant(
         "check: the sizes CAND fixed ignored",
         "src/revseq/equivalence/_check.py",
-        "    input_shapes = {**_fixed_by(cand, ref), **(input_shapes or {})}",
+        "    input_shapes = {**fixed_by(cand, ref), **(input_shapes or {})}",
         "    input_shapes = dict(input_shapes or {})",
         aimed="tests/test_fixed_shapes.py::"
         "test_check_feeds_an_input_the_candidate_fixed_at_its_sizes_unasked",

@@ -22,10 +22,11 @@ from real_models import (
 import revseq
 from revseq.cli import main
 from revseq.equivalence import generate_inputs
+from revseq.equivalence._lengths import covering_lengths
 from revseq.equivalence._runners import Capturer
 from revseq.equivalence.compare import first_difference
 from revseq.equivalence.given import GivenInputs
-from revseq.equivalence.inputs import InputGenerator, covering_lengths
+from revseq.equivalence.inputs import InputGenerator
 from revseq.ops.reference import reverse_sequence_model
 
 

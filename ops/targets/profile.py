@@ -19,19 +19,26 @@ __all__ = ["COST_TIE", "Cost", "Layout", "Profile"]
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from importlib.resources.abc import Traversable
 from typing import NamedTuple
 
-import onnx.defs
-
 from revseq.errors import ProfileError
-from revseq.ops.targets.carriers import CARRIER_VARIANTS
+from revseq.ops.targets.fields import (
+    OLD_SOURCES,
+    capabilities,
+    check_keys,
+    element_types,
+    form_name,
+    form_names,
+    known,
+    ordered,
+    sorted_or_none,
+)
 from revseq.ops.targets.tuning import Tuning
 from revseq.ops.targets.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
-    ELEMENT_TYPES,
     FINITE,
     FINITE_DOMAIN,
     GATHER_KINDS,
@@ -40,12 +47,9 @@ from revseq.ops.targets.vocabulary import (
     INT64_INDEX,
     LEAN_INDEX_SUFFIX,
     LEAN_VARIANTS,
-    ONE_HOT,
     SCALAR_BY_SUM,
     SHAPE_KINDS,
     STATIC,
-    VARIANTS,
-    split_form_name,
 )
 
 COST_TIE = 1.1
@@ -75,10 +79,6 @@ class Layout(NamedTuple):
     in_place: bool
     swapped_ratio: float
     in_place_ratio: float
-
-
-_OLD_SOURCES = {"probe": "probed", "documents": "documented"}
-"""What profiles saved by earlier versions call their source."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,11 +258,11 @@ class Profile:
             "description": self.description,
             "backend_version": self.backend_version,
             "native": self.native,
-            "static_ops": _sorted_or_none(self.static_ops),
-            "dynamic_ops": _sorted_or_none(self.dynamic_ops),
+            "static_ops": sorted_or_none(self.static_ops),
+            "dynamic_ops": sorted_or_none(self.dynamic_ops),
         }
         if self.dtypes is not None:
-            data["dtypes"] = {k: _ordered(v) for k, v in sorted(self.dtypes.items())}
+            data["dtypes"] = {k: ordered(v) for k, v in sorted(self.dtypes.items())}
         if self.forms is not None:
             data["forms"] = {k: sorted(v) for k, v in sorted(self.forms.items())}
         if self.costs is not None:
@@ -292,37 +292,37 @@ class Profile:
         Raises:
             ProfileError: A key, op type, variant, element type, form or class is unknown.
         """
-        _check_keys(data)
+        check_keys(data)
         dtypes = data.get("dtypes")
         forms = data.get("forms")
         costs = data.get("costs")
         layouts = data.get("layouts")
         return cls(
             name=data["name"],
-            source=_OLD_SOURCES.get(data["source"], data["source"]),
+            source=OLD_SOURCES.get(data["source"], data["source"]),
             description=data.get("description", ""),
             backend_version=data.get("backend_version"),
             native=data.get("native"),
-            static_ops=_capabilities(data["static_ops"], "static_ops"),
-            dynamic_ops=_capabilities(data["dynamic_ops"], "dynamic_ops"),
+            static_ops=capabilities(data["static_ops"], "static_ops"),
+            dynamic_ops=capabilities(data["dynamic_ops"], "dynamic_ops"),
             dtypes=None
             if dtypes is None
             else {
-                _known(k, GATHER_KINDS, "gather in dtypes"): _element_types(v)
+                known(k, GATHER_KINDS, "gather in dtypes"): element_types(v)
                 for k, v in dtypes.items()
             },
             forms=None
             if forms is None
             else {
-                _known(k, (*SHAPE_KINDS, FINITE), "shape kind in forms"): _form_names(v)
+                known(k, (*SHAPE_KINDS, FINITE), "shape kind in forms"): form_names(v)
                 for k, v in forms.items()
             },
             failures=tuple(data.get("failures", ())),
             costs=None
             if costs is None
             else {
-                _known(kind, COST_CLASSES, "cost class"): {
-                    _form_name(form): Cost(**cost) for form, cost in forms.items()
+                known(kind, COST_CLASSES, "cost class"): {
+                    form_name(form): Cost(**cost) for form, cost in forms.items()
                 }
                 for kind, forms in costs.items()
             },
@@ -331,11 +331,11 @@ class Profile:
             device=data.get("device"),
             domain=None
             if data.get("domain") is None
-            else _known(data["domain"], (FINITE,), "domain"),
+            else known(data["domain"], (FINITE,), "domain"),
             layouts=None
             if layouts is None
             else {
-                _known(kind, COST_CLASSES, "layout class"): Layout(**layout)
+                known(kind, COST_CLASSES, "layout class"): Layout(**layout)
                 for kind, layout in layouts.items()
             },
             tuning=None if data.get("tuning") is None else Tuning(**data["tuning"]),
@@ -352,71 +352,3 @@ class Profile:
             return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
         except (ProfileError, ValueError, KeyError, TypeError) as e:
             raise ProfileError(f"profile {path.name}: {e}") from e
-
-
-_KEYS = frozenset(
-    {
-        "name",
-        "source",
-        "description",
-        "backend_version",
-        "native",
-        "static_ops",
-        "dynamic_ops",
-        "dtypes",
-        "forms",
-        "costs",
-        "layouts",
-        "failures",
-        "falls_back",
-        "yields",
-        "device",
-        "tuning",
-        "domain",
-    }
-)
-
-
-def _ordered(types: Iterable[str]) -> list[str]:
-    order = {t: i for i, t in enumerate(ELEMENT_TYPES)}
-    return sorted(types, key=lambda t: order.get(t, len(order)))
-
-
-def _check_keys(data: Mapping) -> None:
-    unknown = sorted(set(data) - _KEYS)
-    if unknown:
-        raise ProfileError(f"unknown key {unknown[0]!r}")
-
-
-def _known(name: str, known: Iterable[str], what: str) -> str:
-    if name not in known:
-        raise ProfileError(f"unknown {what} {name!r}")
-    return name
-
-
-def _sorted_or_none(ops: frozenset[str] | None) -> list[str] | None:
-    """Op types as JSON: None stays None (any op), not an empty list (none)."""
-    return None if ops is None else sorted(ops)
-
-
-def _capabilities(names: Iterable[str] | None, field: str) -> frozenset[str] | None:
-    if names is None:
-        return None
-    for name in names:
-        if name not in VARIANTS and name not in CARRIER_VARIANTS and not onnx.defs.has(name):
-            raise ProfileError(f"unknown op type or variant {name!r} in {field}")
-    return frozenset(names)
-
-
-def _element_types(names: Iterable[str]) -> frozenset[str]:
-    return frozenset(_known(name, ELEMENT_TYPES, "element type") for name in names)
-
-
-def _form_name(name: str) -> str:
-    if split_form_name(name) is None and name != ONE_HOT:
-        raise ProfileError(f"unknown form {name!r}")
-    return name
-
-
-def _form_names(names: Iterable[str]) -> frozenset[str]:
-    return frozenset(_form_name(name) for name in names)

@@ -26,7 +26,6 @@ __all__ = ["check", "check_nodes", "generate_inputs"]
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import onnx
@@ -37,24 +36,20 @@ from revseq.equivalence._runners import (
     Capturer,
     Engine,
     ModelLike,
-    Runner,
     runners,
     to_proto,
     with_definition,
 )
 from revseq.equivalence.blame import (
-    AMBIGUOUS,
-    fails_alike,
     first_differing_tensor,
-    refused_op,
 )
 from revseq.equivalence.declared import declared_domain, fed_as_declared
 from revseq.equivalence.errors import CheckError
-from revseq.equivalence.given import GivenInputs
+from revseq.equivalence.given import fixed_by, given_inputs
 from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.reports import CheckReport, NodeReport
-from revseq.equivalence.whole_models import compare_whole
-from revseq.errors import RevseqError, one_line
+from revseq.equivalence.whole_models import compare_whole, prepared_whole, storage_hint
+from revseq.errors import RevseqError
 from revseq.ops.targets.vocabulary import FINITE, FINITE_DOMAIN
 from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
 
@@ -194,8 +189,8 @@ def check(
     else:
         levels = ("on",) if optimize else ("off",)
     # Sizes CAND fixed (inlined with input_shapes=) are the sizes it is run at.
-    input_shapes = {**_fixed_by(cand, ref), **(input_shapes or {})}
-    given, sets = _given(inputs, dims, input_shapes, value_ranges)
+    input_shapes = {**fixed_by(cand, ref), **(input_shapes or {})}
+    given, sets = given_inputs(inputs, dims, input_shapes, value_ranges)
     domain = declared_domain(cand)  # a candidate exact on finite data only is drawn such
     specials = not whole_model and domain is None
     finite_because = "a comparison across runtimes" if whole_model else "CAND's domain"
@@ -212,7 +207,7 @@ def check(
     ref_runners, ref_engine = runners(ref, levels)
     output_names = [o.name for o in ref.graph.output]
     if whole_model:
-        runner = fed_as_declared(cand, _prepared_whole(engine, ref, cand))
+        runner = fed_as_declared(cand, prepared_whole(engine, ref, cand))
         cand_runners = dict.fromkeys(levels, runner)
         cand_engine = engine.label
         tolerance: tuple[float, float] | None = (rtol, atol)
@@ -250,7 +245,7 @@ def check(
         message = where
         if whole_model:
             located = first_differing_tensor(ref, cand, example.inputs, engine, tolerance)
-            message += f"; {located}{_storage_hint(engine)}"
+            message += f"; {located}{storage_hint(engine)}"
     elif tolerance is not None:
         message = (
             f"{len(input_sets)} trial(s), {compared} whole-model outputs compared across "
@@ -291,77 +286,6 @@ def check(
         set_aside=set_aside,
         domain=FINITE_DOMAIN if domain == FINITE else domain,
     )
-
-
-def _storage_hint(engine: Engine) -> str:
-    """Where the engine holds floats narrower, what a whole-model tolerance must allow."""
-    narrower = ", ".join(f"{wide} as {narrow}" for wide, narrow in engine.storage.items())
-    if not narrower:
-        return ""
-    return (
-        f" ({engine.name} holds {narrower}: its arithmetic is that precise, so compare "
-        "whole models within --rtol 1e-2 --atol 1e-3)"
-    )
-
-
-def _prepared_whole(engine: Engine, ref: onnx.ModelProto, cand: onnx.ModelProto) -> Runner:
-    """CAND whole on the engine; a refusal says which op the runtime named, and whose.
-
-    A backend may convert at the first run (pnnx): its runs are watched too.
-    """
-
-    def watched(call: Callable, arg: object, feeds: Inputs | None) -> Any:
-        try:
-            return call(arg)
-        except RevseqError as e:
-            named = refused_op(str(e), ref, cand)
-            if named is None or AMBIGUOUS in named:  # what the model's own ops do alone
-                named = "; ".join(filter(None, [named, fails_alike(ref, engine, feeds)]))
-            raise CheckError(f"{one_line(e, 300)}; {named}") from e
-
-    prepared = watched(engine.prepare, cand, None)
-    return lambda feeds: watched(prepared, feeds, feeds)
-
-
-def _fixed_by(cand: onnx.ModelProto, ref: onnx.ModelProto) -> dict[str, list[int]]:
-    """The inputs whose sizes ``cand`` declares all static where ``ref`` has symbols."""
-
-    def dims(info: onnx.ValueInfoProto) -> list[int | None]:
-        shape = info.type.tensor_type.shape
-        return [d.dim_value if d.HasField("dim_value") else None for d in shape.dim]
-
-    ref_dims = {i.name: dims(i) for i in ref.graph.input}
-    fixed = {}
-    for info in cand.graph.input:
-        ours, theirs = dims(info), ref_dims.get(info.name)
-        if theirs is None or len(ours) != len(theirs) or None in ours or None not in theirs:
-            continue
-        fixed[info.name] = [int(d) for d in ours]
-    return fixed
-
-
-def _given(
-    inputs: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]] | None,
-    dims: Mapping[str, int] | None,
-    input_shapes: Mapping[str, Sequence[int]] | None,
-    value_ranges: Mapping[str, tuple[float, float]] | None,
-) -> tuple[GivenInputs, list[Mapping[str, np.ndarray]] | None]:
-    """What the user gives, and their input sets where they give one per trial."""
-    sets = None
-    values: Mapping[str, np.ndarray] = {}
-    if isinstance(inputs, Mapping):
-        values = inputs
-    elif inputs is not None:
-        sets = list(inputs)
-        if not sets:
-            raise CheckError("inputs: an empty sequence of input sets")
-    given = GivenInputs(
-        values=values,
-        dims=dict(dims or {}),
-        input_shapes=dict(input_shapes or {}),
-        value_ranges=dict(value_ranges or {}),
-    )
-    return given, sets
 
 
 def _input_sets(
@@ -426,7 +350,7 @@ def check_nodes(
     reference = with_definition(to_proto(model))
     _guard(reference, "model")
     candidate = with_definition(inline(reference, strategy=strategy))
-    given, sets = _given(inputs, dims, input_shapes, value_ranges)
+    given, sets = given_inputs(inputs, dims, input_shapes, value_ranges)
     generator = InputGenerator([reference], seed=seed, capture=Capturer(), given=given)
     input_sets = _input_sets(generator, sets, trials)
     if progress is not None:

@@ -13,14 +13,18 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_FIT_RUNS",
+    "FittedSizes",
     "concrete_dims",
     "draw_sizes",
     "explain_failure",
     "input_shapes",
     "larger_sizes",
     "runtime_reason",
+    "sizes_of_one",
 ]
 
+import dataclasses
+import logging
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -28,6 +32,8 @@ import numpy as np
 import onnx
 
 from revseq.equivalence.given import GivenInputs, dim_key
+
+logger = logging.getLogger(__name__)
 
 # Sizes given to symbolic dimensions, trial after trial; 1 comes early on purpose.
 _SIZES = (3, 1, 4, 2, 5)
@@ -109,6 +115,46 @@ def larger_sizes(
                 continue
             seen.add(key)
             yield each
+
+
+@dataclasses.dataclass
+class FittedSizes:
+    """The sizes the reference ran with where the drawn ones failed.
+
+    Later trials start there, and the report says why.
+
+    Attributes:
+        floors: Sizes dims grew to (later trials draw at least these).
+        ones: Dims the reference ran with only at 1 (later trials keep 1).
+        lines: What was fitted, trial by trial, for the report.
+    """
+
+    floors: dict[str, int] = dataclasses.field(default_factory=dict)
+    ones: set[str] = dataclasses.field(default_factory=set)
+    lines: list[str] = dataclasses.field(default_factory=list)
+
+    def record(
+        self,
+        trial: int,
+        drawn: Mapping[str, int],
+        sizes: Mapping[str, int],
+        free: Sequence[str],
+        reason: str,
+    ) -> None:
+        """The reference ran at ``sizes`` where ``drawn`` failed (``reason``)."""
+        changed = [k for k in free if sizes[k] != drawn[k]]
+        text = ", ".join(f"{k} {drawn[k]} -> {sizes[k]}" for k in changed)
+        if all(sizes[k] == 1 for k in changed):  # it runs only there: 1 from now on
+            self.lines.append(
+                f"dims set to 1: {text} (trial {trial}; the reference ran at no larger "
+                f"size tried: {reason})"
+            )
+            self.ones.update(changed)
+        else:
+            self.lines.append(f"dims grown: {text} (trial {trial}; before, {reason})")
+            for key in changed:
+                self.floors[key] = max(self.floors.get(key, 0), sizes[key])
+        logger.info("trial %d: symbolic dims fitted: %s", trial, text)
 
 
 def sizes_of_one(sizes: Mapping[str, int], free: Sequence[str]) -> Iterator[dict[str, int]]:

@@ -10,6 +10,9 @@ and for nodes with constant lengths, how long their time dims must be
 from __future__ import annotations
 
 __all__ = [
+    "MIN_TELLING_T",
+    "covering_lengths",
+    "lengths_pattern",
     "LengthsInput",
     "constant_reversals",
     "lengths_inputs",
@@ -227,3 +230,43 @@ def declared_span(
             batch if isinstance(batch, int) else None,
         )
     return 1, None
+
+
+def lengths_pattern(
+    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], trial: int
+) -> np.ndarray:
+    """Lengths in [0, T]; across three trials the first and last include 0, 1 and T."""
+    values = rng.integers(0, time_len, shape, endpoint=True)
+    flat = values.reshape(-1)
+    if flat.size:
+        flat[0] = (0, 1, time_len)[trial % 3]
+        flat[-1] = (time_len, 0, 1)[trial % 3] if flat.size > 1 else flat[0]
+    return values
+
+
+MIN_TELLING_T = 4
+"""The shortest time axis on which lengths strictly between 1 and T come in two values."""
+
+
+def covering_lengths(
+    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], dtype: np.dtype
+) -> list[np.ndarray]:
+    """Lengths vectors of ``shape`` in [0, T] that hold 0, 1, T and one strictly between.
+
+    The one between (2 <= l <= T - 1, where T >= 3) tells a wrong clamp or select that
+    0, 1 and T alone do not; a batch too small to hold the four gets more vectors.
+    Where the four fall is drawn; the other entries are random.
+    """
+    size = int(np.prod(shape))
+    if size == 0:
+        return [np.zeros(shape, dtype)]
+    wanted = [0, 1, time_len]
+    if time_len >= 3:
+        wanted.append(int(rng.integers(2, time_len)))
+    vectors = []
+    for start in range(0, len(wanted), size):
+        flat = rng.integers(0, time_len, size, endpoint=True)
+        chunk = wanted[start : start + size]
+        flat[rng.permutation(size)[: len(chunk)]] = chunk
+        vectors.append(flat.reshape(shape).astype(dtype))
+    return vectors

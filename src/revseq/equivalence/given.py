@@ -9,7 +9,7 @@ the model before anything runs: a typo is an error naming the names there are.
 
 from __future__ import annotations
 
-__all__ = ["GivenInputs", "dim_key"]
+__all__ = ["GivenInputs", "dim_key", "fixed_by", "given_inputs"]
 
 import dataclasses
 from collections.abc import Mapping, Sequence
@@ -133,3 +133,44 @@ class GivenInputs:
 
 def _text(dims: tuple[int | str, ...]) -> str:
     return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def fixed_by(cand: onnx.ModelProto, ref: onnx.ModelProto) -> dict[str, list[int]]:
+    """The inputs whose sizes ``cand`` declares all static where ``ref`` has symbols."""
+
+    def dims(info: onnx.ValueInfoProto) -> list[int | None]:
+        shape = info.type.tensor_type.shape
+        return [d.dim_value if d.HasField("dim_value") else None for d in shape.dim]
+
+    ref_dims = {i.name: dims(i) for i in ref.graph.input}
+    fixed = {}
+    for info in cand.graph.input:
+        ours, theirs = dims(info), ref_dims.get(info.name)
+        if theirs is None or len(ours) != len(theirs) or None in ours or None not in theirs:
+            continue
+        fixed[info.name] = [int(d) for d in ours]
+    return fixed
+
+
+def given_inputs(
+    inputs: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]] | None,
+    dims: Mapping[str, int] | None,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    value_ranges: Mapping[str, tuple[float, float]] | None,
+) -> tuple[GivenInputs, list[Mapping[str, np.ndarray]] | None]:
+    """What the user gives, and their input sets where they give one per trial."""
+    sets = None
+    values: Mapping[str, np.ndarray] = {}
+    if isinstance(inputs, Mapping):
+        values = inputs
+    elif inputs is not None:
+        sets = list(inputs)
+        if not sets:
+            raise CheckError("inputs: an empty sequence of input sets")
+    given = GivenInputs(
+        values=values,
+        dims=dict(dims or {}),
+        input_shapes=dict(input_shapes or {}),
+        value_ranges=dict(value_ranges or {}),
+    )
+    return given, sets

@@ -13,16 +13,10 @@ they reach a reversal, symbolic dims grown where the model needs more
 
 from __future__ import annotations
 
-__all__ = [
-    "Capture",
-    "InputGenerator",
-    "Inputs",
-    "lengths_pattern",
-]
+__all__ = ["Capture", "InputGenerator", "Inputs"]
 
 import dataclasses
 import itertools
-import logging
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -31,6 +25,7 @@ import onnx_ir as ir
 
 from revseq.equivalence._fitting import (
     MAX_FIT_RUNS,
+    FittedSizes,
     concrete_dims,
     draw_sizes,
     explain_failure,
@@ -45,6 +40,7 @@ from revseq.equivalence._lengths import (
     declared_span,
     input_elem,
     lengths_inputs,
+    lengths_pattern,
     reversals_as_identities,
     steps_reversed,
     time_needs,
@@ -53,52 +49,10 @@ from revseq.equivalence._lengths import (
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.given import GivenInputs, dim_key
 from revseq.equivalence.input_uses import IndexUse, index_uses, reversed_inputs
-from revseq.equivalence.values import random_array, ranged_array
+from revseq.equivalence.values import drawn, random_array, ranged_array
 from revseq.errors import one_line
 
-logger = logging.getLogger(__name__)
-
 Inputs = dict[str, np.ndarray]
-
-
-def lengths_pattern(
-    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], trial: int
-) -> np.ndarray:
-    """Lengths in [0, T]; across three trials the first and last include 0, 1 and T."""
-    values = rng.integers(0, time_len, shape, endpoint=True)
-    flat = values.reshape(-1)
-    if flat.size:
-        flat[0] = (0, 1, time_len)[trial % 3]
-        flat[-1] = (time_len, 0, 1)[trial % 3] if flat.size > 1 else flat[0]
-    return values
-
-
-MIN_TELLING_T = 4
-"""The shortest time axis on which lengths strictly between 1 and T come in two values."""
-
-
-def covering_lengths(
-    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], dtype: np.dtype
-) -> list[np.ndarray]:
-    """Lengths vectors of ``shape`` in [0, T] that hold 0, 1, T and one strictly between.
-
-    The one between (2 <= l <= T - 1, where T >= 3) tells a wrong clamp or select that
-    0, 1 and T alone do not; a batch too small to hold the four gets more vectors.
-    Where the four fall is drawn; the other entries are random.
-    """
-    size = int(np.prod(shape))
-    if size == 0:
-        return [np.zeros(shape, dtype)]
-    wanted = [0, 1, time_len]
-    if time_len >= 3:
-        wanted.append(int(rng.integers(2, time_len)))
-    vectors = []
-    for start in range(0, len(wanted), size):
-        flat = rng.integers(0, time_len, size, endpoint=True)
-        chunk = wanted[start : start + size]
-        flat[rng.permutation(size)[: len(chunk)]] = chunk
-        vectors.append(flat.reshape(shape).astype(dtype))
-    return vectors
 
 
 Capture = Callable[[onnx.ModelProto, Inputs, Sequence[str]], dict[str, np.ndarray]]
@@ -115,13 +69,6 @@ class _Failure:
 def _failure(error: CheckError) -> _Failure:
     cause = error.__cause__ if error.__cause__ is not None else error
     return _Failure(one_line(cause, 400))
-
-
-_FLOATS = frozenset({
-    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-    onnx.TensorProto.BFLOAT16,
-})  # fmt: skip
-"""The element types ``random_array`` draws NaN payloads, -0.0 and infinities of."""
 
 
 class InputGenerator:
@@ -190,13 +137,9 @@ class InputGenerator:
             if i.name not in self.lengths
             for axis in range(len(i.type.tensor_type.shape.dim))
         }
-        # Sizes symbolic dims had to grow to for the reference to run: later trials'
-        # floors.
-        self._learned: dict[str, int] = {}
+        self._fitted = FittedSizes()  # what later trials start from, and why
         self._fed: list[dict[str, tuple[int, ...]]] = []  # the shapes of each trial
         self._bounds: dict[str, int] = {}  # the index bounds of the last trial
-        self._fits: list[str] = []
-        self._ones: set[str] = set()  # dims the reference ran with only at 1
 
     def gives_every_input(self) -> bool:
         """Whether the user gave a value for every input (trials would repeat it)."""
@@ -218,8 +161,9 @@ class InputGenerator:
         if values is not None:
             given = dataclasses.replace(given, values=values)
             pinned = given.pinned(self._infos)
-        pinned = {**pinned, **{k: 1 for k in self._ones if k not in pinned}}
-        symbols = draw_sizes(self._infos, trial, {**self._floors, **self._learned}, pinned)
+        pinned = {**pinned, **{k: 1 for k in self._fitted.ones if k not in pinned}}
+        floors = {**self._floors, **self._fitted.floors}
+        symbols = draw_sizes(self._infos, trial, floors, pinned)
         # Lengths take their size from the data: their own dims need no growing.
         free = [k for k in symbols if k not in pinned and k in self._data_dims]
         first = self._attempt(trial, symbols, given)
@@ -233,7 +177,7 @@ class InputGenerator:
         for sizes in candidates:
             feeds = self._attempt(trial, sizes, given)
             if not isinstance(feeds, _Failure):
-                self._fitted(trial, symbols, sizes, free, runtime_reason(first.text))
+                self._fitted.record(trial, symbols, sizes, free, runtime_reason(first.text))
                 self._fed.append({n: np.shape(v) for n, v in feeds.items()})
                 return feeds
         generated = [i.name for i in self._infos if i.name not in given.values]
@@ -241,29 +185,6 @@ class InputGenerator:
         raise CheckError(
             explain_failure(self.model, first.text, generated=generated, symbols=shown)
         )
-
-    def _fitted(
-        self,
-        trial: int,
-        drawn: Mapping[str, int],
-        sizes: Mapping[str, int],
-        free: Sequence[str],
-        reason: str,
-    ) -> None:
-        """Later trials start from the sizes the reference ran with; the report says so."""
-        changed = [k for k in free if sizes[k] != drawn[k]]
-        text = ", ".join(f"{k} {drawn[k]} -> {sizes[k]}" for k in changed)
-        if all(sizes[k] == 1 for k in changed):  # it runs only there: 1 from now on
-            self._fits.append(
-                f"dims set to 1: {text} (trial {trial}; the reference ran at no larger "
-                f"size tried: {reason})"
-            )
-            self._ones.update(changed)
-        else:
-            self._fits.append(f"dims grown: {text} (trial {trial}; before, {reason})")
-            for key in changed:
-                self._learned[key] = max(self._learned.get(key, 0), sizes[key])
-        logger.info("trial %d: symbolic dims fitted: %s", trial, text)
 
     def _elements(self, symbols: Mapping[str, int], given: GivenInputs) -> int:
         return sum(
@@ -378,7 +299,12 @@ class InputGenerator:
                     u.describe() for u in self._indices[name][:2]
                 )
             else:
-                how = self._drawn(info)
+                how = drawn(
+                    info.type.tensor_type.elem_type,
+                    reversed_=info.name in self._reversed,
+                    specials=self.specials,
+                    finite_because=self.finite_because,
+                )
             lines.append(f"input {name}: {how}")
         sizes: dict[str, list[str]] = {}
         for info in self._infos:
@@ -390,21 +316,8 @@ class InputGenerator:
         for key, each in sizes.items():
             fixed = " (given)" if key in self._pinned else ""
             lines.append(f"dim {key}: {', '.join(each)}{fixed}")
-        lines.extend(self._fits)
+        lines.extend(self._fitted.lines)
         return tuple(lines)
-
-    def _drawn(self, info: onnx.ValueInfoProto) -> str:
-        """What ``random_array`` drew for an input of no given value, range or bound."""
-        if info.type.tensor_type.elem_type not in _FLOATS:
-            return "generated over its type's range"
-        if info.name not in self._reversed:
-            return "generated finite, standard normal (no output holds it merely reversed)"
-        if self.specials:
-            return "generated, with NaN payloads, -0.0 and infinities (it is reversed)"
-        return (
-            f"generated finite, standard normal (it is reversed, but {self.finite_because} "
-            "draws no NaN, inf or -0.0)"
-        )
 
     def _grown(
         self,

@@ -7,7 +7,7 @@ Floats hold a quiet NaN with a payload, a signalling NaN with its sign set, infi
 
 from __future__ import annotations
 
-__all__ = ["NAN_PAYLOADS", "held", "random_array", "ranged_array"]
+__all__ = ["NAN_PAYLOADS", "drawn", "held", "random_array", "ranged_array"]
 
 from collections.abc import Mapping
 
@@ -125,3 +125,28 @@ def _round_trip(array: np.ndarray, narrow: np.dtype) -> np.ndarray:
     mantissa = (payload & ((1 << small.nmant) - 1)) | quiet
     bits[nan] = (sign << (8 * kept.itemsize - 1)) | exponent | mantissa
     return kept.astype(array.dtype)
+
+
+_FLOATS = frozenset({
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16,
+})  # fmt: skip
+"""The element types ``random_array`` draws NaN payloads, -0.0 and infinities of."""
+
+
+def drawn(elem: int, *, reversed_: bool, specials: bool, finite_because: str) -> str:
+    """What ``random_array`` drew for an input of ``elem``, said for a report.
+
+    ``reversed_``: the input reaches a reversal and an output unchanged; ``specials``:
+    the check draws NaN payloads, -0.0 and infinities there (else ``finite_because``).
+    """
+    if elem not in _FLOATS:
+        return "generated over its type's range"
+    if not reversed_:
+        return "generated finite, standard normal (no output holds it merely reversed)"
+    if specials:
+        return "generated, with NaN payloads, -0.0 and infinities (it is reversed)"
+    return (
+        f"generated finite, standard normal (it is reversed, but {finite_because} "
+        "draws no NaN, inf or -0.0)"
+    )

@@ -8,13 +8,16 @@ programs differing says nothing of the rewrite.
 
 from __future__ import annotations
 
-__all__ = ["compare_whole"]
+__all__ = ["compare_whole", "prepared_whole", "storage_hint"]
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
+import onnx
 
-from revseq.equivalence._runners import Runner
+from revseq.equivalence._runners import Engine, Runner
+from revseq.equivalence.blame import AMBIGUOUS, fails_alike, refused_op
 from revseq.equivalence.compare import first_difference, first_difference_beyond
 from revseq.equivalence.errors import CheckError
 from revseq.equivalence.inputs import Inputs
@@ -92,3 +95,33 @@ def _moved_by_optimiser(
         if first_difference(a, b) is not None:
             return name
     return None
+
+
+def storage_hint(engine: Engine) -> str:
+    """Where the engine holds floats narrower, what a whole-model tolerance must allow."""
+    narrower = ", ".join(f"{wide} as {narrow}" for wide, narrow in engine.storage.items())
+    if not narrower:
+        return ""
+    return (
+        f" ({engine.name} holds {narrower}: its arithmetic is that precise, so compare "
+        "whole models within --rtol 1e-2 --atol 1e-3)"
+    )
+
+
+def prepared_whole(engine: Engine, ref: onnx.ModelProto, cand: onnx.ModelProto) -> Runner:
+    """CAND whole on the engine; a refusal says which op the runtime named, and whose.
+
+    A backend may convert at the first run (pnnx): its runs are watched too.
+    """
+
+    def watched(call: Callable, arg: object, feeds: Inputs | None) -> Any:
+        try:
+            return call(arg)
+        except RevseqError as e:
+            named = refused_op(str(e), ref, cand)
+            if named is None or AMBIGUOUS in named:  # what the model's own ops do alone
+                named = "; ".join(filter(None, [named, fails_alike(ref, engine, feeds)]))
+            raise CheckError(f"{one_line(e, 300)}; {named}") from e
+
+    prepared = watched(engine.prepare, cand, None)
+    return lambda feeds: watched(prepared, feeds, feeds)
