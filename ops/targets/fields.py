@@ -47,6 +47,7 @@ KEYS = frozenset(
         "failures",
         "falls_back",
         "yields",
+        "batch_leads",
         "device",
         "tuning",
         "domain",

@@ -111,6 +111,11 @@ class Profile:
             yield where no form fits every member.
         yields: Whether the backend is kept out of the portable default: a deployment
             runtime with fewer ops than the rest, whose own target serves it.
+        batch_leads: Whether its converter takes a leading axis of size 1 for the batch
+            and drops it (pnnx): a full reversal whose batch axis of size 1 does not
+            lead is written over a view where it does (a Transpose each side, which the
+            converter cancels against the model's own), so that the next layer (ncnn's
+            LSTM) gets the blob of the rank it reads.
         members: For a combined profile, the profiles it was computed from.
         lean: Whether forms emitted for it take the lean index (``leaned``).
         device: The accelerator the backend's data lives on (``cuda``), None for the
@@ -137,6 +142,7 @@ class Profile:
     costs: Mapping[str, Mapping[str, Cost]] | None = None
     falls_back: bool = False
     yields: bool = False
+    batch_leads: bool = False
     members: tuple[Profile, ...] = ()
     lean: bool = False
     device: str | None = None
@@ -277,6 +283,8 @@ class Profile:
             data["falls_back"] = True
         if self.yields:
             data["yields"] = True
+        if self.batch_leads:
+            data["batch_leads"] = True
         if self.device is not None:
             data["device"] = self.device
         if self.tuning is not None:
@@ -328,6 +336,7 @@ class Profile:
             },
             falls_back=bool(data.get("falls_back", False)),
             yields=bool(data.get("yields", False)),
+            batch_leads=bool(data.get("batch_leads", False)),
             device=data.get("device"),
             domain=None
             if data.get("domain") is None

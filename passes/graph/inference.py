@@ -2,6 +2,10 @@
 
 Inference runs with data propagation on a serialised copy, in the main graph and every
 If/Loop/Scan body (model-local functions are generic, onnx infers nothing in them).
+Where every graph input has fixed sizes and that leaves a dim unknown (a Reshape to a
+shape computed by Shape, Gather, Concat and Cast, as tf2onnx writes Tensordot), a second
+copy has its constants folded by onnxscript's optimizer first, as onnxsim's
+``--overwrite-input-shape`` does: the computed shapes become constants there.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Iterator
 import onnx
 import onnx.shape_inference
 import onnx_ir as ir
+from onnxscript import optimizer
 
 from revseq.passes.graph.scopes import walk
 
@@ -101,12 +106,41 @@ def infer_types(
     try:
         with _weights_left_out(model):
             proto = ir.to_proto(model)
-        inferred = onnx.shape_inference.infer_shapes(
-            proto, check_type=False, strict_mode=False, data_prop=True
-        )
+        found = _types_of(_inferred(proto))
     except Exception as e:  # onnx raises several kinds; any means "no inference"
         logger.info("shape inference failed, using declared shapes: %s", e)
         return None
+    if _inputs_fixed(model) and not _all_static(found[0]):
+        try:
+            folded = _types_of(_inferred(_folded(proto)))
+        except Exception as e:  # the folding or its inference: keep what onnx found
+            logger.info("shape inference after folding failed: %s", e)
+        else:
+            for table, more in zip(found, folded, strict=True):
+                table.update({k: v for k, v in more.items() if k not in table})
+            shapes = found[0]
+            for name, dims in folded[0].items():
+                if not _static(shapes[name]) and _static(dims):
+                    shapes[name] = dims
+    return found
+
+
+def _inferred(proto: onnx.ModelProto) -> onnx.ModelProto:
+    return onnx.shape_inference.infer_shapes(
+        proto, check_type=False, strict_mode=False, data_prop=True
+    )
+
+
+def _folded(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose constant computations (shapes of fixed-size values) are folded."""
+    copy = ir.from_proto(proto)
+    optimizer.fold_constants(copy, onnx_shape_inference=True)
+    return ir.to_proto(copy)
+
+
+def _types_of(
+    inferred: onnx.ModelProto,
+) -> tuple[dict[str, tuple[Dim, ...]], dict[str, ir.DataType]]:
     shapes: dict[str, tuple[Dim, ...]] = {}
     dtypes: dict[str, ir.DataType] = {}
     for graph in _graphs(inferred.graph):
@@ -117,3 +151,16 @@ def infer_types(
             if dims is not None:
                 shapes[info.name] = dims
     return shapes, dtypes
+
+
+def _static(dims: tuple[Dim, ...]) -> bool:
+    return all(isinstance(d, int) for d in dims)
+
+
+def _inputs_fixed(model: ir.Model) -> bool:
+    inputs = [v for v in model.graph.inputs if v.name not in model.graph.initializers]
+    return bool(inputs) and all(v.shape is not None and v.shape.is_static() for v in inputs)
+
+
+def _all_static(shapes: dict[str, tuple[Dim, ...]]) -> bool:
+    return all(_static(dims) for dims in shapes.values())

@@ -101,7 +101,9 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         sig = signature_of(scoped, opset=opset, shapes=shapes)
         if self.simplify:
             trivial = trivial_form(scoped, sig, shapes)
-            if trivial is not None and _planner.runs_trivial(trivial, sig, self.target):
+            if trivial is not None and _planner.runs_trivial(
+                trivial, sig, self.target, scoped.node
+            ):
                 return Plan(sig, trivial)
             if trivial is not None:  # a full reversal the target's Slice cannot run
                 reversal = _planner.reversal_plan(sig, self.target)
@@ -146,6 +148,9 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                     plan.sig.time_axis,
                     names.prefix_for(scoped.node),
                     weights=constants_graph(model, scoped),
+                    leading=_planner.batch_leading(plan.sig, self.target, scoped.node)
+                    if plan.replacement == "Slice"
+                    else None,
                 )
                 continue
             if self.as_function:

@@ -99,18 +99,25 @@ def replace_trivial(
     prefix: str,
     *,
     weights: ir.Graph | None = None,
+    leading: tuple[int, ...] | None = None,
 ) -> None:
     """Replace the node by what ``trivial_form`` said: Identity, or a step -1 Slice.
 
     The Slice's starts, ends, axes and steps are initializers of ``weights``, else
     Constant nodes, named ``prefix/Constant_<i>`` as a decomposition's are (restore
     reads a full reversal back by them): a converter that makes each node a module
-    call pays for a Constant on every run.
+    call pays for a Constant on every run. ``leading``, a permutation: the Slice
+    reverses a view of the data transposed by it, transposed back after
+    (``Profile.batch_leads``).
     """
     node = scoped.node
     graph = node.graph
     data, lens = node.inputs
     assert graph is not None and data is not None and lens is not None
+    views: list[ir.Node] = []
+    if leading is not None:
+        views = _transposes(data, leading, prefix)
+        data, time_axis = views[0].outputs[0], leading.index(time_axis)
     if kind == "Identity":
         replacement = ir.Node("", "Identity", [data], name=node.name)
     else:
@@ -142,7 +149,33 @@ def replace_trivial(
             graph.insert_before(node, constants)
             bounds = [c.outputs[0] for c in constants]
         replacement = ir.Node("", "Slice", [data, *bounds], name=node.name)
+    written = [replacement]
+    if views:
+        views[1].replace_input_with(0, replacement.outputs[0])
+        written = [views[0], replacement, views[1]]
     ir.convenience.replace_nodes_and_values(
-        graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs)
+        graph, node, [node], written, list(node.outputs), list(written[-1].outputs)
     )
     remove_if_dead(lens)
+
+
+def _transposes(data: ir.Value, perm: tuple[int, ...], prefix: str) -> list[ir.Node]:
+    """A Transpose of ``data`` by ``perm``, and one (not yet fed) back."""
+    back = [perm.index(axis) for axis in range(len(perm))]
+    there = ir.Node(
+        "",
+        "Transpose",
+        [data],
+        attributes=[ir.AttrInt64s("perm", list(perm))],
+        name=emitted_name(prefix, "Transpose", 0),
+    )
+    return [
+        there,
+        ir.Node(
+            "",
+            "Transpose",
+            [there.outputs[0]],
+            attributes=[ir.AttrInt64s("perm", back)],
+            name=emitted_name(prefix, "Transpose", 1),
+        ),
+    ]

@@ -26,6 +26,8 @@ from revseq.backends._adapter import input_names, lowest_ir
 DISTRIBUTION = "ncnn"
 EXTRA = "ncnn"
 IMPORTS = ("ncnn", "pnnx")
+BATCH_LEADS = True
+"""pnnx takes a leading axis of size 1 for the batch (``Profile.batch_leads``)."""
 SURVIVES_FAILURES = True
 """A failed conversion is pnnx's process; a model ncnn cannot load leaves it as it was."""
 

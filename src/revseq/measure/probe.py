@@ -166,7 +166,7 @@ def _with_layouts(
 
     Kept from ``keep`` (its costs were kept, and the layouts were timed on the output
     they choose) where it has them; the other classes are timed
-    (:func:`revseq.measure.costs.layout_costs`).
+    (:func:`revseq.measure.layouts.layout_costs`).
     """
     kept = dict(keep.layouts or {}) if keep is not None else {}
     missing = frozenset(COST_CLASSES) - kept.keys()
@@ -251,5 +251,6 @@ def _profile(
         failures=failures,
         falls_back=name in PLACED,
         yields=name in YIELDING,
+        batch_leads=getattr(adapter_module(name), "BATCH_LEADS", False),
         device=getattr(adapter_module(name), "DEVICE", None),
     )
