@@ -17,6 +17,7 @@ __all__ = [
     "external_tensor_count",
     "load_arrays",
     "load_model",
+    "run_time_inputs",
     "same_file",
     "save_model",
     "write_text_atomically",
@@ -385,3 +386,13 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
             os.replace(temporary, path)
     except OSError as e:
         raise ModelSaveError(f"{path}: cannot write: {one_line(e)}") from e
+
+
+def run_time_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The graph inputs a model is fed when it runs, in declaration order.
+
+    An input an initializer of the same name gives its value (models of IR version < 4
+    list their weights as inputs) is not one of them.
+    """
+    initializers = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in initializers]

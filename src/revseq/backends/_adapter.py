@@ -34,6 +34,7 @@ import numpy as np
 import onnx
 
 from revseq.errors import RevseqError, one_line
+from revseq.files import run_time_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -299,9 +300,8 @@ def get(name: str) -> Backend:
 
 
 def input_names(model: onnx.ModelProto) -> list[str]:
-    """The model's run-time inputs in declaration order (initializers excluded)."""
-    initializers = {t.name for t in model.graph.initializer}
-    return [i.name for i in model.graph.input if i.name not in initializers]
+    """The names of the model's run-time inputs (``revseq.files.run_time_inputs``)."""
+    return [i.name for i in run_time_inputs(model)]
 
 
 def write_model(model: onnx.ModelProto, folder: str, name: str = "model.onnx") -> str:

@@ -50,6 +50,7 @@ from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.reports import CheckReport, NodeReport
 from revseq.equivalence.whole_models import compare_whole, prepared_whole, storage_hint
 from revseq.errors import RevseqError
+from revseq.files import run_time_inputs
 from revseq.ops.targets.vocabulary import FINITE, FINITE_DOMAIN
 from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
 
@@ -75,8 +76,7 @@ def _guard(proto: onnx.ModelProto, label: str) -> None:
 
 
 def _run_inputs(proto: onnx.ModelProto) -> list[str]:
-    initializers = {t.name for t in proto.graph.initializer}
-    return [i.name for i in proto.graph.input if i.name not in initializers]
+    return [i.name for i in run_time_inputs(proto)]
 
 
 def _has_reverse_sequence(proto: onnx.ModelProto) -> bool:

@@ -32,6 +32,7 @@ import numpy as np
 import onnx
 
 from revseq.equivalence.given import GivenInputs, dim_key
+from revseq.files import run_time_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -200,8 +201,7 @@ def _failing_node(model: onnx.ModelProto, text: str) -> onnx.NodeProto | None:
 def _feeding_inputs(model: onnx.ModelProto, node: onnx.NodeProto) -> list[str]:
     """The graph inputs ``node`` computes from (initializers left out), in graph order."""
     producers = {o: n for n in model.graph.node for o in n.output if o}
-    initializers = {t.name for t in model.graph.initializer}
-    inputs = [i.name for i in model.graph.input if i.name not in initializers]
+    inputs = [i.name for i in run_time_inputs(model)]
     seen: set[str] = set()
     stack = [v for v in node.input if v]
     while stack:

@@ -51,6 +51,7 @@ from revseq.equivalence.given import GivenInputs, dim_key
 from revseq.equivalence.input_uses import IndexUse, index_uses, reversed_inputs
 from revseq.equivalence.values import drawn, random_array, ranged_array
 from revseq.errors import one_line
+from revseq.files import run_time_inputs
 
 Inputs = dict[str, np.ndarray]
 
@@ -128,8 +129,7 @@ class InputGenerator:
                 known = self._indices.setdefault(name, [])
                 known.extend(u for u in uses if u not in known)
             self._reversed |= reversed_inputs(graph)
-        initializers = {t.name for t in self.model.graph.initializer}
-        self._infos = [i for i in self.model.graph.input if i.name not in initializers]
+        self._infos = run_time_inputs(self.model)
         self._pinned = self.given.pinned(self._infos)  # every name checked, up front
         self._data_dims = {
             dim_key(i, axis)

@@ -31,6 +31,7 @@ from revseq.equivalence.blame import without_reversals
 from revseq.equivalence.given import GivenInputs, dim_key
 from revseq.equivalence.inputs import InputGenerator
 from revseq.errors import RevseqError, one_line
+from revseq.files import run_time_inputs
 from revseq.measure._timing import paired_medians
 from revseq.measure.pages import write_measured_page
 
@@ -51,8 +52,7 @@ _DEFAULT_MODELS = "tests/fixtures/tf_*.onnx"
 
 def feeds_at_batch_1(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs as the check draws them (finite), every symbolic dim at 1."""
-    initializers = {t.name for t in model.graph.initializer}
-    infos = [i for i in model.graph.input if i.name not in initializers]
+    infos = run_time_inputs(model)
     symbols = {
         key: 1
         for info in infos
