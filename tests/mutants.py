@@ -64,7 +64,7 @@ MUTANTS = (
     ),
     Mutant(
         "RKNN: int32 arithmetic built (its build crashes)",
-        "src/revseq/backends/rknn.py",
+        "src/revseq/backends/environments.py",
         "    if crashing is not None:",
         "    if False:",
         aimed="tests/test_foreign_backends.py::"

@@ -43,7 +43,7 @@ def backend_or_skip(name: str) -> backends.Backend:
     reason = backends.unavailable(name)
     if reason is not None:
         pytest.skip(reason)
-    if getattr(backends.adapter_module(name), "OWN_PROCESS", False):
+    if backends.adapter(name).own_process:
         return backends.isolated(name)  # type: ignore[return-value]
     return backends.get(name)
 
@@ -517,12 +517,14 @@ def test_the_flatten_probe_runs_empty_data_and_openvino_gets_another_view(name):
 
 
 def test_a_missing_package_is_not_installed_and_get_says_how_to_install(monkeypatch):
-    import types
+    import dataclasses
 
     from revseq.backends import _adapter
 
-    fake = types.SimpleNamespace(IMPORTS=("no_such_revseq_pkg.compiler",), EXTRA="fake")
-    monkeypatch.setattr(_adapter, "adapter_module", lambda name: fake)
+    fake = dataclasses.replace(
+        backends.adapter("iree"), imports=("no_such_revseq_pkg.compiler",), extra="fake"
+    )
+    monkeypatch.setattr(_adapter, "adapter", lambda name: fake)
     assert not backends.installed("iree")
     with pytest.raises(backends.BackendUnavailableError, match=r"revseq\[fake\]"):
         backends.get("iree")
@@ -631,9 +633,10 @@ def test_a_resident_runner_keeps_its_inputs_on_the_device_between_calls(monkeypa
     backend = backends.get("onnx2torch-cuda")
     assert backend.resident and not backends.get("onnx2torch").resident
     model = revseq.inline(model_of(("T", "B", 3), "float32", 1, 0))
-    module = backend.module
+    from revseq.backends import onnx2torch
+
     converted = []
-    real_convert = module.onnx2torch.convert
+    real_convert = onnx2torch.convert
 
     def counting_convert(proto):
         graph_module = real_convert(proto)
@@ -642,7 +645,7 @@ def test_a_resident_runner_keeps_its_inputs_on_the_device_between_calls(monkeypa
         converted.append(calls)
         return graph_module
 
-    monkeypatch.setattr(module.onnx2torch, "convert", counting_convert)
+    monkeypatch.setattr(onnx2torch, "convert", counting_convert)
     runner = backend.prepare(model, repeated=True)
     rng = np.random.default_rng(0)
     for shape in ((5, 4, 3), (2, 6, 3)):

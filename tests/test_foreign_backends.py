@@ -19,7 +19,7 @@ from revseq.backends import (
     BackendError,
     MeasuredOutputs,
     _foreign,
-    adapter_module,
+    adapter,
     get,
     unavailable,
 )
@@ -111,7 +111,7 @@ def test_models_travel_to_older_onnx_with_the_lowest_ir_version_they_allow(name,
         [6, 3, 4], onnx.TensorProto.FLOAT, batch_axis=1, time_axis=0
     )
     model.ir_version = 13
-    adapter_module(name).prepare(model)
+    adapter(name).prepare(model)
     assert sent[0].ir_version == onnx.helper.find_min_ir_version_for(list(model.opset_import))
     assert model.ir_version == 13  # the caller's model left alone
 
@@ -339,10 +339,10 @@ def test_what_a_backend_holds_narrower_is_rounded_as_ieee_converts():
 
 
 def test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on():
-    from revseq.backends import rknn
+    from revseq.backends import environments
 
     symbolic = reverse_sequence_model(["T", "B", 4], _TYPES["float32"])
     with pytest.raises(ValueError, match=r"int32 Less .*target='rknn'"):
-        rknn.prepare(revseq.inline(symbolic))  # the default: int32 index arithmetic
+        environments.RKNN.prepare(revseq.inline(symbolic))  # the default: int32 index
     ids = reverse_sequence_model(["T", "B"], _TYPES["int32"])
-    assert rknn._int32_arithmetic(revseq.inline(ids, target="rknn")) is None
+    assert environments._int32_arithmetic(revseq.inline(ids, target="rknn")) is None

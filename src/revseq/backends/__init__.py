@@ -6,25 +6,24 @@ values without raising. An adapter does three things for one backend: convert or
 (``revseq.equivalence``) and measuring (``revseq.measure``) are written once over
 adapters; a backend that may crash runs in a worker process (:func:`isolated`).
 
-Each adapter is a module of this package, imported only when asked for, and each backend
-is an optional extra (``pip install "revseq[tvm]"``); ``[backends]`` installs the light ones.
+Each adapter is a module of this package that declares an :class:`Adapter` (the protocol:
+how to prepare a model, and what revseq may assume of the backend), one row of the
+registry (``ADAPTERS``), imported only when asked for; each backend is an optional extra
+(``pip install "revseq[tvm]"``), ``[backends]`` installs the light ones.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ADAPTERS",
-    "PLACED",
-    "SIMULATED",
-    "YIELDING",
-    "UNTIMED",
+    "Adapter",
     "Backend",
     "BackendError",
     "BackendUnavailableError",
     "IsolatedBackend",
     "MeasuredOutputs",
     "Runner",
-    "adapter_module",
+    "adapter",
     "get",
     "input_names",
     "installed",
@@ -35,16 +34,13 @@ __all__ = [
 
 from revseq.backends._adapter import (
     ADAPTERS,
-    PLACED,
-    SIMULATED,
-    UNTIMED,
-    YIELDING,
+    Adapter,
     Backend,
     BackendError,
     BackendUnavailableError,
     MeasuredOutputs,
     Runner,
-    adapter_module,
+    adapter,
     get,
     input_names,
     installed,

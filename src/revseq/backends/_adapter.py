@@ -4,16 +4,13 @@ from __future__ import annotations
 
 __all__ = [
     "ADAPTERS",
+    "Adapter",
     "Backend",
     "BackendError",
     "BackendUnavailableError",
     "MeasuredOutputs",
     "Runner",
-    "PLACED",
-    "SIMULATED",
-    "YIELDING",
-    "adapter_module",
-    "UNTIMED",
+    "adapter",
     "get",
     "input_names",
     "installed",
@@ -27,8 +24,7 @@ import importlib.metadata
 import importlib.util
 import logging
 import os
-import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import onnx
@@ -55,51 +51,118 @@ class MeasuredOutputs(list):
         self.seconds = seconds
 
 
-ADAPTERS: dict[str, str] = {
-    "onnxruntime": "Microsoft's runtime, CPU execution provider (control: has the op)",
-    "openvino": "Intel OpenVINO, CPU plugin (control: has the op)",
-    "onnx2torch": "onnx2torch converted to a torch.fx module, run by torch on the CPU",
-    "onnx2torch-cuda": "onnx2torch's torch.fx module run by torch on a CUDA device, the data "
-    "resident there",
-    "tvm": "Apache TVM, Relax ONNX frontend, compiled for llvm, Relax VM",
-    "iree": "IREE: iree-import-onnx, compiled for llvm-cpu, local-task runtime",
-    "tinygrad": "tinygrad's OnnxRunner on its CPU device",
-    "tract": "Sonos tract, through its Python bindings",
-    "mnn": "Alibaba MNN: its converter, then its nn Module API on the CPU",
-    "webgpu": "onnxruntime-web's WebGPU execution provider on Dawn, in Node",
-    "opencv": "OpenCV's DNN module (cv2.dnn) on its CPU backend",
-    "ncnn": "Tencent's ncnn, converted by pnnx from ONNX, run on the CPU in float32",
-    "rknn": "Rockchip's RKNN-Toolkit2 simulator (rk3588), float models unquantised (float32 "
-    "held as float16: exact means exact to that storage), in an environment of its own",
-    "x2paddle": "x2paddle's conversion to a Paddle inference model, run by PaddlePaddle on "
-    "the CPU, in an environment of its own",
-    "executorch": "onnx2torch's module through torch.export to ExecuTorch, XNNPACK delegate "
-    "and portable kernels",
-    "executorch-portable": "onnx2torch's module through torch.export to ExecuTorch, its "
-    "portable kernels alone",
+@dataclasses.dataclass(frozen=True)
+class Adapter:
+    """The adapter protocol: what a backend module declares, as its ``ADAPTER`` value.
+
+    ``prepare`` converts or compiles a model and returns a function of the inputs by
+    name that returns the outputs; everything else says how revseq may use it. Every
+    field is read as declared here: a backend states what differs from these defaults.
+
+    Attributes:
+        prepare: The model to a runner (see :meth:`Backend.prepare`).
+        distribution: The package whose installed version is reported.
+        extra: revseq's extra that installs it; None where it has an environment of
+            its own (RKNN, x2paddle).
+        imports: What must be importable for it to run (found without importing).
+        version: Its own version string, where the distribution's alone says too little.
+        missing_requirement: Why it cannot run here beyond its imports, or None.
+        prepare_repeated: ``prepare`` for a runner called again and again on the same
+            shapes (timing), where that runs differently (tinygrad's TinyJit).
+        resident: Its data lives on a device: its copy floor is its own Identity there.
+        storage: Element types it holds in a narrower one (RKNN: float32 as float16):
+            the truth there is the reversal of what it holds.
+        survives_failures: A model that failed leaves it as it was: its worker process
+            is kept after one (a crash still ends it).
+        own_process: It runs in a worker process even where a test could run it in
+            its own (OpenCV: its state leaks across models).
+        builds_for_shapes: It builds the model for the input sizes it is run at:
+            symbolic dims are static there, shape arithmetic folded at build.
+        batch_leads: Its converter takes a leading axis of size 1 for the batch
+            (``Profile.batch_leads``).
+        device: The accelerator its data lives on (``cuda``); None for the host.
+        untimed: Why its run times are not the device's (a probe takes no costs from
+            it), or None.
+        simulated: It simulates a device on the host: its speed page times the
+            simulator, and says so.
+        placed: Its runs report where each node ran (an execution provider and its CPU
+            fallback): a run placed off the device fails like a wrong value.
+        yields: A deployment runtime kept out of the portable default (its own target
+            serves it): its fewer ops narrow no one else's output.
+    """
+
+    prepare: Callable[[onnx.ModelProto], Callable]
+    distribution: str
+    extra: str | None
+    imports: tuple[str, ...] = ()
+    version: Callable[[], str] | None = None
+    missing_requirement: Callable[[], str | None] | None = None
+    prepare_repeated: Callable[[onnx.ModelProto], Callable] | None = None
+    resident: bool = False
+    storage: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    survives_failures: bool = False
+    own_process: bool = False
+    builds_for_shapes: bool = False
+    batch_leads: bool = False
+    device: str | None = None
+    untimed: str | None = None
+    simulated: bool = False
+    placed: bool = False
+    yields: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class _Row:
+    where: str  # "module" or "module:ATTRIBUTE" in this package; ADAPTER by default
+    description: str
+
+
+_REGISTRY: dict[str, _Row] = {
+    "onnxruntime": _Row(
+        "onnxruntime", "Microsoft's runtime, CPU execution provider (control: has the op)"
+    ),
+    "openvino": _Row("openvino", "Intel OpenVINO, CPU plugin (control: has the op)"),
+    "onnx2torch": _Row(
+        "onnx2torch", "onnx2torch converted to a torch.fx module, run by torch on the CPU"
+    ),
+    "onnx2torch-cuda": _Row(
+        "onnx2torch_cuda",
+        "onnx2torch's torch.fx module run by torch on a CUDA device, the data resident there",
+    ),
+    "tvm": _Row("tvm", "Apache TVM, Relax ONNX frontend, compiled for llvm, Relax VM"),
+    "iree": _Row("iree", "IREE: iree-import-onnx, compiled for llvm-cpu, local-task runtime"),
+    "tinygrad": _Row("tinygrad", "tinygrad's OnnxRunner on its CPU device"),
+    "tract": _Row("tract", "Sonos tract, through its Python bindings"),
+    "mnn": _Row("mnn", "Alibaba MNN: its converter, then its nn Module API on the CPU"),
+    "webgpu": _Row("webgpu", "onnxruntime-web's WebGPU execution provider on Dawn, in Node"),
+    "opencv": _Row("opencv", "OpenCV's DNN module (cv2.dnn) on its CPU backend"),
+    "ncnn": _Row(
+        "ncnn", "Tencent's ncnn, converted by pnnx from ONNX, run on the CPU in float32"
+    ),
+    "rknn": _Row(
+        "environments:RKNN",
+        "Rockchip's RKNN-Toolkit2 simulator (rk3588), float models unquantised (float32 "
+        "held as float16: exact means exact to that storage), in an environment of its own",
+    ),
+    "x2paddle": _Row(
+        "environments:X2PADDLE",
+        "x2paddle's conversion to a Paddle inference model, run by PaddlePaddle on the CPU, "
+        "in an environment of its own",
+    ),
+    "executorch": _Row(
+        "executorch",
+        "onnx2torch's module through torch.export to ExecuTorch, XNNPACK delegate and "
+        "portable kernels",
+    ),
+    "executorch-portable": _Row(
+        "executorch:PORTABLE",
+        "onnx2torch's module through torch.export to ExecuTorch, its portable kernels alone",
+    ),
 }
+"""The one registry: each backend's row, by the name ``--backend`` and ``target=`` take."""
+
+ADAPTERS: dict[str, str] = {name: row.description for name, row in _REGISTRY.items()}
 """Every adapter, by the name ``--backend`` and ``target=`` take, with what it runs."""
-
-UNTIMED: dict[str, str] = {
-    "webgpu": "its runs pass the tensors through a worker process, on a software Vulkan "
-    "where no GPU is there: no GPU's timing",
-    "rknn": "it simulates the NPU on the host CPU: no NPU's timing",
-}
-"""Adapters whose run times are not the device's, and why: a probe takes no costs from
-them, and no speed page is written of them but of a simulator (``SIMULATED``)."""
-
-SIMULATED = frozenset({"rknn"})
-"""Untimed adapters that simulate a device on the host and time their runs there: their
-speed page times the simulator, and says so."""
-
-
-PLACED = frozenset({"webgpu"})
-"""Adapters whose runs report where each node ran (an execution provider and its CPU
-fallback): on them a run placed off the device fails like a wrong value."""
-
-YIELDING = frozenset({"opencv", "ncnn", "rknn", "x2paddle"})
-"""Deployment runtimes kept out of the portable default (their own target serves them):
-their fewer ops narrow no one else's output."""
 
 
 class BackendError(RevseqError):
@@ -122,32 +185,28 @@ class BackendUnavailableError(RevseqError):
 
 @dataclasses.dataclass(frozen=True)
 class Backend:
-    """One backend, through its adapter module.
+    """One backend, through its adapter.
 
     Attributes:
         name: The adapter's name (a key of ``ADAPTERS``).
-        module: The adapter module: ``DISTRIBUTION`` (the package whose version is
-            reported), ``EXTRA`` (revseq's extra that installs it) and ``prepare``.
+        adapter: What its module declares (:class:`Adapter`).
     """
 
     name: str
-    module: types.ModuleType
+    adapter: Adapter
 
     @property
     def version(self) -> str:
         """The installed version of the backend's package (or the adapter's own word)."""
-        own = getattr(self.module, "version", None)
+        own = self.adapter.version
         return (
-            own() if own is not None else importlib.metadata.version(self.module.DISTRIBUTION)
+            own() if own is not None else importlib.metadata.version(self.adapter.distribution)
         )
 
     @property
     def resident(self) -> bool:
-        """Whether its data lives on a device: its copy floor is its own Identity there.
-
-        numpy's copy, on the host, is then no floor (see ``RESIDENT`` in the adapter).
-        """
-        return getattr(self.module, "RESIDENT", False)
+        """Whether its data lives on a device: its copy floor is its own Identity there."""
+        return self.adapter.resident
 
     @property
     def label(self) -> str:
@@ -156,11 +215,11 @@ class Backend:
 
     @property
     def storage(self) -> dict[str, str]:
-        """The element types it holds in a narrower one (``STORAGE``).
+        """The element types it holds in a narrower one (``Adapter.storage``).
 
         RKNN's float32 as float16: the truth there is the reversal of what it holds.
         """
-        return dict(getattr(self.module, "STORAGE", {}))
+        return dict(self.adapter.storage)
 
     def prepare(self, model: onnx.ModelProto, *, repeated: bool = False) -> Runner:
         """Convert or compile ``model``; the runner takes inputs by name, returns outputs.
@@ -181,9 +240,9 @@ class Backend:
             BackendError: The backend refused the model (stage "convert") or failed to
                 run it (stage "run").
         """
-        prepare = self.module.prepare
-        if repeated:
-            prepare = getattr(self.module, "prepare_repeated", prepare)
+        prepare = self.adapter.prepare
+        if repeated and self.adapter.prepare_repeated is not None:
+            prepare = self.adapter.prepare_repeated
         try:
             run = prepare(model)
         except BackendError:
@@ -261,15 +320,15 @@ def unavailable(name: str) -> str | None:
     dotted name imports only its parent package), and whatever else the adapter needs
     (tinygrad's CPU device needs a C compiler) must be there.
     """
-    module = adapter_module(name)
-    for module_name in module.IMPORTS:
+    declared = adapter(name)
+    for module_name in declared.imports:
         try:
             found = importlib.util.find_spec(module_name) is not None
         except ImportError:  # the dotted name's parent package is missing
             found = False
         if not found:
-            return f'backend {name!r} is not installed: pip install "revseq[{module.EXTRA}]"'
-    missing = getattr(module, "missing_requirement", None)
+            return f'backend {name!r} is not installed: pip install "revseq[{declared.extra}]"'
+    missing = declared.missing_requirement
     return missing() if missing is not None else None
 
 
@@ -278,13 +337,24 @@ def installed(name: str) -> bool:
     return unavailable(name) is None
 
 
-def adapter_module(name: str) -> types.ModuleType:
-    """The module of adapter ``name`` (``onnx2torch-cuda``: ``onnx2torch_cuda``)."""
-    if name not in ADAPTERS:
+def adapter(name: str) -> Adapter:
+    """The adapter registered as ``name`` (its module imported on first use).
+
+    Raises:
+        BackendUnavailableError: No adapter has that name.
+    """
+    row = _REGISTRY.get(name)
+    if row is None:
         raise BackendUnavailableError(
-            f"unknown backend {name!r}; choose one of {', '.join(ADAPTERS)}"
+            f"unknown backend {name!r}; choose one of {', '.join(_REGISTRY)}"
         )
-    return importlib.import_module(f"revseq.backends.{name.replace('-', '_')}")
+    module, _, attribute = row.where.partition(":")
+    found = getattr(
+        importlib.import_module(f"revseq.backends.{module}"), attribute or "ADAPTER"
+    )
+    if not isinstance(found, Adapter):
+        raise TypeError(f"revseq.backends.{row.where} is no Adapter")
+    return found
 
 
 def get(name: str) -> Backend:
@@ -296,7 +366,7 @@ def get(name: str) -> Backend:
     reason = unavailable(name)
     if reason is not None:
         raise BackendUnavailableError(reason)
-    return Backend(name, adapter_module(name))
+    return Backend(name, adapter(name))
 
 
 def input_names(model: onnx.ModelProto) -> list[str]:

@@ -229,12 +229,12 @@ class IsolatedBackend:
 
     @property
     def survives_failures(self) -> bool:
-        """Whether a model that failed leaves the backend as it was (``SURVIVES_FAILURES``).
+        """Whether a model that failed leaves the backend as it was (``survives_failures``).
 
         Then its worker is kept after a failure (a fresh one costs the runtime's
         import); a crash still ends it.
         """
-        return getattr(self.backend.module, "SURVIVES_FAILURES", False)
+        return self.backend.adapter.survives_failures
 
     def restart(self) -> None:
         """Make the next call start a fresh worker.

@@ -4,7 +4,7 @@ The road a model takes to a phone or a microcontroller through PyTorch. The conv
 registers revseq's ReverseSequence converter (:mod:`revseq.onnx2torch_converter`), so a model
 that still holds the op gets there too. ``executorch`` lowers with the XNNPACK delegate
 (the nodes it takes run in XNNPACK, the others on ExecuTorch's portable kernels);
-``executorch-portable`` (:mod:`revseq.backends.executorch_portable`) with the portable
+``executorch-portable`` (``PORTABLE``) with the portable
 kernels alone. A runner's ``delegation`` names the ATen ops each took (filled in when
 the first inputs have exported the model).
 
@@ -22,18 +22,16 @@ runs with it.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import BackendError, input_names
+from revseq.backends._adapter import Adapter, BackendError, input_names
 from revseq.backends.onnx2torch import on_host, to_torch
 from revseq.errors import one_line
-
-DISTRIBUTION = "executorch"
-EXTRA = "executorch"
-IMPORTS = ("executorch", "onnx2torch", "torch")
 
 _DELEGATE = "XnnpackBackend"
 _PORTABLE = "portable"
@@ -187,3 +185,14 @@ def _op_name(target) -> str:
     """``aten.gather`` of the edge op ``aten.gather.default``."""
     name = str(getattr(target, "__name__", target))
     return name.removesuffix(".default")
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="executorch",
+    extra="executorch",
+    imports=("executorch", "onnx2torch", "torch"),
+)
+
+PORTABLE = dataclasses.replace(ADAPTER, prepare=functools.partial(prepare, delegate=False))
+"""ExecuTorch with its portable kernels alone: no delegate (``executorch-portable``)."""

@@ -16,13 +16,9 @@ import tempfile
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import BackendError, input_names, write_model
+from revseq.backends._adapter import Adapter, BackendError, input_names, write_model
 from revseq.errors import one_line
 from revseq.ops.domains import default_opset
-
-DISTRIBUTION = "iree-base-runtime"
-EXTRA = "iree"
-IMPORTS = ("iree.compiler", "iree.runtime")
 
 COMPILE_FLAGS = (
     "--iree-input-demote-f64-to-f32=false",
@@ -85,3 +81,11 @@ def prepare(model: onnx.ModelProto):
         return [np.asarray(r.to_host()) for r in results]
 
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="iree-base-runtime",
+    extra="iree",
+    imports=("iree.compiler", "iree.runtime"),
+)

@@ -22,11 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names, write_model
-
-DISTRIBUTION = "mnn"
-EXTRA = "mnn"
-IMPORTS = ("MNN", "_tools")
+from revseq.backends._adapter import Adapter, input_names, write_model
 
 
 def _dtype(array: np.ndarray):
@@ -153,3 +149,11 @@ def prepare(model: onnx.ModelProto):
 
     run.folder = folder  # type: ignore[attr-defined]  # removed with the function
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="mnn",
+    extra="mnn",
+    imports=("MNN", "_tools"),
+)

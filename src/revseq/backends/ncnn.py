@@ -21,15 +21,7 @@ import tempfile
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names, lowest_ir
-
-DISTRIBUTION = "ncnn"
-EXTRA = "ncnn"
-IMPORTS = ("ncnn", "pnnx")
-BATCH_LEADS = True
-"""pnnx takes a leading axis of size 1 for the batch (``Profile.batch_leads``)."""
-SURVIVES_FAILURES = True
-"""A failed conversion is pnnx's process; a model ncnn cannot load leaves it as it was."""
+from revseq.backends._adapter import Adapter, input_names, lowest_ir
 
 _PNNX_TYPES = {np.dtype(t): name for t, name in ((np.float32, "f32"), (np.int32, "i32"))}
 _PNNX_TYPES[np.dtype(np.int64)] = "i64"  # declared so; pnnx makes it int32
@@ -154,3 +146,15 @@ def prepare(model: onnx.ModelProto):
 
     run.folder = folder  # type: ignore[attr-defined]  # removed with the runner
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="ncnn",
+    extra="ncnn",
+    imports=("ncnn", "pnnx"),
+    version=version,
+    survives_failures=True,
+    batch_leads=True,
+    yields=True,
+)

@@ -13,12 +13,10 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names
+from revseq.backends._adapter import Adapter, input_names
 from revseq.errors import one_line
 
 DISTRIBUTION = "onnx2torch"
-EXTRA = "onnx2torch"
-IMPORTS = ("onnx2torch", "torch")
 
 
 def device_problem(name: str) -> str | None:
@@ -103,3 +101,11 @@ def on_host(outputs) -> list[np.ndarray]:
     """A module's outputs (one output comes as a tensor) as numpy arrays on the host."""
     listed = outputs if isinstance(outputs, (tuple, list)) else [outputs]
     return [to_numpy(o.cpu()) for o in listed]
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution=DISTRIBUTION,
+    extra="onnx2torch",
+    imports=("onnx2torch", "torch"),
+)

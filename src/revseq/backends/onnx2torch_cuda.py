@@ -23,12 +23,9 @@ import numpy as np
 import onnx
 
 from revseq.backends import onnx2torch
-from revseq.backends._adapter import input_names
+from revseq.backends._adapter import Adapter, input_names
 
 DISTRIBUTION = "onnx2torch"
-EXTRA = "onnx2torch"
-IMPORTS = ("onnx2torch", "torch")
-RESIDENT = True
 DEVICE = "cuda"
 DEVICE_VARIABLE = "REVSEQ_CUDA_DEVICE"
 
@@ -100,3 +97,16 @@ class _Resident:
         return bool(self.arrays) and all(
             a is b for a, b in zip(arrays, self.arrays, strict=True)
         )
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution=DISTRIBUTION,
+    extra="onnx2torch",
+    imports=("onnx2torch", "torch"),
+    version=version,
+    missing_requirement=missing_requirement,
+    prepare_repeated=prepare_repeated,
+    resident=True,
+    device=DEVICE,
+)

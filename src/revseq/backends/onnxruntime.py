@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-DISTRIBUTION = "onnxruntime"
-EXTRA = "onnxruntime"
-IMPORTS = ("onnxruntime",)
+from revseq.backends._adapter import Adapter
 
 
 def prepare(model: onnx.ModelProto, *, optimize: bool = True):
@@ -32,3 +30,11 @@ def prepare(model: onnx.ModelProto, *, optimize: bool = True):
         return session.run(None, feeds)
 
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="onnxruntime",
+    extra="onnxruntime",
+    imports=("onnxruntime",),
+)

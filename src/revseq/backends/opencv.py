@@ -14,13 +14,7 @@ import tempfile
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names, write_model
-
-DISTRIBUTION = "opencv-python-headless"
-EXTRA = "opencv"
-IMPORTS = ("cv2",)
-OWN_PROCESS = True
-"""Run only in a worker process: cv2 imported beside onnxruntime has crashed."""
+from revseq.backends._adapter import Adapter, input_names, write_model
 
 
 def prepare(model: onnx.ModelProto):
@@ -39,3 +33,13 @@ def prepare(model: onnx.ModelProto):
         return [np.asarray(r) for r in results]
 
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="opencv-python-headless",
+    extra="opencv",
+    imports=("cv2",),
+    own_process=True,
+    yields=True,
+)

@@ -11,11 +11,7 @@ import tempfile
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names, write_model
-
-DISTRIBUTION = "openvino"
-EXTRA = "openvino"
-IMPORTS = ("openvino",)
+from revseq.backends._adapter import Adapter, input_names, write_model
 
 
 def prepare(model: onnx.ModelProto):
@@ -33,3 +29,11 @@ def prepare(model: onnx.ModelProto):
         return [np.array(results[output]) for output in compiled.outputs]
 
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="openvino",
+    extra="openvino",
+    imports=("openvino",),
+)

@@ -14,11 +14,7 @@ import tempfile
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import write_model
-
-DISTRIBUTION = "tinygrad"
-EXTRA = "tinygrad"
-IMPORTS = ("tinygrad",)
+from revseq.backends._adapter import Adapter, write_model
 
 
 def missing_requirement() -> str | None:
@@ -102,3 +98,13 @@ def prepare_repeated(model: onnx.ModelProto):
 
     run.folder = folder  # type: ignore[attr-defined]
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="tinygrad",
+    extra="tinygrad",
+    imports=("tinygrad",),
+    missing_requirement=missing_requirement,
+    prepare_repeated=prepare_repeated,
+)

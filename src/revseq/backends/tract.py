@@ -7,11 +7,7 @@ import tempfile
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names, write_model
-
-DISTRIBUTION = "tract"
-EXTRA = "tract"
-IMPORTS = ("tract",)
+from revseq.backends._adapter import Adapter, input_names, write_model
 
 
 def prepare(model: onnx.ModelProto):
@@ -28,3 +24,11 @@ def prepare(model: onnx.ModelProto):
         return [r.to_numpy() for r in results]
 
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="tract",
+    extra="tract",
+    imports=("tract",),
+)

@@ -11,11 +11,7 @@ import logging
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names
-
-DISTRIBUTION = "apache-tvm"
-EXTRA = "tvm"
-IMPORTS = ("tvm",)
+from revseq.backends._adapter import Adapter, input_names
 
 
 def prepare(model: onnx.ModelProto):
@@ -37,3 +33,11 @@ def prepare(model: onnx.ModelProto):
         return [r.numpy() for r in result]
 
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="apache-tvm",
+    extra="tvm",
+    imports=("tvm",),
+)

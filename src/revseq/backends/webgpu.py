@@ -35,12 +35,9 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import input_names
+from revseq.backends._adapter import Adapter, input_names
 from revseq.backends.placement import node_key
 
-DISTRIBUTION = "onnxruntime-web"
-EXTRA = "webgpu"
-IMPORTS = ()
 ORT_WEB_VERSION = "1.30.0"
 """The onnxruntime-web release ``revseq webgpu-setup`` installs."""
 DAWN_VERSION = "0.6.2"
@@ -372,3 +369,18 @@ def prepare(model: onnx.ModelProto):
 
     run.placement = placement  # type: ignore[attr-defined]
     return run
+
+
+ADAPTER = Adapter(
+    prepare=prepare,
+    distribution="onnxruntime-web",
+    extra="webgpu",
+    imports=(),
+    version=version,
+    missing_requirement=missing_requirement,
+    untimed=(
+        "its runs pass the tensors through a worker process, on a software Vulkan where "
+        "no GPU is there: no GPU's timing"
+    ),
+    placed=True,
+)

@@ -153,8 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         suite = _bench_backend.backend_suite(args.backend)
         reason = backends.unavailable(args.backend)
-        if args.backend not in backends.SIMULATED:
-            reason = backends.UNTIMED.get(args.backend) or reason
+        declared = backends.adapter(args.backend)
+        if not declared.simulated:
+            reason = declared.untimed or reason
         if reason is not None:
             parser.error(f"--backend {args.backend}: {reason}")
     else:
@@ -204,8 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{cases[0].dtype} time-major data, lengths at run time; {args.rounds} rounds, "
             f"median of {args.passes} pass(es); each variant x the copy floor."
         )
-        if args.backend in backends.SIMULATED:
-            setup += f" These are a simulator's times: {backends.UNTIMED[args.backend]}."
+        declared = backends.adapter(args.backend)
+        if declared.simulated:
+            setup += f" These are a simulator's times: {declared.untimed}."
     else:
         threads = (1,) if args.quick else (1, 2)
         rows = run_speed(

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     names = args.backends or [n for n in backends.ADAPTERS if backends.unavailable(n) is None]
-    timed = [n for n in names if n not in backends.UNTIMED]
+    timed = [n for n in names if backends.adapter(n).untimed is None]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         exactness = exactness_table(names, args.types)

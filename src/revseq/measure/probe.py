@@ -25,12 +25,9 @@ from collections.abc import Callable
 
 from revseq.backends import (
     ADAPTERS,
-    PLACED,
-    UNTIMED,
-    YIELDING,
     Backend,
     IsolatedBackend,
-    adapter_module,
+    adapter,
     isolated,
 )
 from revseq.errors import RevseqError
@@ -97,7 +94,7 @@ def probe_backend(
     abort) is recorded as that probe's failure, and the next probe gets a fresh worker.
     With ``costs``, each form that ran exactly is then timed in this process against
     the backend's copy floor (:mod:`revseq.measure.costs`), but on a backend whose
-    run times say nothing of its speed (``UNTIMED``), each case in ``passes`` passes.
+    run times say nothing of its speed (``Adapter.untimed``), each case in ``passes`` passes.
     With ``keep`` (the saved profile of the same backend version), its costs are kept
     instead of timed again, for the forms that still ran exactly: what runs is probed
     anew, while the timings, the slow and noisy part, stay as measured; only what they
@@ -116,7 +113,7 @@ def probe_backend(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         say(f"probe: {backend.label}: op probes")
-        ops = run_op_probes(backend, float_output=name not in PLACED)
+        ops = run_op_probes(backend, float_output=not adapter(name).placed)
         say(f"probe: {backend.label}: element-type probes")
         types = run_dtype_probes(backend)
         say(f"probe: {backend.label}: carrier probes")
@@ -139,7 +136,7 @@ def probe_backend(
     measured = None
     if keep is not None:
         measured = _kept_costs(keep, forms)
-    if (keep is None or measured is not None) and costs and name not in UNTIMED:
+    if (keep is None or measured is not None) and costs and adapter(name).untimed is None:
         # With kept costs, only what they lack (a form or class added since) is timed.
         only = None if measured is None else _untimed(timed_forms(forms), measured)
         if only is None or any(only.values()):
@@ -152,7 +149,7 @@ def probe_backend(
         name, backend, ops, types, native=native.failure is None, forms=forms, results=results
     )
     profile = dataclasses.replace(profile, costs=measured)
-    if measured is not None and costs and name not in UNTIMED:
+    if measured is not None and costs and adapter(name).untimed is None:
         profile = _with_layouts(
             profile, keep if keep is not None and keep.costs else None, passes=passes, say=say
         )
@@ -229,7 +226,8 @@ def _profile(
         return frozenset(f for (f, _), ok in passed.items() if ok)
 
     dynamic_ops = certified(DYNAMIC)
-    if getattr(adapter_module(name), "BUILDS_FOR_SHAPES", False):
+    declared = adapter(name)
+    if declared.builds_for_shapes:
         dynamic_ops = certified(STATIC) | FOLDED_AT_BUILD
     moving = moved(types)
     dtypes = {
@@ -249,8 +247,8 @@ def _profile(
         dtypes=dtypes,
         forms=forms,
         failures=failures,
-        falls_back=name in PLACED,
-        yields=name in YIELDING,
-        batch_leads=getattr(adapter_module(name), "BATCH_LEADS", False),
-        device=getattr(adapter_module(name), "DEVICE", None),
+        falls_back=declared.placed,
+        yields=declared.yields,
+        batch_leads=declared.batch_leads,
+        device=declared.device,
     )
