@@ -16,9 +16,10 @@ from helpers import assert_identical, full_lengths_model, model_of, onnx2torch_h
 from onnx import helper
 
 import revseq
+from bench.sweep import device_lacks, types_of
 from revseq import backends
 from revseq.equivalence.values import random_array
-from revseq.measure.sweep import device_lacks, types_of
+from revseq.measure import floor
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
 from revseq.ops.targets.vocabulary import ELEMENT_TYPES, GATHERS, MATRIX_STATIC
@@ -613,7 +614,7 @@ def test_a_profile_keeps_its_failure_lines_from_one_probe_to_the_next():
     """IREE compiles in a temporary folder and WebGPU's page is served on a free port:
     the failure lines a profile records name neither, so that writing it again changes
     no line that did not change."""
-    from revseq.measure.pages import stable_line as _stable
+    from revseq.measure._probe_text import stable_line as _stable
 
     iree = "error: /tmp/tmpyv4d1k9q/model.mlir:7:10: failed to legalize"
     webgpu = "at S (http://127.0.0.1:41777/dist/ort.webgpu.min.mjs:7:3301)"
@@ -663,7 +664,6 @@ def test_a_resident_runner_keeps_its_inputs_on_the_device_between_calls(monkeypa
 def test_a_resident_backends_floor_is_its_own_copy(monkeypatch):
     """numpy's copy on the host is no floor for data on a device: it is not timed, and
     the floor is the backend's Identity."""
-    from revseq.measure import _backend_bench as _bench_backend
     from revseq.measure import _cases
 
     monkeypatch.setenv("REVSEQ_CUDA_DEVICE", "cpu")
@@ -671,12 +671,12 @@ def test_a_resident_backends_floor_is_its_own_copy(monkeypatch):
     feeds = _cases.input_arrays(case, np.random.default_rng(0))
     models = {"default": revseq.inline(_cases.native_model(case))}
     for name, timed in (("onnx2torch-cuda", False), ("onnx2torch", True)):
-        result, _, _ = _bench_backend.time_pass(
+        result, _, _ = floor.time_pass(
             backends.get(name), case, feeds, models, rounds=2, budget_s=0.01
         )
         assert ("memcpy" in result) == timed
         if not timed:
-            assert _bench_backend.floor_ratio(result) == 1.0
+            assert floor.floor_ratio(result) == 1.0
 
 
 def test_device_profiles_stay_out_of_the_default():

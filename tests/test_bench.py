@@ -11,16 +11,9 @@ import pytest
 from helpers import onnx2torch_here
 
 import revseq
+from bench import _executorch_bench, _node_costs, _ort_bench, _passes_bench, bench
 from revseq import backends
-from revseq.measure import (
-    _cases,
-    _executorch_bench,
-    _node_costs,
-    _ort_bench,
-    _passes_bench,
-    _timing,
-    bench,
-)
+from revseq.measure import _cases, _timing, floor
 from revseq.ops.targets.profile import Cost
 
 
@@ -105,8 +98,8 @@ def test_bad_bench_arguments_are_refused_in_one_line(capsys, argv, message):
 
 def test_a_speed_page_reads_as_reference(tmp_path):
     """Title with the backend, the set-up, the table, then the command: no goal lines."""
-    from revseq.measure import _backend_bench as bb
-    from revseq.measure.pages import write_measured_page
+    from bench import _backend_bench as bb
+    from bench.pages import write_measured_page
 
     def row(shape, default, own):
         result = {"Identity": (1e-3, 1.0), "memcpy": (1e-3, 0.5)}
@@ -118,12 +111,12 @@ def test_a_speed_page_reads_as_reference(tmp_path):
     assert "goal" not in table and "geomean 1.40x the floor" in table
     page = tmp_path / "tract.md"
     write_measured_page(
-        page, "Speed on tract 0.23.9", "python -m revseq.measure.bench --backend tract",
+        page, "Speed on tract 0.23.9", "python -m bench.bench --backend tract",
         "Python 3.11", table, setup="Set-up: tract on 2 CPUs",
     )  # fmt: skip
     lines = page.read_text().splitlines()
     assert lines[0] == "# Speed on tract 0.23.9" and lines[2] == "Set-up: tract on 2 CPUs"
-    assert lines[-1].startswith("Written by `python -m revseq.measure.bench --backend tract`")
+    assert lines[-1].startswith("Written by `python -m bench.bench --backend tract`")
     assert "shared machine" not in page.read_text()
 
 
@@ -185,13 +178,12 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
     """``revseq probe --passes N``: every cost case is timed N times, the floor's runners
     made anew each time, and the median ratio to the floor counts (a single pass let
     forms within a few percent trade places)."""
-    from revseq.measure import _backend_bench as _bench_backend
     from revseq.measure import costs as _costs
 
     floors = []
     monkeypatch.setattr(_costs.backends, "get", lambda name: name)
     monkeypatch.setattr(
-        _bench_backend, "floor_runners", lambda b, case, x: ("Identity", floors.append(case))
+        floor, "floor_runners", lambda b, case, x: ("Identity", floors.append(case))
     )
     monkeypatch.setattr(_costs, "_emitted", lambda case, kind, form, ops, **_: f"{form} model")
     passes = itertools.cycle([1.0, 6.0, 2.0])  # x Identity; numpy's copy is 0.5x: floor 1
@@ -202,7 +194,7 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
         result.update({label: (1e-3 * ratio, ratio) for label in models})
         return result, {}, {label: 7 for label in models}
 
-    monkeypatch.setattr(_bench_backend, "time_on_floor", timed)
+    monkeypatch.setattr(floor, "time_on_floor", timed)
     forms = {"static": frozenset({"gather_rows"}), "dynamic": frozenset()}
     costs = _costs.form_costs("fake", None, forms, passes=3)
     assert costs["static"] == {"gather_rows": Cost(2.0, 7)}
@@ -217,7 +209,6 @@ def test_identical_models_are_timed_once_and_share_their_figures():
     """A target's chosen form is always a form column too: the same model timed twice
     measured 1.92x and 1.18x its floor as two columns of one page, so it runs once and
     both columns show its figures, in the columns' order."""
-    from revseq.measure import _backend_bench as _bench_backend
 
     case = _cases.Case((20, 4, 3), 1, 0, "float32")
     native = _cases.native_model(case)
@@ -247,8 +238,8 @@ def test_identical_models_are_timed_once_and_share_their_figures():
 
     backend = Counting()
     feeds = _cases.input_arrays(case, np.random.default_rng(0))
-    _, identities = _bench_backend.floor_runners(real, case, feeds["x"])
-    result, notes, nodes = _bench_backend.time_on_floor(
+    _, identities = floor.floor_runners(real, case, feeds["x"])
+    result, notes, nodes = floor.time_on_floor(
         backend, identities, feeds, models, rounds=3, budget_s=0.01
     )
     assert len(prepared) == _timing.PLACEMENTS * 3  # default, own target, gather_elements
@@ -278,7 +269,7 @@ def test_backend_pages_say_what_their_columns_hold(tmp_path):
 def test_hand_written_torch_forms_equal_the_reference(batch_axis, time_axis):
     import torch
 
-    from revseq.measure import _torch_bench as _bench_torch
+    from bench import _torch_bench as _bench_torch
     from revseq.ops.reference import reverse_sequence
 
     shape = [5, 4, 3]
@@ -325,7 +316,7 @@ def test_device_rows_time_onnx2torch_against_a_device_copy_and_hand_written_torc
 
 @onnx2torch_here
 def test_node_costs_time_every_module_of_the_default_and_the_own_target():
-    from revseq.measure import _backend_bench as _bench_backend
+    from bench import _backend_bench as _bench_backend
 
     case = _cases.Case((2000, 16), 1, 0, "float32")
     rows = _node_costs.node_costs("cpu", [case], ["static", "all"], calls=2)
@@ -357,7 +348,7 @@ def test_node_costs_need_a_device(capsys, argv):
 
 
 def test_device_page_ratios_are_over_the_device_copy():
-    from revseq.measure import _torch_bench as _bench_torch
+    from bench import _torch_bench as _bench_torch
 
     def row(shape, default, own):
         result = {"device copy": (1e-4, 1.0), "memcpy": (1e-3, 9.0)}
@@ -410,14 +401,13 @@ def test_onnx2torch_cuda_runs_on_the_device_its_variable_names(monkeypatch):
 def test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so():
     """RKNN's own op is wrong on rows of length 0: its time would flatter a wrong kernel."""
     from revseq import backends
-    from revseq.measure import _backend_bench as bb
 
     case = _cases.Case((6, 4, 3), 1, 0, "float32")
     feeds = _cases.input_arrays(case, np.random.default_rng(0))
     feeds["lens"] = np.array([0, 6, 2, 1])
     right = revseq.inline(_cases.native_model(case))
     wrong = revseq.inline(_cases.native_model(case, np.array([3, 6, 2, 1])))
-    result, notes, _ = bb.time_pass(
+    result, notes, _ = floor.time_pass(
         backends.get("onnxruntime"),
         case,
         feeds,
@@ -447,12 +437,12 @@ class _NoIdentity:
 
 
 def test_the_floor_is_the_backend_s_neg_where_it_runs_no_identity():
-    from revseq.measure import _backend_bench as bb
+    from bench import _backend_bench as bb
 
     case = _cases.Case((6, 4, 3), 1, 0, "float32")
     x = np.random.default_rng(0).standard_normal((6, 4, 3)).astype(np.float32)
     backend = _NoIdentity()
-    label, runners = bb.floor_runners(backend, case, x)
+    label, runners = floor.floor_runners(backend, case, x)
     assert label == "Neg" and backend.refused == 1 and len(runners) == _timing.PLACEMENTS
     row = {
         "case": case,
@@ -466,8 +456,8 @@ def test_the_floor_is_the_backend_s_neg_where_it_runs_no_identity():
 
 
 def test_a_page_is_in_a_type_the_backend_s_target_moves_and_cells_stay_short():
-    from revseq.measure import _backend_bench as bb
-    from revseq.measure.pages import stable_line
+    from bench import _backend_bench as bb
+    from revseq.measure._probe_text import stable_line
 
     assert {c.dtype for c in bb.backend_suite("onnxruntime")} == {"float32"}
     assert {c.dtype for c in bb.backend_suite("rknn")} == {"float32"}  # to float16 storage

@@ -96,8 +96,8 @@ def test_xnnpack_takes_the_one_hot_product_whole_exact_on_finite_data_only():
     but the float32 steps and lengths."""
     import torch
 
+    from bench import _executorch_bench
     from revseq.backends.executorch import program_runner
-    from revseq.measure import _executorch_bench
     from revseq.measure._cases import Case
 
     model = model_of([5, 3, 2], "float32", 1, 0)

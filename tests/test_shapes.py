@@ -360,7 +360,7 @@ def test_info_reports_static_symbolic_and_unknown_dims_per_node(tmp_path):
 
 
 def test_sharing_can_be_turned_off_and_counts_match_the_benchmark():
-    from revseq.measure import _passes_bench
+    from bench import _passes_bench
 
     (bidirectional, before, unshared, shared) = _passes_bench.sharing_counts()[0]
     assert bidirectional == "bidirectional_rnn.onnx"

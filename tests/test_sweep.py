@@ -1,4 +1,4 @@
-"""The broad random sweep (``python -m revseq.measure.sweep``), on onnxruntime."""
+"""The broad random sweep (``python -m bench.sweep``), on onnxruntime."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 
+from bench.sweep import KINDS, draw_cases, main, run_case
 from revseq import backends
-from revseq.measure.sweep import KINDS, draw_cases, main, run_case
 from revseq.ops.targets import TARGETS
 
 

@@ -204,7 +204,7 @@ def test_placement_parser_reads_onnxruntime_log():
 
 
 def test_matrix_marks_work_off_the_device(webgpu):
-    from revseq.measure.matrix import _cell
+    from bench.matrix import _cell
 
     assert _cell(webgpu, "default", "float32", dynamic=True) == "ok"
     # bool with symbolic dims: the default's row form gathers it on the GPU.

@@ -123,7 +123,7 @@ class Profile:
         layouts: Per cost class, the index layout the probe timed cheaper there; None
             where not measured (the swapped layout).
         tuning: The thresholds its forms switch layout or index type at; None for
-            ``DEFAULT_TUNING`` (``revseq.measure.choices`` forces each side so).
+            ``DEFAULT_TUNING`` (``bench.choices`` forces each side so).
         domain: None where the output is exact on every value; ``FINITE`` for a target
             asked for by name (``finite``) that may emit a form exact on finite data
             only, where no exact form fits.

@@ -1,7 +1,7 @@
 """The thresholds the forms choose a layout and an index type by, as data.
 
 Each was set by timing both sides of it in onnxruntime (docs/choices.md, which
-``python -m revseq.measure.choices --write docs/choices.md`` writes). They travel in a
+``python -m bench.choices --write docs/choices.md`` writes). They travel in a
 node's :class:`~revseq.ops.signature.Signature`; a profile may carry its own (the
 measuring command forces each side so).
 """

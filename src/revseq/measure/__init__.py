@@ -1,9 +1,10 @@
-"""The instruments: what revseq measures on backends, and the data and pages it writes.
+"""What ``revseq probe`` runs: a backend probed, its profile written.
 
-Probes (:mod:`revseq.measure.probe`) run small models on an installed backend and write
-its profile, the data the planner reads; the benchmark (``python -m
-revseq.measure.bench``), the backend matrix and the sweeps time and check revseq's
-output on the backends and write the pages under ``docs/``. Everything here imports the
-core (``revseq.ops``, ``revseq.passes``, the check, the adapters); the core never
-imports this package.
+Probes (:mod:`revseq.measure.probe`) run small models on an installed backend; the forms
+that ran exactly are timed against the backend's copy floor (``costs.py``,
+``layouts.py``, ``floor.py``), and the profile the planner reads is written
+(``profile_file.py``). The pages under ``docs/`` are written by ``bench/`` in a
+checkout, which builds on this package. Everything here imports the core
+(``revseq.ops``, ``revseq.passes``, the check, the adapters); the core never imports
+this package.
 """

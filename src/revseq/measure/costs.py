@@ -28,9 +28,9 @@ import onnx
 
 import revseq
 from revseq import backends
-from revseq.measure._backend_bench import floor_ratio, time_pass
 from revseq.measure._cases import Case, input_arrays, native_model
 from revseq.measure._timing import median_of_passes
+from revseq.measure.floor import floor_ratio, time_pass
 from revseq.ops.targets.profile import Cost, Profile
 from revseq.ops.targets.vocabulary import (
     COST_CLASSES,

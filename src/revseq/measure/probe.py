@@ -41,9 +41,9 @@ from revseq.measure._probe_runs import (
     run_native_probe,
     run_op_probes,
 )
+from revseq.measure._probe_text import stable_line
 from revseq.measure.costs import form_costs, timed_forms
 from revseq.measure.layouts import layout_costs
-from revseq.measure.pages import stable_line
 from revseq.ops.targets.profile import Cost, Profile
 from revseq.ops.targets.vocabulary import (
     COST_CLASSES,

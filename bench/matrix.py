@@ -1,6 +1,6 @@
 """The backend matrix: which forms run exactly where, and what the default costs there.
 
-``python -m revseq.measure.matrix`` runs, on every backend that can run here, each form
+``python -m bench.matrix`` runs, on every backend that can run here, each form
 (the default ``portable`` output, the backend's own target and every named form) with
 static and symbolic dims over every element type, and prints a markdown table (a cell:
 ``ok``, ``WRONG``, ``FAIL``, ``CPU`` where an execution provider ran it off the device,
@@ -22,12 +22,12 @@ import onnx
 from onnx import helper
 
 import revseq
+from bench.pages import write_measured_page
+from bench.sweep import types_of
 from revseq import backends
 from revseq.equivalence.compare import first_difference
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.values import random_array
-from revseq.measure.pages import write_measured_page
-from revseq.measure.sweep import types_of
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 from revseq.ops.targets.vocabulary import ELEMENT_TYPES
@@ -165,7 +165,7 @@ def timing_table(names: list[str], repeats: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print both tables for the installed backends (or those named)."""
-    parser = argparse.ArgumentParser(prog="python -m revseq.measure.matrix")
+    parser = argparse.ArgumentParser(prog="python -m bench.matrix")
     parser.add_argument("--backends", nargs="*", help="default: every installed backend")
     parser.add_argument("--types", nargs="*", default=list(ELEMENT_TYPES))
     parser.add_argument("--repeats", type=int, default=20)
@@ -207,7 +207,7 @@ def _write_page(path: str, exactness: str, timing: str, names: list[str]) -> Non
         f"moving the tensors.\n\n{timing}\n"
     )
     labels = ", ".join(backends.get(n).label for n in names)
-    command = f"python -m revseq.measure.matrix --write {path}"
+    command = f"python -m bench.matrix --write {path}"
     write_measured_page(path, "The backend matrix", command, labels, body)
 
 

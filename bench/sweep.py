@@ -1,6 +1,6 @@
 """A broad random sweep: the default output and the backend's own target, on the backend.
 
-``python -m revseq.measure.sweep NAME`` draws cases of the broad kind issue 19 names
+``python -m bench.sweep NAME`` draws cases of the broad kind issue 19 names
 (every element type the backend has, ranks 2-5, the ONNX layouts and general axes with
 int32 lengths, opsets 10-23, static dims, time and batch symbolic, every dim symbolic),
 inlines each with no target or for the backend itself, runs the output there at every
@@ -8,7 +8,7 @@ size (symbolic dims at two) on lengths T, 0, 1 and 2, and compares it bit for bi
 the numpy reference. It prints the counts and a line per case that was refused, failed
 or computed wrong values; the exit code is 1 where any ran wrong or failed.
 
-The matrix (``revseq.measure.matrix``) covers every type and form on one shape; this
+The matrix (``bench.matrix``) covers every type and form on one shape; this
 covers the breadth of signatures, drawn at random (``--seed``) for the time a backend
 takes to compile each.
 """
@@ -187,7 +187,7 @@ def device_lacks(profile: Profile, model: onnx.ModelProto, dtype: str | None) ->
 def main(argv: Sequence[str] | None = None) -> int:
     """The command: sweep one backend, print the counts and every case not ok."""
     parser = argparse.ArgumentParser(
-        prog="python -m revseq.measure.sweep",
+        prog="python -m bench.sweep",
         description="The default output and the backend's own target over random cases "
         "of every type it has, ranks 2-5, general axes, opsets and kinds of dims, bit "
         "for bit on the backend.",

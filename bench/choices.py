@@ -1,4 +1,4 @@
-"""``python -m revseq.measure.choices``: both sides of each threshold the forms switch at.
+"""``python -m bench.choices``: both sides of each threshold the forms switch at.
 
 The forms switch layout or index type at the thresholds of ``revseq.ops.targets.tuning``. Each
 was set by timing both sides in onnxruntime, which has the op: for every case of a
@@ -25,10 +25,10 @@ import numpy as np
 import onnxruntime as ort
 
 import revseq
+from bench._ort_bench import session
+from bench.pages import write_measured_page
 from revseq.measure._cases import Case, fed, input_arrays, native_model
-from revseq.measure._ort_bench import session
 from revseq.measure._timing import PLACEMENTS, median_of_passes, placed_medians
-from revseq.measure.pages import write_measured_page
 from revseq.ops.targets import TARGETS
 from revseq.ops.targets.profile import COST_TIE
 from revseq.ops.targets.tuning import DEFAULT_TUNING
@@ -190,7 +190,7 @@ the side the shipped threshold takes for that case.
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Time every threshold's two sides; print the tables, and write them as a page."""
-    prog = "python -m revseq.measure.choices"
+    prog = "python -m bench.choices"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--rounds", type=int, default=41, help="rounds per case (max)")
     parser.add_argument("--budget", type=float, default=3.0, help="seconds per case (soft)")

@@ -1,6 +1,6 @@
 """The benchmark's results as text: the speed, summary and memory tables, and the page.
 
-``python -m revseq.measure.bench`` prints these; ``--write PATH`` keeps them as a page of
+``python -m bench.bench`` prints these; ``--write PATH`` keeps them as a page of
 their own (docs/benchmark.md), stamped with the command that measured them.
 """
 

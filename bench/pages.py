@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["stable_line", "write_measured_page"]
+__all__ = ["write_measured_page"]
 
 import os
-import re
 import time
 
 from revseq import __version__, files
@@ -32,20 +31,3 @@ def write_measured_page(
     )
     head = f"# {title}\n\n" + (f"{setup}\n\n" if setup else "")
     files.write_text_atomically(path, f"{head}{body.rstrip()}\n\n{stamp}\n")
-
-
-# What differs between two runs of the same failure: a temporary folder (IREE compiles
-# in one), a local server's port. A profile written again keeps its lines.
-_RUN_SPECIFIC = (
-    (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
-    (re.compile(r"/tmp/revseq-[\w-]+"), "<tmp>"),
-    (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
-    (re.compile(r"\[\d\d:\d\d:\d\d\.\d+\] "), ""),  # a runtime's log time (RKNN's)
-)
-
-
-def stable_line(line: str) -> str:
-    """A failure line without the names of one run (``_RUN_SPECIFIC``)."""
-    for pattern, replacement in _RUN_SPECIFIC:
-        line = pattern.sub(replacement, line)
-    return line

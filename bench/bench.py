@@ -1,6 +1,6 @@
 """Benchmark: native ReverseSequence vs each decomposition vs a copy, and pass speed.
 
-``python -m revseq.measure.bench`` times onnxruntime (``--quick`` for a short smoke
+``python -m bench.bench`` times onnxruntime (``--quick`` for a short smoke
 run); ``--backend NAME`` an installed backend against its copy floor; ``--backend
 onnx2torch --device cuda`` onnx2torch on a torch device. Times are paired medians
 (:mod:`revseq.measure._timing`), and ``--write PAGE`` writes the tables as a page
@@ -21,25 +21,25 @@ from collections.abc import Sequence
 import numpy as np
 import onnxruntime as ort
 
-from revseq import backends
-from revseq.measure._cases import DIMS, QUICK, SUITE
-from revseq.measure._ort_bench import run_speed
-from revseq.measure._passes_bench import (
+from bench._ort_bench import run_speed
+from bench._passes_bench import (
     chain_model,
     format_passes,
     large_model,
     sharing_counts,
     time_passes,
 )
-from revseq.measure._tables import (
+from bench._tables import (
     format_memory,
     format_nodes,
     format_speed,
     format_summary,
     page_body,
 )
+from bench.pages import write_measured_page
+from revseq import backends
+from revseq.measure._cases import DIMS, QUICK, SUITE
 from revseq.measure._timing import rows_of_passes
-from revseq.measure.pages import write_measured_page
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -72,7 +72,7 @@ def passes_count(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    prog = "python -m revseq.measure.bench"
+    prog = "python -m bench.bench"
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a few small cases, 1 thread")
     parser.add_argument("--rounds", type=int, default=41, help="rounds per case (max)")
@@ -138,18 +138,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(
                 "--device runs onnx2torch's modules: give it with --backend onnx2torch"
             )
-        from revseq.measure import (
-            _torch_bench as _bench_torch,  # it builds on this module's cases
-        )
+        from bench import _torch_bench as _bench_torch
 
         suite = _bench_torch.DEVICE_SUITE
         reason = _bench_torch.unusable_device(args.device)
         if reason is not None:
             parser.error(f"--device {args.device}: {reason}")
     elif args.backend is not None:
-        from revseq.measure import (
-            _backend_bench as _bench_backend,  # it builds on this module's cases
-        )
+        from bench import _backend_bench as _bench_backend
 
         suite = _bench_backend.backend_suite(args.backend)
         reason = backends.unavailable(args.backend)
@@ -185,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "variant x the device copy."
         )
         if args.node_costs:
-            from revseq.measure import _node_costs
+            from bench import _node_costs
 
             costs = _node_costs.node_costs(args.device, cases, args.dims)
             out.write(f"\n{_node_costs.NODE_COSTS_INTRO}\n")
@@ -217,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stdout.write(out.getvalue())
     if args.write:
         command = " ".join(
-            ["python -m revseq.measure.bench", *(sys.argv[1:] if argv is None else argv)]
+            ["python -m bench.bench", *(sys.argv[1:] if argv is None else argv)]
         )
         body = page_body(out.getvalue(), intro)
         write_measured_page(args.write, title, command, machine, body, setup=setup)

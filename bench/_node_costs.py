@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import numpy as np
 
 import revseq
+from bench._torch_bench import own_target, synchronised
 from revseq import backends
 from revseq.backends import onnx2torch
 from revseq.measure._cases import Case, input_arrays, native_model
-from revseq.measure._torch_bench import own_target, synchronised
 
 NODE_COSTS_INTRO = """\
 ### What each module costs (`--node-costs`)

@@ -1,4 +1,4 @@
-"""``python -m revseq.measure.bench --backend onnx2torch --device cuda``: torch on a device.
+"""``python -m bench.bench --backend onnx2torch --device cuda``: torch on a device.
 
 On a GPU the data lives on the device: a model there is called with tensors already on
 it, and its time is what a caller waits for, the device synchronised after each call (so
@@ -35,12 +35,12 @@ import numpy as np
 import onnx
 
 import revseq
+from bench import _backend_bench as _bench_backend
+from bench._executorch_bench import EXECUTORCH, executorch_variants
 from revseq import backends
 from revseq.backends import onnx2torch
 from revseq.errors import one_line
-from revseq.measure import _backend_bench as _bench_backend
 from revseq.measure._cases import Case, native_model
-from revseq.measure._executorch_bench import EXECUTORCH, executorch_variants
 from revseq.measure._timing import (
     PLACEMENTS,
     Models,

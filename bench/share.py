@@ -1,4 +1,4 @@
-"""``python -m revseq.measure.share --write docs/share.md``: the reversal's share of a model.
+"""``python -m bench.share --write docs/share.md``: the reversal's share of a model.
 
 What a user pays for inlining is the inlined model's time against the model without
 its reversals. Each model (tf2onnx's exports in ``tests/fixtures``, or ``--models``) is
@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 import revseq
+from bench.pages import write_measured_page
 from revseq import backends
 from revseq.equivalence.blame import without_reversals
 from revseq.equivalence.given import GivenInputs, dim_key
@@ -33,7 +34,6 @@ from revseq.equivalence.inputs import InputGenerator
 from revseq.errors import RevseqError, one_line
 from revseq.files import run_time_inputs
 from revseq.measure._timing import paired_medians
-from revseq.measure.pages import write_measured_page
 
 RUNTIMES = (
     "onnxruntime", "opencv", "tract", "onnx2torch", "tvm", "openvino", "mnn", "ncnn",
@@ -122,7 +122,7 @@ def page(rows: Sequence[tuple[str, str, dict[str, str]]]) -> str:
 def _row_in_a_child(path: str, runtime: str, args: argparse.Namespace) -> dict[str, str]:
     """One model's cells on one runtime, timed in a process of its own (a crash ends it)."""
     command = [
-        sys.executable, "-m", "revseq.measure.share", "--models", path,
+        sys.executable, "-m", "bench.share", "--models", path,
         "--runtimes", runtime, "--rounds", str(args.rounds), "--budget", str(args.budget),
         "--rows",
     ]  # fmt: skip
@@ -178,9 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write:
         labels = ", ".join(backends.get(r).label for r in installed)
         context = f"Python {platform.python_version()}; {labels}"
-        command = "python -m revseq.measure.share " + " ".join(
-            sys.argv[1:] if argv is None else argv
-        )
+        command = "python -m bench.share " + " ".join(sys.argv[1:] if argv is None else argv)
         write_measured_page(args.write, "The reversal's share of a model", command,
                             context, body + "\n")  # fmt: skip
     return 0

@@ -1,7 +1,7 @@
-"""Pass speed, and the nodes index sharing saves: part of ``python -m revseq.measure.bench``.
+"""Pass speed, and the nodes index sharing saves: part of ``python -m bench.bench``.
 
 revseq.inline and revseq.restore are timed on long chains and large models against
-onnx-ir's own round trip. See :mod:`revseq.measure.bench`.
+onnx-ir's own round trip. See :mod:`bench.bench`.
 """
 
 from __future__ import annotations
