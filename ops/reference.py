@@ -57,7 +57,7 @@ def reverse_sequence(
     return np.moveaxis(out, (0, 1), (batch_axis, time_axis))
 
 
-def reverse_sequence_model(
+def reverse_sequence_model(  # noqa: PLR0913 (a test model's every knob, by keyword)
     dims: Sequence[int | str | None],
     elem: int,
     *,

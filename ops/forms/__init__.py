@@ -118,7 +118,7 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
             # convert where a frontend cannot prove T' == T or unify L with
             # broadcast(L, B) (docs/backends.md).
             pair_lens = lens if symbolic_pair else None
-            steps = axis_grid(op, data, axis, sig, itype=itype, broadcast=True, lens=pair_lens)
+            steps = axis_grid(op, data, axis, sig, itype=itype, lens=pair_lens)
             if symbolic_pair and not sig.target_has("Expand"):  # CoreML: no Expand
                 grid = op.Add(steps, op.Sub(src, src))  # broadcast by adding [T, B] zeros
             else:

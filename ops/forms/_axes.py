@@ -39,14 +39,13 @@ def axis_grid(
     position: int | None = None,
     *,
     itype: type = np.int64,
-    broadcast: bool = False,
     lens: ir.Value | None = None,
     lens_shaped: bool = False,
 ) -> ir.Value:
     """0 .. d-1 along ``axis`` of the leading axes, size 1 on the others.
 
-    ``position`` places it in a swapped layout (default: at ``axis`` itself);
-    ``broadcast`` as for ``place_along``. Given ``lens``, a symbolic batch axis counts
+    ``position`` places it in a swapped layout (default: at ``axis`` itself), shaped to
+    broadcast (``place_along``). Given ``lens``, a symbolic batch axis counts
     the lengths instead of reading the data's dim: the index is [T', L] (T' a Range's
     length, L the lengths'), and a frontend that gives each its own symbol cannot add or
     concatenate a [B] from the data's shape to it (docs/backends.md). With
@@ -67,7 +66,7 @@ def axis_grid(
     iota_ = iota(op, size, sig.dim(axis), sig, itype)
     if counted and lens_shaped:
         iota_ = op.Reshape(iota_, size)
-    return place_along(op, iota_, where, sig.lead_rank, sig, broadcast=broadcast)
+    return place_along(op, iota_, where, sig.lead_rank, sig, broadcast=True)
 
 
 def product_of_dims(op: OpBuilder, data: ir.Value, start: int, sig: Signature) -> ir.Value:

@@ -278,7 +278,6 @@ def _index_arithmetic(
             sig,
             where,
             itype=itype,
-            broadcast=True,
             lens=lens,
             lens_shaped=True,
         )

@@ -84,55 +84,16 @@ def signature_of(
     """
     node = scoped.node
     domain = REVSEQ_DOMAIN if node.domain == REVSEQ_DOMAIN else ""
-    version = opset_version(scoped.owner, node.domain)
-    if domain == "" and (version is None or version < ONNX_MIN_OPSET):
-        raise UnsupportedOpsetError(
-            f"{node_label(scoped)}: ReverseSequence does not exist in opset {version} "
-            f"(it was added in opset {ONNX_MIN_OPSET})"
-        )
-    if len(node.inputs) != 2 or any(v is None for v in node.inputs):
-        raise _fail(scoped, f"expects 2 inputs (input, sequence_lens), got {len(node.inputs)}")
-    if len(node.outputs) != 1:
-        raise _fail(scoped, f"expects 1 output, got {len(node.outputs)}")
+    _check_arity(scoped, domain)
     data, lens = node.inputs
     assert data is not None and lens is not None
-
-    batch_axis = node.attributes.get_int("batch_axis", 1)
-    time_axis = node.attributes.get_int("time_axis", 0)
     table = shapes if shapes is not None else ShapeTable()
     data_dims = table.dims(data)
     rank = len(data_dims) if data_dims is not None else None
     if rank is not None and rank < 2:
         raise _fail(scoped, f"input must have rank >= 2, got rank {rank}")
-    if domain == "":
-        if batch_axis not in (0, 1) or time_axis not in (0, 1):
-            raise _fail(
-                scoped,
-                f"batch_axis and time_axis must each be 0 or 1, got batch_axis={batch_axis}, "
-                f"time_axis={time_axis} (the revseq domain accepts any axes)",
-            )
-    elif rank is not None:
-        for name, axis in (("batch_axis", batch_axis), ("time_axis", time_axis)):
-            if not -rank <= axis < rank:
-                raise _fail(scoped, f"{name}={axis} is out of range for rank {rank}")
-        batch_axis %= rank
-        time_axis %= rank
-    elif batch_axis < 0 or time_axis < 0:
-        raise UnsupportedOpsetError(
-            f"{node_label(scoped)}: negative axes need a known input rank; declare the "
-            "input's shape or run shape inference first"
-        )
-    if batch_axis == time_axis:
-        raise _fail(scoped, f"batch_axis and time_axis must differ, both are {batch_axis}")
-
-    lens_dtype = table.dtype(lens)
-    if lens_dtype is not None and lens_dtype not in LENGTH_TYPES[domain]:
-        allowed_types = " or ".join(t.name.lower() for t in LENGTH_TYPES[domain])
-        raise _fail(scoped, f"sequence_lens must be {allowed_types}, got {lens_dtype.name}")
-    lens_dims = table.dims(lens)
-    if lens_dims is not None and len(lens_dims) != 1:
-        raise _fail(scoped, f"sequence_lens must be 1-D, got rank {len(lens_dims)}")
-
+    batch_axis, time_axis = _axes(scoped, domain, rank)
+    lens_dtype, lens_dims = _lengths_type(scoped, domain, table)
     dims: tuple[int | None, ...] | None = None
     if data_dims is not None:
         dims = tuple(d if isinstance(d, int) else None for d in data_dims)
@@ -161,6 +122,64 @@ def signature_of(
         and batch is None
         and _own_dim(table, data, lens, batch_axis),
     )
+
+
+def _check_arity(scoped: ScopedNode, domain: str) -> None:
+    """Refuse a node of an opset without the op, or without two inputs and one output."""
+    node = scoped.node
+    version = opset_version(scoped.owner, node.domain)
+    if domain == "" and (version is None or version < ONNX_MIN_OPSET):
+        raise UnsupportedOpsetError(
+            f"{node_label(scoped)}: ReverseSequence does not exist in opset {version} "
+            f"(it was added in opset {ONNX_MIN_OPSET})"
+        )
+    if len(node.inputs) != 2 or any(v is None for v in node.inputs):
+        raise _fail(scoped, f"expects 2 inputs (input, sequence_lens), got {len(node.inputs)}")
+    if len(node.outputs) != 1:
+        raise _fail(scoped, f"expects 1 output, got {len(node.outputs)}")
+
+
+def _axes(scoped: ScopedNode, domain: str, rank: int | None) -> tuple[int, int]:
+    """(batch_axis, time_axis), validated: 0 or 1 in ONNX's domain, any in revseq's."""
+    batch_axis = scoped.node.attributes.get_int("batch_axis", 1)
+    time_axis = scoped.node.attributes.get_int("time_axis", 0)
+    if domain == "":
+        if batch_axis not in (0, 1) or time_axis not in (0, 1):
+            raise _fail(
+                scoped,
+                f"batch_axis and time_axis must each be 0 or 1, got batch_axis={batch_axis}, "
+                f"time_axis={time_axis} (the revseq domain accepts any axes)",
+            )
+    elif rank is not None:
+        for name, axis in (("batch_axis", batch_axis), ("time_axis", time_axis)):
+            if not -rank <= axis < rank:
+                raise _fail(scoped, f"{name}={axis} is out of range for rank {rank}")
+        batch_axis %= rank
+        time_axis %= rank
+    elif batch_axis < 0 or time_axis < 0:
+        raise UnsupportedOpsetError(
+            f"{node_label(scoped)}: negative axes need a known input rank; declare the "
+            "input's shape or run shape inference first"
+        )
+    if batch_axis == time_axis:
+        raise _fail(scoped, f"batch_axis and time_axis must differ, both are {batch_axis}")
+    return batch_axis, time_axis
+
+
+def _lengths_type(
+    scoped: ScopedNode, domain: str, table: ShapeTable
+) -> tuple[ir.DataType | None, tuple | None]:
+    """The lengths' element type and dims, refused unless an allowed type of rank 1."""
+    lens = scoped.node.inputs[1]
+    assert lens is not None
+    lens_dtype = table.dtype(lens)
+    if lens_dtype is not None and lens_dtype not in LENGTH_TYPES[domain]:
+        allowed_types = " or ".join(t.name.lower() for t in LENGTH_TYPES[domain])
+        raise _fail(scoped, f"sequence_lens must be {allowed_types}, got {lens_dtype.name}")
+    lens_dims = table.dims(lens)
+    if lens_dims is not None and len(lens_dims) != 1:
+        raise _fail(scoped, f"sequence_lens must be 1-D, got rank {len(lens_dims)}")
+    return lens_dtype, lens_dims
 
 
 def int32_source(lens: ir.Value) -> ir.Value | None:

@@ -282,43 +282,69 @@ def _structural_rank(value: ir.Value, table: ShapeTable) -> int | None:
     node = _producer(value)
     if node is None or not node.inputs or node.inputs[0] is None:
         return None
-    op, first = node.op_type, node.inputs[0]
-    if op in _BROADCASTING:
+    if node.op_type in _BROADCASTING:
         ranks = [table.rank(v) for v in node.inputs if v is not None]
         return None if None in ranks else max(r for r in ranks if r is not None)
-    if op in {"Range", "Shape"}:
-        return 1
-    if op in ("Expand", "Reshape"):
-        target = node.inputs[1] if len(node.inputs) > 1 else None
-        source = _full_shape_of(target)
-        size = table.rank(source) if source is not None else None
-        if size is None and target is not None:
-            tensor = ir.convenience.get_const_tensor(target)
-            size = tensor.numpy().size if tensor is not None else None
-        if op == "Reshape" or size is None:
-            return size
-        own = table.rank(first)
-        return None if own is None else max(own, size)
-    if op in ("Unsqueeze", "Squeeze"):
-        axes = _ints(node, "axes", 1)
-        own = table.rank(first)
-        if axes is None or own is None:
-            return None
-        return own + len(axes) if op == "Unsqueeze" else own - len(axes)
-    if op in ("GatherElements", "Gather", "GatherND") and len(node.inputs) > 1:
-        index = table.rank(node.inputs[1]) if node.inputs[1] is not None else None
-        data = table.rank(first)
-        if op == "GatherElements" or index is None:
-            return index
-        if data is None:
-            return None
-        if op == "Gather":
-            return data - 1 + index
-        depth = table.dim_key(node.inputs[1], -1)
-        if not isinstance(depth, int):
-            return None
-        return index - 1 + data - depth - node.attributes.get_int("batch_dims", 0)
-    return None
+    rule = _RANK_RULES.get(node.op_type)
+    return rule(node, table) if rule is not None else None
+
+
+def _vector_rank(node: ir.Node, table: ShapeTable) -> int | None:
+    return 1
+
+
+def _shaped_rank(node: ir.Node, table: ShapeTable) -> int | None:
+    """Expand or Reshape: the rank of the shape they are given."""
+    target = node.inputs[1] if len(node.inputs) > 1 else None
+    source = _full_shape_of(target)
+    size = table.rank(source) if source is not None else None
+    if size is None and target is not None:
+        tensor = ir.convenience.get_const_tensor(target)
+        size = tensor.numpy().size if tensor is not None else None
+    if node.op_type == "Reshape" or size is None:
+        return size
+    own = table.rank(node.inputs[0])
+    return None if own is None else max(own, size)
+
+
+def _unsqueezed_rank(node: ir.Node, table: ShapeTable) -> int | None:
+    axes = _ints(node, "axes", 1)
+    own = table.rank(node.inputs[0])
+    if axes is None or own is None:
+        return None
+    return own + len(axes) if node.op_type == "Unsqueeze" else own - len(axes)
+
+
+def _gathered_rank(node: ir.Node, table: ShapeTable) -> int | None:
+    if len(node.inputs) < 2:
+        return None
+    op = node.op_type
+    index = table.rank(node.inputs[1]) if node.inputs[1] is not None else None
+    data = table.rank(node.inputs[0])
+    if op == "GatherElements" or index is None:
+        return index
+    if data is None:
+        return None
+    if op == "Gather":
+        return data - 1 + index
+    depth = table.dim_key(node.inputs[1], -1)
+    if not isinstance(depth, int):
+        return None
+    return index - 1 + data - depth - node.attributes.get_int("batch_dims", 0)
+
+
+_RANK_RULES: dict[str, Callable[[ir.Node, ShapeTable], int | None]] = {
+    "Range": _vector_rank,
+    "Shape": _vector_rank,
+    "Expand": _shaped_rank,
+    "Reshape": _shaped_rank,
+    "Unsqueeze": _unsqueezed_rank,
+    "Squeeze": _unsqueezed_rank,
+    "GatherElements": _gathered_rank,
+    "Gather": _gathered_rank,
+    "GatherND": _gathered_rank,
+}
+"""How a producer's output rank follows from its inputs', by op type."""
 
 
 def _broadcast(keys: list[DimKey | None]) -> DimKey | None:
@@ -336,73 +362,113 @@ def _structural_dim(value: ir.Value, axis: int, table: ShapeTable) -> DimKey | N
     node = _producer(value)
     if node is None or not node.inputs or node.inputs[0] is None:
         return None
-    op, first = node.op_type, node.inputs[0]
     rank = table.rank(value)
     if rank is None:
         return None
-    if op in _BROADCASTING or op == "Expand":
+    if node.op_type in _BROADCASTING:
         operands = [v for v in node.inputs if v is not None]
-        if op == "Expand":
-            shape_of = _full_shape_of(node.inputs[1] if len(node.inputs) > 1 else None)
-            if shape_of is None:
-                return None
-            operands = [first, shape_of]
-        keys: list[DimKey | None] = []
-        for operand in operands:
-            own = table.rank(operand)
-            if own is None:
-                return None
-            if axis - (rank - own) >= 0:
-                keys.append(table.dim_key(operand, axis - (rank - own)))
-        return _broadcast(keys)
-    if op == "Range":
-        start = single_int(first)
-        step = single_int(node.inputs[2]) if len(node.inputs) > 2 else None
-        if start == 0 and step == 1 and len(node.inputs) > 1 and node.inputs[1] is not None:
-            return scalar_dim(node.inputs[1], table)
-        return None
-    if op == "Reshape":
-        shape_of = _full_shape_of(node.inputs[1] if len(node.inputs) > 1 else None)
-        return table.dim_key(shape_of, axis) if shape_of is not None else None
-    if op in ("Unsqueeze", "Squeeze"):
-        axes = _ints(node, "axes", 1)
-        if axes is None:
-            return None
-        if op == "Unsqueeze":
-            axes = sorted(a % rank for a in axes)
-            if axis in axes:
-                return 1
-            return table.dim_key(first, axis - sum(a < axis for a in axes))
-        own = table.rank(first)
+        return _broadcast_dim(operands, axis, rank, table)
+    rule = _DIM_RULES.get(node.op_type)
+    return rule(node, axis, rank, table) if rule is not None else None
+
+
+def _broadcast_dim(
+    operands: list[ir.Value], axis: int, rank: int, table: ShapeTable
+) -> DimKey | None:
+    """The dim of operands broadcast to ``rank``, each aligned at the right."""
+    keys: list[DimKey | None] = []
+    for operand in operands:
+        own = table.rank(operand)
         if own is None:
             return None
-        kept = [a for a in range(own) if a not in {x % own for x in axes}]
-        return table.dim_key(first, kept[axis])
-    if op in ("GatherElements", "Gather", "GatherND") and len(node.inputs) > 1:
-        index = node.inputs[1]
-        if index is None:
-            return None
-        if op == "GatherElements":
-            return table.dim_key(index, axis)
-        index_rank = table.rank(index)
-        if index_rank is None:
-            return None
-        if op == "Gather":
-            gather_axis = node.attributes.get_int("axis", 0)
-            data_rank = table.rank(first)
-            if data_rank is None:
-                return None
-            gather_axis %= data_rank
-            if axis < gather_axis:
-                return table.dim_key(first, axis)
-            if axis < gather_axis + index_rank:
-                return table.dim_key(index, axis - gather_axis)
-            return table.dim_key(first, axis - index_rank + 1)
-        if axis < index_rank - 1:
-            return table.dim_key(index, axis)
-        depth = table.dim_key(index, -1)
-        if not isinstance(depth, int):
-            return None
-        batch_dims = node.attributes.get_int("batch_dims", 0)
-        return table.dim_key(first, batch_dims + depth + axis - (index_rank - 1))
+        if axis - (rank - own) >= 0:
+            keys.append(table.dim_key(operand, axis - (rank - own)))
+    return _broadcast(keys)
+
+
+def _expanded_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
+    shape_of = _full_shape_of(node.inputs[1] if len(node.inputs) > 1 else None)
+    if shape_of is None:
+        return None
+    return _broadcast_dim([node.inputs[0], shape_of], axis, rank, table)
+
+
+def _range_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
+    """``Range(0, n, 1)`` is n long."""
+    start = single_int(node.inputs[0])
+    step = single_int(node.inputs[2]) if len(node.inputs) > 2 else None
+    if start == 0 and step == 1 and len(node.inputs) > 1 and node.inputs[1] is not None:
+        return scalar_dim(node.inputs[1], table)
     return None
+
+
+def _reshaped_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
+    shape_of = _full_shape_of(node.inputs[1] if len(node.inputs) > 1 else None)
+    return table.dim_key(shape_of, axis) if shape_of is not None else None
+
+
+def _unsqueezed_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
+    axes = _ints(node, "axes", 1)
+    if axes is None:
+        return None
+    first = node.inputs[0]
+    if node.op_type == "Unsqueeze":
+        axes = sorted(a % rank for a in axes)
+        if axis in axes:
+            return 1
+        return table.dim_key(first, axis - sum(a < axis for a in axes))
+    own = table.rank(first)
+    if own is None:
+        return None
+    kept = [a for a in range(own) if a not in {x % own for x in axes}]
+    return table.dim_key(first, kept[axis])
+
+
+def _gathered_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
+    index = node.inputs[1] if len(node.inputs) > 1 else None
+    if index is None:
+        return None
+    if node.op_type == "GatherElements":
+        return table.dim_key(index, axis)
+    index_rank = table.rank(index)
+    if index_rank is None:
+        return None
+    if node.op_type == "Gather":
+        return _gather_dim(node, index, index_rank, axis, table)
+    first = node.inputs[0]
+    if axis < index_rank - 1:
+        return table.dim_key(index, axis)
+    depth = table.dim_key(index, -1)
+    if not isinstance(depth, int):
+        return None
+    batch_dims = node.attributes.get_int("batch_dims", 0)
+    return table.dim_key(first, batch_dims + depth + axis - (index_rank - 1))
+
+
+def _gather_dim(
+    node: ir.Node, index: ir.Value, index_rank: int, axis: int, table: ShapeTable
+) -> DimKey | None:
+    """A Gather's dim: the data's before its axis and after, the index's in between."""
+    first = node.inputs[0]
+    data_rank = table.rank(first)
+    if data_rank is None:
+        return None
+    gather_axis = node.attributes.get_int("axis", 0) % data_rank
+    if axis < gather_axis:
+        return table.dim_key(first, axis)
+    if axis < gather_axis + index_rank:
+        return table.dim_key(index, axis - gather_axis)
+    return table.dim_key(first, axis - index_rank + 1)
+
+
+_DIM_RULES: dict[str, Callable[[ir.Node, int, int, ShapeTable], DimKey | None]] = {
+    "Expand": _expanded_dim,
+    "Range": _range_dim,
+    "Reshape": _reshaped_dim,
+    "Unsqueeze": _unsqueezed_dim,
+    "Squeeze": _unsqueezed_dim,
+    "GatherElements": _gathered_dim,
+    "Gather": _gathered_dim,
+    "GatherND": _gathered_dim,
+}
+"""How a producer's output dim follows from its inputs', by op type."""

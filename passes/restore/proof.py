@@ -10,9 +10,10 @@ probed once.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -212,22 +213,9 @@ def surviving_axes(
     forms clamp (ONNX defines no others).
     """
     rng = np.random.default_rng(0)
-    rank = len(dims)
     lens_type = (lengths.dtype or ir.DataType.INT64).numpy()
-    surviving = set(axis_pairs(rank))
+    surviving, first_failure = _fitting_batch_axes(lengths, dims)
     exercised: set[tuple[int, int]] = set()
-    first_failure = ""
-    # Lengths of a static size fit only a batch axis of that size: a probe of another
-    # size broadcasts them and may agree (one length for a batch of one).
-    size = lengths.shape[0] if lengths.shape is not None and len(lengths.shape) == 1 else None
-    if isinstance(size, int):
-        for pair in list(surviving):
-            if isinstance(dims[pair[0]], int) and dims[pair[0]] != size:
-                surviving.discard(pair)
-                first_failure = first_failure or (
-                    f"its {size} lengths do not fit the batch axis {pair[0]} of size "
-                    f"{dims[pair[0]]}"
-                )
 
     def evaluated(x: np.ndarray, lens: np.ndarray) -> np.ndarray:
         return evaluate_slice(
@@ -237,46 +225,83 @@ def surviving_axes(
 
     for shape in probe_shapes(dims):
         x = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
-        with_given = None  # the slice with the given lengths: one run per shape
-        for batch_axis, time_axis in sorted(surviving):
-            batch, time = shape[batch_axis], shape[time_axis]
+        with_given = functools.cache(functools.partial(evaluated, x, given))  # one per shape
+        for pair in sorted(surviving):
+            batch, time = shape[pair[0]], shape[pair[1]]
             if given is None:
                 trials = probe_lengths(rng, batch, time)
                 reach = time  # the trials run up to T
             elif len(given) != batch:
-                surviving.discard((batch_axis, time_axis))
+                surviving.discard(pair)
                 continue
             else:
                 trials = [np.clip(given, 0, time).astype(np.int64)]
                 reach = int(trials[0].max(initial=0))
-            for lens in trials:
-                try:
-                    if given is None:
-                        got = evaluated(x, lens)
-                    else:
-                        with_given = evaluated(x, given) if with_given is None else with_given
-                        got = with_given
-                except UnsupportedOp as e:
-                    surviving.discard((batch_axis, time_axis))
-                    first_failure = first_failure or (
-                        f"cannot evaluate it on a probe of shape {list(shape)} with lengths "
-                        f"{lens.tolist()}: {e}"
-                    )
-                    break
-                expected = reverse_sequence(
-                    x, lens, batch_axis=batch_axis, time_axis=time_axis
-                )
-                if got.shape != expected.shape or not np.array_equal(got, expected):
-                    surviving.discard((batch_axis, time_axis))
-                    first_failure = first_failure or (
-                        f"differs from ReverseSequence on a probe of shape {list(shape)} "
-                        f"with lengths {lens.tolist()}"
-                    )
-                    break
-            else:
-                if reach >= 2:
-                    exercised.add((batch_axis, time_axis))
+            run = evaluated if given is None else functools.partial(_ignoring, with_given)
+            failure = _first_failure(run, x, trials, pair)
+            if failure is not None:
+                surviving.discard(pair)
+                first_failure = first_failure or failure
+            elif reach >= 2:
+                exercised.add(pair)
     return surviving, exercised & surviving, first_failure
+
+
+def _ignoring(
+    computed: Callable[[], np.ndarray], _x: np.ndarray, _lens: np.ndarray
+) -> np.ndarray:
+    """What ``computed`` gives, whatever the lengths (the given ones are folded in)."""
+    return computed()
+
+
+def _fitting_batch_axes(
+    lengths: ir.Value, dims: list[int | str]
+) -> tuple[set[tuple[int, int]], str]:
+    """Every axis pair, less those whose batch axis a static number of lengths cannot fit.
+
+    Lengths of a static size fit only a batch axis of that size: a probe of another size
+    broadcasts them and may agree (one length for a batch of one).
+    """
+    surviving = set(axis_pairs(len(dims)))
+    first_failure = ""
+    size = lengths.shape[0] if lengths.shape is not None and len(lengths.shape) == 1 else None
+    if isinstance(size, int):
+        for pair in list(surviving):
+            if isinstance(dims[pair[0]], int) and dims[pair[0]] != size:
+                surviving.discard(pair)
+                first_failure = first_failure or (
+                    f"its {size} lengths do not fit the batch axis {pair[0]} of size "
+                    f"{dims[pair[0]]}"
+                )
+    return surviving, first_failure
+
+
+def _first_failure(
+    run: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    x: np.ndarray,
+    trials: Sequence[np.ndarray],
+    pair: tuple[int, int],
+) -> str | None:
+    """Why the slice, run on ``x`` with each of ``trials``, is not the reversal by ``pair``.
+
+    None where it equals ReverseSequence with that (batch, time) axis pair every time.
+    """
+    batch_axis, time_axis = pair
+    for lens in trials:
+        try:
+            got = run(x, lens)
+        except UnsupportedOp as e:
+            return (
+                f"cannot evaluate it on a probe of shape {list(x.shape)} with lengths "
+                f"{lens.tolist()}: {e}"
+            )
+        expected = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+        if got.shape != expected.shape or not np.array_equal(got, expected):
+            return (
+                f"differs from ReverseSequence on a probe of shape {list(x.shape)} "
+                f"with lengths {lens.tolist()}"
+            )
+    return None
 
 
 # With the data's rank unknown, a decomposition must hold at every one of these ranks.

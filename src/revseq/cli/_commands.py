@@ -22,8 +22,6 @@ import revseq
 from revseq import files
 from revseq.cli.demo import run_demo
 from revseq.equivalence import (
-    WHOLE_MODEL_ATOL,
-    WHOLE_MODEL_RTOL,
     CheckReport,
     check,
     check_nodes,
@@ -149,13 +147,13 @@ def check_models(
     args: argparse.Namespace,
     console: Console,
     labels: tuple[str, str] = ("reference", "candidate"),
-    *,
-    backend: str | None = None,
-    whole_model: bool = False,
-    rtol: float = WHOLE_MODEL_RTOL,
-    atol: float = WHOLE_MODEL_ATOL,
+    **across: object,
 ) -> CheckReport:
-    """The check of two models with the trials, seed and inputs the arguments give."""
+    """The check of two models with the trials, seed and inputs the arguments give.
+
+    ``across``: ``check``'s options of a comparison on a backend (``backend``,
+    ``whole_model``, ``rtol``, ``atol``), where the command gives them.
+    """
     console.progress(f"check: {args.trials} trial(s), seed {args.seed}")
     started = time.perf_counter()
     report = check(
@@ -166,10 +164,7 @@ def check_models(
         **given_inputs(args),
         labels=labels,
         progress=console.progress,
-        backend=backend,
-        whole_model=whole_model,
-        rtol=rtol,
-        atol=atol,
+        **across,  # type: ignore[arg-type]
     )
     on = f" on {report.domain}" if report.domain else ""  # the candidate's own domain
     console.progress(f"check: {report.verdict}{on} in {time.perf_counter() - started:.2f} s")

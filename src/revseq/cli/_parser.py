@@ -203,6 +203,7 @@ _CHECK_EXAMPLES = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand each, sharing ``--quiet`` and ``--debug``."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     common.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -216,7 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(quiet=False, debug=False)
     parser.add_argument("--version", action="version", version=f"revseq {revseq.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        _add_inline, _add_restore, _add_check, _add_info, _add_targets, _add_probe,
+        _add_webgpu_setup, _add_demo,
+    ):  # fmt: skip
+        add(commands, common)
+    return parser
 
+
+def _add_inline(commands, common: argparse.ArgumentParser) -> None:
+    """``revseq inline``: the rewrite, its strategy and target, fixed shapes."""
     inline = _add_rewrite_command(
         commands, common, "inline", "replace ReverseSequence with standard ops", cmd_inline
     )
@@ -252,6 +262,10 @@ def build_parser() -> argparse.ArgumentParser:
         "runtimes that build for fixed shapes (rknn, ncnn, x2paddle); --check then runs "
         "at these sizes",
     )
+
+
+def _add_restore(commands, common: argparse.ArgumentParser) -> None:
+    """``revseq restore``: the fusion back into the op."""
     _add_rewrite_command(
         commands,
         common,
@@ -260,6 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_restore,
     )
 
+
+def _add_check(commands, common: argparse.ArgumentParser) -> None:
+    """``revseq check``: two models compared, or one node by node; on a backend."""
     check = commands.add_parser(
         "check",
         parents=[common],
@@ -308,6 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_options(check)
     check.set_defaults(handler=cmd_check)
 
+
+def _add_info(commands, common: argparse.ArgumentParser) -> None:
+    """``revseq info``: what a model holds."""
     info = commands.add_parser(
         "info", parents=[common], help="what a model holds", formatter_class=_HelpFormat
     )
@@ -315,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--json", action="store_true", help="machine-readable output")
     info.set_defaults(handler=cmd_info)
 
+
+def _add_targets(commands, common: argparse.ArgumentParser) -> None:
+    """``revseq targets``: the profiles and their sources."""
     targets = commands.add_parser(
         "targets",
         parents=[common],
@@ -324,6 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     targets.add_argument("--json", action="store_true", help="machine-readable output")
     targets.set_defaults(handler=cmd_targets)
 
+
+def _add_probe(commands, common: argparse.ArgumentParser) -> None:
+    """``revseq probe``: a backend probed, its profile printed or saved."""
     probe = commands.add_parser(
         "probe",
         parents=[common],
@@ -370,6 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     probe.set_defaults(handler=cmd_probe)
 
+
+def _add_webgpu_setup(commands, common: argparse.ArgumentParser) -> None:
+    """``revseq webgpu-setup``: onnxruntime-web installed from npm."""
     setup = commands.add_parser(
         "webgpu-setup",
         parents=[common],
@@ -379,6 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     setup.set_defaults(handler=cmd_webgpu_setup)
 
+
+def _add_demo(commands, common: argparse.ArgumentParser) -> None:
+    """``revseq demo``: the bundled models inlined and checked."""
     demo = commands.add_parser(
         "demo",
         parents=[common],
@@ -388,4 +420,3 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--models", help="a folder of .onnx models (default: the bundled ones)")
     _add_check_options(demo)
     demo.set_defaults(handler=cmd_demo)
-    return parser

@@ -45,9 +45,14 @@ from revseq.equivalence.blame import (
 )
 from revseq.equivalence.declared import declared_domain, fed_as_declared
 from revseq.equivalence.errors import CheckError
-from revseq.equivalence.given import fixed_by, given_inputs
+from revseq.equivalence.given import GivenInputs, fixed_by, given_inputs
 from revseq.equivalence.inputs import InputGenerator, Inputs
-from revseq.equivalence.reports import CheckReport, NodeReport
+from revseq.equivalence.reports import (
+    CheckReport,
+    NodeReport,
+    WholeComparison,
+    verdict_message,
+)
 from revseq.equivalence.whole_models import compare_whole, prepared_whole, storage_hint
 from revseq.errors import RevseqError
 from revseq.files import run_time_inputs
@@ -105,7 +110,7 @@ def _exercised(
     )
 
 
-def check(
+def check(  # noqa: PLR0913 (the public API's keyword options)
     reference: ModelLike,
     candidate: ModelLike,
     *,
@@ -163,12 +168,83 @@ def check(
             a reference that cannot run on the inputs: the message says where).
         BackendError: The backend is not installed, refuses a decomposition or crashes.
     """
+    _check_options(trials, inputs, backend, whole_model=whole_model, rtol=rtol, atol=atol)
+    ref, cand = _comparable(reference, candidate, labels)
+    levels = _levels(optimize, whole_model=whole_model)
+    # Sizes CAND fixed (inlined with input_shapes=) are the sizes it is run at.
+    input_shapes = {**fixed_by(cand, ref), **(input_shapes or {})}
+    given, sets = given_inputs(inputs, dims, input_shapes, value_ranges)
+    domain = declared_domain(cand)  # a candidate exact on finite data only is drawn such
+    specials = not whole_model and domain is None
+    generator = _generator(ref, cand, given, seed, whole_model=whole_model)
+    input_sets = _input_sets(generator, sets, trials)
+    engine = Engine(backend)  # a backend that is not installed fails here, first
+    tolerance = (rtol, atol) if whole_model else None
+    whole, engines = _compare_models(
+        ref, cand, engine, levels, input_sets, tolerance, progress
+    )
+    nodes: list[NodeReport] = []
+    if not whole_model:
+        nodes = nodes_report(
+            ref, cand, input_sets, engine, seed=seed, progress=progress, specials=specials
+        )
+        if nodes:
+            engines["decompositions"] = engine.label
+        if backend is not None:
+            _require_checked(nodes, backend, labels[0])
+    checked = [n for n in nodes if n.error is None]
+    exercised = True  # a comparison within a tolerance is a verdict on the outputs alone
+    if not whole_model and (
+        nodes or _has_reverse_sequence(ref) or _has_reverse_sequence(cand)
+    ):
+        exercised = _exercised(checked, generator, input_sets)
+    located = ""
+    if whole_model and whole.example is not None:
+        where = first_differing_tensor(ref, cand, whole.example.inputs, engine, tolerance)
+        located = f"{where}{storage_hint(engine)}"
+    message = verdict_message(
+        whole, checked, trials=len(input_sets), levels=levels, tolerance=tolerance,
+        exercised=exercised, engine=engine.label, located=located,
+    )  # fmt: skip
+    return CheckReport(
+        ok=whole.example is None and all(n.difference is None for n in checked),
+        trials=len(input_sets),
+        outputs_compared=whole.compared,
+        engines=engines,
+        optimizations=levels,
+        counterexample=whole.example,
+        message=message,
+        nodes=tuple(nodes),
+        exercised=exercised,
+        tolerance=tolerance,
+        inputs=generator.describe(),
+        set_aside=whole.set_aside,
+        domain=FINITE_DOMAIN if domain == FINITE else domain,
+    )
+
+
+def _check_options(
+    trials: int,
+    inputs: object,
+    backend: str | None,
+    *,
+    whole_model: bool,
+    rtol: float,
+    atol: float,
+) -> None:
+    """Refuse options that cannot make a check, before any model is read."""
     if inputs is None and trials < 1:
         raise CheckError(f"trials must be at least 1, got {trials}")
     if whole_model and backend is None:
         raise CheckError("a whole-model comparison across runtimes needs a backend")
     if rtol < 0 or atol < 0:
         raise CheckError(f"tolerances must be >= 0, got rtol={rtol}, atol={atol}")
+
+
+def _comparable(
+    reference: ModelLike, candidate: ModelLike, labels: tuple[str, str]
+) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """Both models as protos, refused where they take other inputs or give other outputs."""
     ref = with_definition(to_proto(reference))
     cand = with_definition(to_proto(candidate))
     ref_inputs, cand_inputs = _run_inputs(ref), _run_inputs(cand)
@@ -184,108 +260,66 @@ def check(
         )
     _guard(ref, labels[0])
     _guard(cand, labels[1])
-    if optimize is None:
-        levels: tuple[str, ...] = ("on",) if whole_model else ("off", "on")
-    else:
-        levels = ("on",) if optimize else ("off",)
-    # Sizes CAND fixed (inlined with input_shapes=) are the sizes it is run at.
-    input_shapes = {**fixed_by(cand, ref), **(input_shapes or {})}
-    given, sets = given_inputs(inputs, dims, input_shapes, value_ranges)
-    domain = declared_domain(cand)  # a candidate exact on finite data only is drawn such
-    specials = not whole_model and domain is None
-    finite_because = "a comparison across runtimes" if whole_model else "CAND's domain"
-    generator = InputGenerator(
+    return ref, cand
+
+
+def _generator(
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    given: GivenInputs,
+    seed: int,
+    *,
+    whole_model: bool,
+) -> InputGenerator:
+    """What generates the inputs: finite data across runtimes or for a finite CAND.
+
+    Everywhere else the data holds NaN payloads, -0.0 and infinities too.
+    """
+    specials = not whole_model and declared_domain(cand) is None
+    return InputGenerator(
         [ref, cand],
         seed=seed,
         capture=Capturer(),
         specials=specials,
-        finite_because=finite_because,
+        finite_because="a comparison across runtimes" if whole_model else "CAND's domain",
         given=given,
     )
-    input_sets = _input_sets(generator, sets, trials)
-    engine = Engine(backend)  # a backend that is not installed fails here, first
+
+
+def _levels(optimize: bool | None, *, whole_model: bool) -> tuple[str, ...]:
+    """The optimisation levels onnxruntime runs: both by default, one across runtimes."""
+    if optimize is None:
+        return ("on",) if whole_model else ("off", "on")
+    return ("on",) if optimize else ("off",)
+
+
+def _compare_models(
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    engine: Engine,
+    levels: tuple[str, ...],
+    input_sets: Sequence[Inputs],
+    tolerance: tuple[float, float] | None,
+    progress: Callable[[str], None] | None,
+) -> tuple[WholeComparison, dict[str, str]]:
+    """The whole models' outputs compared, and what ran each.
+
+    Both in onnxruntime at each level, bit for bit; with a ``tolerance``, the candidate
+    whole on ``engine`` (a comparison across runtimes).
+    """
     ref_runners, ref_engine = runners(ref, levels)
-    output_names = [o.name for o in ref.graph.output]
-    if whole_model:
+    if tolerance is not None:
         runner = fed_as_declared(cand, prepared_whole(engine, ref, cand))
-        cand_runners = dict.fromkeys(levels, runner)
-        cand_engine = engine.label
-        tolerance: tuple[float, float] | None = (rtol, atol)
+        cand_runners, cand_engine = dict.fromkeys(levels, runner), engine.label
     else:
         cand_runners, cand_engine = runners(cand, levels)
         cand_runners = {k: fed_as_declared(cand, r) for k, r in cand_runners.items()}
-        tolerance = None
     compared, example, where, set_aside = compare_whole(
-        ref_runners, cand_runners, input_sets, output_names, levels,
+        ref_runners, cand_runners, input_sets, [o.name for o in ref.graph.output], levels,
         tolerance=tolerance, progress=progress,
     )  # fmt: skip
-    nodes: list[NodeReport] = []
-    if not whole_model:
-        nodes = nodes_report(
-            ref, cand, input_sets, engine, seed=seed, progress=progress, specials=specials
-        )
     engines = {"reference": ref_engine, "candidate": cand_engine}
-    if nodes:
-        engines["decompositions"] = engine.label
-    if backend is not None and not whole_model:
-        _require_checked(nodes, backend, labels[0])
-    checked = [n for n in nodes if n.error is None]
-    different = [n for n in checked if n.difference is not None]
-    ok = example is None and not different
-    exercised = True  # a comparison within a tolerance is a verdict on the outputs alone
-    holds_op = nodes or _has_reverse_sequence(ref) or _has_reverse_sequence(cand)
-    if holds_op and not whole_model:
-        exercised = _exercised(checked, generator, input_sets)
-    if different:
-        first = different[0]
-        message = f"node {first.name or '(unnamed)'} in {first.scope}: {first.difference}"
-        if example is not None:
-            message += f"; whole model: {where}"
-    elif example is not None:
-        message = where
-        if whole_model:
-            located = first_differing_tensor(ref, cand, example.inputs, engine, tolerance)
-            message += f"; {located}{storage_hint(engine)}"
-    elif tolerance is not None:
-        message = (
-            f"{len(input_sets)} trial(s), {compared} whole-model outputs compared across "
-            f"runtimes, within rtol={rtol:g}, atol={atol:g}"
-        )
-    else:
-        message = (
-            f"{len(input_sets)} trial(s) x {len(levels)} optimisation level(s), "
-            f"{compared} outputs compared"
-        )
-        if set_aside:
-            message += (
-                f" ({len(set_aside)} run(s) set aside: the optimiser changes the reference)"
-            )
-        if checked:
-            message += (
-                f"; {len(checked)} ReverseSequence node(s) of the reference checked alone "
-                f"on {engine.label}"
-            )
-        message += (
-            ", bit-identical"
-            if exercised
-            else ", identical, but no ReverseSequence reversed 2 or more steps: this "
-            "cannot tell a reversal from the identity"
-        )
-    return CheckReport(
-        ok=ok,
-        trials=len(input_sets),
-        outputs_compared=compared,
-        engines=engines,
-        optimizations=levels,
-        counterexample=example,
-        message=message,
-        nodes=tuple(nodes),
-        exercised=exercised,
-        tolerance=tolerance,
-        inputs=generator.describe(),
-        set_aside=set_aside,
-        domain=FINITE_DOMAIN if domain == FINITE else domain,
-    )
+    return WholeComparison(compared, example, where, set_aside), engines
 
 
 def _input_sets(
@@ -317,7 +351,7 @@ def _require_checked(nodes: Sequence[NodeReport], backend: str, label: str) -> N
             )
 
 
-def check_nodes(
+def check_nodes(  # noqa: PLR0913 (the public API's keyword options)
     model: ModelLike,
     *,
     strategy: str = "auto",

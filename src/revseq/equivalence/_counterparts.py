@@ -276,35 +276,15 @@ def counterparts(reference: ir.Model, candidate: ir.Model) -> list[Counterpart]:
     candidate_shapes = ShapeTable.infer(candidate)
     found = []
     for scoped in nodes:
-        node = scoped.node
-        data, lengths = node.inputs
-        output = node.outputs[0]
+        data, lengths = scoped.node.inputs
         if data is None or lengths is None:
             continue
-        base = Counterpart(
-            name=node.name or "",
-            scope=scoped.scope,
-            label=node_label(scoped),
-            domain=node.domain,
-            batch_axis=node.attributes.get_int("batch_axis", 1),
-            time_axis=node.attributes.get_int("time_axis", 0),
-            data=data.name or "",
-            lengths=lengths.name or "",
-            output=output.name or "",
-            data_dtype=reference_shapes.dtype(data),
-            data_dims=reference_shapes.dims(data),
-            lengths_dtype=reference_shapes.dtype(lengths),
-            constant_lengths=not _depends_on_input(lengths),
-        )
+        base = _described(scoped, reference_shapes)
+        output = scoped.node.outputs[0]
         match = produced.get((scoped.scope, output.name or ""))
         if match is None:
-            found.append(
-                dataclasses.replace(
-                    base,
-                    error=f"the candidate computes no value named {output.name!r} in "
-                    f"{scoped.scope}",
-                )
-            )
+            error = f"the candidate computes no value named {output.name!r} in {scoped.scope}"
+            found.append(dataclasses.replace(base, error=error))
             continue
         value, cand_scoped = match
         try:
@@ -331,6 +311,28 @@ def counterparts(reference: ir.Model, candidate: ir.Model) -> list[Counterpart]:
             )
         )
     return found
+
+
+def _described(scoped: ScopedNode, shapes: ShapeTable) -> Counterpart:
+    """The reference node as a counterpart, before its replacement is cut out."""
+    node = scoped.node
+    data, lengths = node.inputs
+    assert data is not None and lengths is not None
+    return Counterpart(
+        name=node.name or "",
+        scope=scoped.scope,
+        label=node_label(scoped),
+        domain=node.domain,
+        batch_axis=node.attributes.get_int("batch_axis", 1),
+        time_axis=node.attributes.get_int("time_axis", 0),
+        data=data.name or "",
+        lengths=lengths.name or "",
+        output=node.outputs[0].name or "",
+        data_dtype=shapes.dtype(data),
+        data_dims=shapes.dims(data),
+        lengths_dtype=shapes.dtype(lengths),
+        constant_lengths=not _depends_on_input(lengths),
+    )
 
 
 def _upstream_of(model: ir.Model, name: str) -> set[str]:

@@ -100,7 +100,7 @@ def _check_counterparts(
     specials: bool,
 ) -> list[NodeReport]:
     """Run each counterpart alone against the native op on every input set."""
-    native = Native()
+    run = _Run(reference, candidate, Native(), engine, specials)
     found = [_alone(cp) for cp in found]
     states = {id(cp): _NodeState(cp) for cp in found if cp.error is None}
     main = [s for s in states.values() if s.cp.scope == "main"]
@@ -117,17 +117,7 @@ def _check_counterparts(
             for case, note in cases:
                 if state.difference is None:
                     state.note = note
-                    _run_case(
-                        state,
-                        case,
-                        trial,
-                        rng=rng,
-                        reference=reference,
-                        candidate=candidate,
-                        native=native,
-                        engine=engine,
-                        specials=specials,
-                    )
+                    _run_case(state, case, trial, rng, run)
         if progress is not None:
             progress(f"check: trial {trial + 1}/{len(input_sets)} of the decompositions done")
     reports = []
@@ -230,17 +220,23 @@ def _nested_cases(
     return cases
 
 
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """What every case of one check runs with: both models, the native op, the engine.
+
+    ``specials``: the data also holds NaN payloads, -0.0 and infinities (not for a
+    candidate exact on finite data only).
+    """
+
+    reference: onnx.ModelProto
+    candidate: onnx.ModelProto
+    native: Native
+    engine: Engine
+    specials: bool
+
+
 def _run_case(
-    state: _NodeState,
-    values: Inputs,
-    trial: int,
-    *,
-    rng: np.random.Generator,
-    reference: onnx.ModelProto,
-    candidate: onnx.ModelProto,
-    native: Native,
-    engine: Engine,
-    specials: bool,
+    state: _NodeState, values: Inputs, trial: int, rng: np.random.Generator, run: _Run
 ) -> None:
     """The node's own lengths, then generated ones (0, 1 and T among them).
 
@@ -253,39 +249,17 @@ def _run_case(
     cp = state.cp
     data = np.asarray(values[cp.data])
     time_len = data.shape[cp.time_axis % data.ndim]
-    own = np.asarray(values[cp.lengths])
-    variants = [own] if cp.scope == "main" else []
-    if cp.lengths_vary:
-        # 0, 1, T and one strictly between in every trial (over as many vectors as a
-        # small batch needs), and every batch entry at T.
-        variants.extend(covering_lengths(rng, time_len, own.shape, own.dtype))
-        variants.append(np.full(own.shape, time_len, own.dtype))
-    opset = _native_opset(reference, cp)
-    declared = declared_types(candidate)
-    cases = [(data, lens) for lens in variants]
-    # Only where the cut model reads nothing but the data and the lengths: another
-    # input may carry the same values (a restored node reads its own copy).
-    alone = set(cp.inputs) <= {cp.data, cp.lengths}
-    longer = _longer_in_time(cp, data) if alone and cp.lengths_vary else None
-    if longer is not None:  # a short T cannot tell some wrong clamps from right ones
-        longer_len = longer.shape[cp.time_axis % longer.ndim]
-        cases.extend(
-            (longer, lens) for lens in covering_lengths(rng, longer_len, own.shape, own.dtype)
-        )
-    if specials and variants and _is_float(data) and alone:
-        special = random_array(
-            rng, onnx.helper.np_dtype_to_tensor_dtype(data.dtype), data.shape
-        )
-        cases.append((special, variants[-1]))
-    for case_data, lens in cases:
+    opset = _native_opset(run.reference, cp)
+    declared = declared_types(run.candidate)
+    for case_data, lens in _cases(cp, values, rng, specials=run.specials):
         feeds = {name: np.asarray(values[name]) for name in cp.inputs}
         if cp.lengths in feeds:
             feeds[cp.lengths] = lens
         if cp.data in feeds:
             feeds[cp.data] = case_data
         expected = np.asarray(
-            native(
-                held({"data": case_data}, engine.storage)["data"],  # what the engine holds
+            run.native(
+                held({"data": case_data}, run.engine.storage)["data"],  # what it holds
                 lens,
                 domain=cp.domain,
                 batch_axis=cp.batch_axis,
@@ -295,7 +269,7 @@ def _run_case(
         )
         # The candidate's own input types: a -finite target's lengths are float32.
         fed = as_declared(feeds, declared)
-        runner = _counterpart_runner(state, fed, expected, candidate, engine)
+        runner = _counterpart_runner(state, fed, expected, run.candidate, run.engine)
         if runner is None:  # placed off the device: state.difference says where
             return
         try:
@@ -314,6 +288,37 @@ def _run_case(
                 f"T={time_len}, lengths {shown})"
             )
             return
+
+
+def _cases(
+    cp: Counterpart, values: Inputs, rng: np.random.Generator, *, specials: bool
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(data, lengths) the node runs on: its own, then 0, 1, T and one between."""
+    data = np.asarray(values[cp.data])
+    time_len = data.shape[cp.time_axis % data.ndim]
+    own = np.asarray(values[cp.lengths])
+    variants = [own] if cp.scope == "main" else []
+    if cp.lengths_vary:
+        # 0, 1, T and one strictly between in every trial (over as many vectors as a
+        # small batch needs), and every batch entry at T.
+        variants.extend(covering_lengths(rng, time_len, own.shape, own.dtype))
+        variants.append(np.full(own.shape, time_len, own.dtype))
+    cases = [(data, lens) for lens in variants]
+    # Only where the cut model reads nothing but the data and the lengths: another
+    # input may carry the same values (a restored node reads its own copy).
+    alone = set(cp.inputs) <= {cp.data, cp.lengths}
+    longer = _longer_in_time(cp, data) if alone and cp.lengths_vary else None
+    if longer is not None:  # a short T cannot tell some wrong clamps from right ones
+        longer_len = longer.shape[cp.time_axis % longer.ndim]
+        cases.extend(
+            (longer, lens) for lens in covering_lengths(rng, longer_len, own.shape, own.dtype)
+        )
+    if specials and variants and _is_float(data) and alone:
+        special = random_array(
+            rng, onnx.helper.np_dtype_to_tensor_dtype(data.dtype), data.shape
+        )
+        cases.append((special, variants[-1]))
+    return cases
 
 
 def _longer_in_time(cp: Counterpart, data: np.ndarray) -> np.ndarray | None:

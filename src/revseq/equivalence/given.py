@@ -66,6 +66,27 @@ class GivenInputs:
                 dims differ from the model's, a bad range, or two sizes for one symbol.
         """
         by_name = {i.name: i for i in infos}
+        self._check_names(by_name)
+        pins = _Pins()
+        for name, shape in [
+            *((n, tuple(np.shape(v))) for n, v in self.values.items()),
+            *((n, tuple(int(d) for d in s)) for n, s in self.input_shapes.items()),
+        ]:
+            _pin_shape(pins, by_name[name], shape)
+        symbols = {
+            key for info in infos for key in (_declared(info) or ()) if isinstance(key, str)
+        }
+        for key, size in self.dims.items():
+            if key not in symbols:
+                known = ", ".join(sorted(symbols)) or "none"
+                raise CheckError(f"dims: the model has no symbolic dim {key!r} (its: {known})")
+            pins.pin(key, int(size), f"dims {key}={size}")
+        for name, value in self.values.items():
+            _check_value_type(by_name[name], np.asarray(value))
+        return pins.sizes
+
+    def _check_names(self, by_name: Mapping[str, onnx.ValueInfoProto]) -> None:
+        """Refuse a name the model has no input of, and a range whose low is above high."""
         names = ", ".join(by_name) or "none"
         for what, keys in (
             ("values", self.values),
@@ -80,55 +101,55 @@ class GivenInputs:
         for name, (low, high) in self.value_ranges.items():
             if not low <= high:
                 raise CheckError(f"value_ranges: {name!r} has low {low} above high {high}")
-        pinned: dict[str, int] = {}
-        sources: dict[str, str] = {}
 
-        def pin(key: str, size: int, source: str) -> None:
-            if size < 0:
-                raise CheckError(f"{source}: size {size} of {key!r} is negative")
-            if key in pinned and pinned[key] != size:
-                raise CheckError(
-                    f"{source} makes {key!r} {size}, but {sources[key]} makes it {pinned[key]}"
-                )
-            pinned[key], sources[key] = size, source
 
-        for name, shape in [
-            *((n, tuple(np.shape(v))) for n, v in self.values.items()),
-            *((n, tuple(int(d) for d in s)) for n, s in self.input_shapes.items()),
-        ]:
-            source = f"input {name!r} {list(shape)}"
-            declared = _declared(by_name[name])
-            if declared is None:
-                continue
-            if len(declared) != len(shape):
-                raise CheckError(
-                    f"{source}: the model declares rank {len(declared)} "
-                    f"({_text(declared)}), not {len(shape)}"
-                )
-            for dim, size in zip(declared, shape, strict=True):
-                if isinstance(dim, int):
-                    if dim != size:
-                        raise CheckError(f"{source}: the model declares {_text(declared)}")
-                else:
-                    pin(dim, size, source)
-        symbols = {
-            key for info in infos for key in (_declared(info) or ()) if isinstance(key, str)
-        }
-        for key, size in self.dims.items():
-            if key not in symbols:
-                known = ", ".join(sorted(symbols)) or "none"
-                raise CheckError(f"dims: the model has no symbolic dim {key!r} (its: {known})")
-            pin(key, int(size), f"dims {key}={size}")
-        for name, value in self.values.items():
-            elem = by_name[name].type.tensor_type.elem_type
-            if elem and elem != onnx.TensorProto.STRING:
-                expected = onnx.helper.tensor_dtype_to_np_dtype(elem)
-                if np.asarray(value).dtype != expected:
-                    raise CheckError(
-                        f"input {name!r}: the model takes {np.dtype(expected).name}, "
-                        f"the value given is {np.asarray(value).dtype.name}"
-                    )
-        return pinned
+class _Pins:
+    """Sizes fixed by dim key, each with what fixed it: one symbol is given one size."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, int] = {}
+        self._sources: dict[str, str] = {}
+
+    def pin(self, key: str, size: int, source: str) -> None:
+        if size < 0:
+            raise CheckError(f"{source}: size {size} of {key!r} is negative")
+        if key in self.sizes and self.sizes[key] != size:
+            raise CheckError(
+                f"{source} makes {key!r} {size}, but {self._sources[key]} makes it "
+                f"{self.sizes[key]}"
+            )
+        self.sizes[key], self._sources[key] = size, source
+
+
+def _pin_shape(pins: _Pins, info: onnx.ValueInfoProto, shape: tuple[int, ...]) -> None:
+    """Pin the symbols of ``info`` a given value's or shape's sizes fix; refuse a misfit."""
+    source = f"input {info.name!r} {list(shape)}"
+    declared = _declared(info)
+    if declared is None:
+        return
+    if len(declared) != len(shape):
+        raise CheckError(
+            f"{source}: the model declares rank {len(declared)} "
+            f"({_text(declared)}), not {len(shape)}"
+        )
+    for dim, size in zip(declared, shape, strict=True):
+        if isinstance(dim, int):
+            if dim != size:
+                raise CheckError(f"{source}: the model declares {_text(declared)}")
+        else:
+            pins.pin(dim, size, source)
+
+
+def _check_value_type(info: onnx.ValueInfoProto, value: np.ndarray) -> None:
+    """Refuse a given value of another element type than the input's."""
+    elem = info.type.tensor_type.elem_type
+    if elem and elem != onnx.TensorProto.STRING:
+        expected = onnx.helper.tensor_dtype_to_np_dtype(elem)
+        if value.dtype != expected:
+            raise CheckError(
+                f"input {info.name!r}: the model takes {np.dtype(expected).name}, "
+                f"the value given is {value.dtype.name}"
+            )
 
 
 def _text(dims: tuple[int | str, ...]) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["CheckReport", "Counterexample", "NodeReport"]
+__all__ = ["CheckReport", "Counterexample", "NodeReport", "WholeComparison", "verdict_message"]
 
 import dataclasses
+from collections.abc import Sequence
 
 from revseq.equivalence.inputs import Inputs
 
@@ -19,6 +20,23 @@ class Counterexample:
     index: tuple[int, ...] | None
     reference_value: object
     candidate_value: object
+
+
+@dataclasses.dataclass(frozen=True)
+class WholeComparison:
+    """What comparing the whole models found (``whole_models.compare_whole``).
+
+    Attributes:
+        compared: Output tensors compared.
+        example: The first difference, or None.
+        where: Where it was, said whole ("" where there is none).
+        set_aside: Runs whose difference says nothing of the rewrite.
+    """
+
+    compared: int
+    example: Counterexample | None
+    where: str
+    set_aside: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,3 +153,51 @@ class CheckReport:
             for name, value in c.inputs.items():
                 lines.append(f"  input {name}: {value.dtype} {list(value.shape)}")
         return "\n".join(lines)
+
+
+def verdict_message(
+    whole: WholeComparison,
+    nodes: Sequence[NodeReport],
+    *,
+    trials: int,
+    levels: Sequence[str],
+    tolerance: tuple[float, float] | None,
+    exercised: bool,
+    engine: str,
+    located: str = "",
+) -> str:
+    """A check's one line: the first difference, or what was compared and how it held.
+
+    ``nodes`` are those checked alone on ``engine``; ``located`` says where a
+    whole-model difference across runtimes starts (``blame.first_differing_tensor``).
+    """
+    different = [n for n in nodes if n.difference is not None]
+    if different:
+        first = different[0]
+        message = f"node {first.name or '(unnamed)'} in {first.scope}: {first.difference}"
+        return message + (f"; whole model: {whole.where}" if whole.example is not None else "")
+    if whole.example is not None:
+        return whole.where + (f"; {located}" if located else "")
+    if tolerance is not None:
+        rtol, atol = tolerance
+        return (
+            f"{trials} trial(s), {whole.compared} whole-model outputs compared across "
+            f"runtimes, within rtol={rtol:g}, atol={atol:g}"
+        )
+    message = (
+        f"{trials} trial(s) x {len(levels)} optimisation level(s), "
+        f"{whole.compared} outputs compared"
+    )
+    if whole.set_aside:
+        message += (
+            f" ({len(whole.set_aside)} run(s) set aside: the optimiser changes the reference)"
+        )
+    if nodes:
+        checked = f"{len(nodes)} ReverseSequence node(s) of the reference checked alone"
+        message += f"; {checked} on {engine}"
+    return message + (
+        ", bit-identical"
+        if exercised
+        else ", identical, but no ReverseSequence reversed 2 or more steps: this "
+        "cannot tell a reversal from the identity"
+    )
