@@ -32,7 +32,7 @@ from revseq.measure._timing import Models, Timed
 from revseq.measure.floor import FLOORS, floor_ratio, time_pass
 from revseq.ops.forms import FORMS
 from revseq.ops.targets import TARGETS
-from revseq.ops.targets.vocabulary import FINITE
+from revseq.ops.vocabulary import FINITE
 
 PAGE_INTRO = """\
 Paired medians of interleaved runs in one process, on the backend itself. Each cell is a

@@ -29,7 +29,7 @@ from revseq.measure._timing import (
     placed_medians,
     with_repeats,
 )
-from revseq.ops.targets.vocabulary import STATIC
+from revseq.ops.vocabulary import STATIC
 
 
 def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:

@@ -32,7 +32,7 @@ from revseq.measure._timing import PLACEMENTS, median_of_passes, placed_medians
 from revseq.ops.targets import TARGETS
 from revseq.ops.targets.profile import COST_TIE
 from revseq.ops.targets.tuning import DEFAULT_TUNING
-from revseq.ops.targets.vocabulary import STATIC
+from revseq.ops.vocabulary import STATIC
 
 _NEVER = 1 << 40
 """A threshold no case reaches: its side always taken, or never."""

@@ -30,7 +30,7 @@ from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.values import random_array
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 _FORMS = ("default", "own target", "gather_elements", "gather_nd", "gather_rows")
 

@@ -36,7 +36,7 @@ from revseq.equivalence.values import random_array
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
 from revseq.ops.targets.profile import Profile
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES, GATHERS
+from revseq.ops.vocabulary import ELEMENT_TYPES, GATHERS
 from revseq.passes import gather_kind
 
 OPSETS = tuple(range(10, 24))

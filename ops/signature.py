@@ -12,7 +12,7 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.targets.tuning import DEFAULT_TUNING, Tuning
-from revseq.ops.targets.vocabulary import data_variant
+from revseq.ops.vocabulary import data_variant
 
 MAX_FOLDED_ELEMENTS = 1 << 16
 """The most elements a constant revseq writes into a model may have (512 KiB of int64):

@@ -10,7 +10,7 @@ import pytest
 from revseq import backends
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict, *, optimize: bool) -> list[np.ndarray]:

@@ -22,7 +22,7 @@ from revseq.equivalence.values import random_array
 from revseq.measure import floor
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES, GATHERS, MATRIX_STATIC
+from revseq.ops.vocabulary import ELEMENT_TYPES, GATHERS, MATRIX_STATIC
 from revseq.passes.inline.ranking import in_place
 
 # Backends with a probed profile; webgpu (an execution provider whose verdict includes

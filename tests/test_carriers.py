@@ -18,7 +18,7 @@ import revseq
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS, combine
 from revseq.ops.targets.carriers import CARRIERS, carrier_pair, carrier_variant
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 LAYOUTS = {"time_major": (1, 0), "batch_major": (0, 1)}
 

@@ -17,7 +17,7 @@ import revseq
 from revseq.backends import isolated, unavailable
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
-from revseq.ops.targets.vocabulary import DOMAIN_KEY, FINITE, ONE_HOT
+from revseq.ops.vocabulary import DOMAIN_KEY, FINITE, ONE_HOT
 
 FLOAT = onnx.TensorProto.FLOAT
 

@@ -18,7 +18,7 @@ import tokenize
 
 import pytest
 
-from revseq.ops.targets.vocabulary import DOMAIN_KEY
+from revseq.ops.vocabulary import DOMAIN_KEY
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCES = sorted(

@@ -17,7 +17,7 @@ import revseq
 from revseq.equivalence.values import random_array
 from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.reference import reverse_sequence
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 pytestmark = onnx2torch_here
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

@@ -15,7 +15,7 @@ from revseq.ops.forms import FORMS
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import ANY, TARGETS
 from revseq.ops.targets.profile import Profile
-from revseq.ops.targets.vocabulary import INT32_INDEX, INT64_INDEX
+from revseq.ops.vocabulary import INT32_INDEX, INT64_INDEX
 from revseq.passes.graph import signature_of, walk
 from revseq.passes.inline import planner
 from revseq.passes.inline.templates import emitted
@@ -137,7 +137,7 @@ def test_a_form_says_what_it_uses_as_it_emits_it(dims, elem):
     """``declared_uses`` (unemitted): the gathers the recorded form moves the data with,
     and op types it holds."""
     from revseq.ops.forms import declared_uses
-    from revseq.ops.targets.vocabulary import REVERSE_ALL
+    from revseq.ops.vocabulary import REVERSE_ALL
 
     _, sig = _node(dims, elem)
     compared = 0

@@ -16,7 +16,7 @@ import revseq
 from revseq.ops.forms import FORMS
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 LAYOUTS = {"time_major": (1, 0), "batch_major": (0, 1)}
 

@@ -18,7 +18,7 @@ import revseq as api
 from revseq import backends
 from revseq.equivalence.values import random_array
 from revseq.ops.reference import reverse_sequence
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 pytestmark = pytest.mark.backend
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

@@ -58,7 +58,7 @@ from revseq.ops.forms._slices import (
     slices_view_ops,
 )
 from revseq.ops.signature import OpBuilder, Signature
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     GATHER_ELEMENTS,
     GATHER_ND,
     GATHER_ND_BATCH_DIMS,

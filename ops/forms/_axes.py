@@ -9,7 +9,7 @@ import onnx_ir as ir
 
 from revseq.ops.forms._emit import const, dim_vector, iota, place_along, shape_of
 from revseq.ops.signature import OpBuilder, Signature
-from revseq.ops.targets.vocabulary import BATCH_FROM_DATA
+from revseq.ops.vocabulary import BATCH_FROM_DATA
 
 
 def lead_shape_of(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:

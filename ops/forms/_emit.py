@@ -14,7 +14,7 @@ import onnx_ir as ir
 
 from revseq.errors import StrategyError
 from revseq.ops.signature import MAX_FOLDED_ELEMENTS, OpBuilder, Signature
-from revseq.ops.targets.vocabulary import CLIP_CAST, SCALAR_BY_SUM, SHAPE_ARITHMETIC
+from revseq.ops.vocabulary import CLIP_CAST, SCALAR_BY_SUM, SHAPE_ARITHMETIC
 
 
 def const(

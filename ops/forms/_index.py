@@ -32,7 +32,7 @@ from revseq.ops.forms._emit import (
 )
 from revseq.ops.forms._layout import position, time_inner
 from revseq.ops.signature import MAX_FOLDED_ELEMENTS, OpBuilder, Signature, source_index_numpy
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     INT32_INDEX,
     INT64_INDEX,
     MUL_DIM,

@@ -12,7 +12,7 @@ from __future__ import annotations
 __all__ = ["gathers_flat", "gathers_matrix", "position", "time_inner", "transposes_data"]
 
 from revseq.ops.signature import Signature
-from revseq.ops.targets.vocabulary import FLAT_GATHER_ELEMENTS, INDEX_IN_PLACE
+from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, INDEX_IN_PLACE
 
 
 def _short_batch(sig: Signature, most: int) -> bool:

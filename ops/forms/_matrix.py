@@ -20,7 +20,7 @@ from revseq.ops.forms._emit import const, squeeze, unsqueeze
 from revseq.ops.forms._index import row_index, source_index
 from revseq.ops.forms._layout import transposes_data
 from revseq.ops.signature import OpBuilder, Signature
-from revseq.ops.targets.vocabulary import FLAT_GATHER_ELEMENTS
+from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS
 
 
 def gather_matrix(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:

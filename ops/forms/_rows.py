@@ -15,7 +15,7 @@ from revseq.ops.forms._index import row_index
 from revseq.ops.forms._layout import gathers_flat, gathers_matrix
 from revseq.ops.forms._matrix import flat_gather, flat_gathers, gather_matrix, matrix_gathers
 from revseq.ops.signature import OpBuilder, Signature
-from revseq.ops.targets.vocabulary import RESHAPE_ALLOWZERO, RESHAPE_VIEW
+from revseq.ops.vocabulary import RESHAPE_ALLOWZERO, RESHAPE_VIEW
 
 
 def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:

@@ -19,7 +19,7 @@ import onnx_ir as ir
 from revseq.errors import StrategyError
 from revseq.ops.forms._emit import const
 from revseq.ops.signature import OpBuilder, Signature
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     CONCAT_DATA,
     REVERSING_SLICE,
     REVERSING_SLICE_HIGH_RANK,

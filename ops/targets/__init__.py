@@ -2,10 +2,10 @@
 
 A profile (``profiles/NAME.json``, written by ``revseq probe``) lists the op types and
 variants a backend ran exactly, the element types it carries and what each form costs
-there. ``vocabulary`` names everything a profile may say; ``profile`` is the model of
-one; ``registry`` loads them (``TARGETS``) and resolves what a user asks for
-(``resolve_target``); ``carriers`` and ``tuning`` hold the element-type carriers and the
-measured thresholds the forms switch at.
+there. ``revseq.ops.vocabulary`` names everything a profile may say (and every layer
+speaks it); ``profile`` is the model of one; ``registry`` loads them (``TARGETS``) and
+resolves what a user asks for (``resolve_target``); ``carriers`` and ``tuning`` hold the
+element-type carriers and the measured thresholds the forms switch at.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ __all__ = ["CARRIERS", "CARRIER_VARIANTS", "carrier_pair", "carrier_variant"]
 
 import onnx_ir as ir
 
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES
+from revseq.ops.vocabulary import ELEMENT_TYPES
 
 CARRIERS: dict[str, str] = {
     "bool": "int32",

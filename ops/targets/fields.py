@@ -25,7 +25,7 @@ import onnx.defs
 
 from revseq.errors import ProfileError
 from revseq.ops.targets.carriers import CARRIER_VARIANTS
-from revseq.ops.targets.vocabulary import ELEMENT_TYPES, ONE_HOT, VARIANTS, split_form_name
+from revseq.ops.vocabulary import ELEMENT_TYPES, ONE_HOT, VARIANTS, split_form_name
 
 OLD_SOURCES = {"probe": "probed", "documents": "documented"}
 """What profiles saved by earlier versions call their source."""

@@ -1,7 +1,7 @@
 """Backend profiles: what a backend runs exactly, as data the planner reads.
 
 A profile is the only place a backend's needs live (no form has a backend branch). It
-records the op types and variants (``revseq.ops.targets.vocabulary``) a backend runs exactly
+records the op types and variants (``revseq.ops.vocabulary``) a backend runs exactly
 with static shapes and with symbolic dims, the element types each gather moves exactly,
 which forms ran exactly end to end, what each of those costs there per cost class, and
 the index layout its own output ran cheaper in.
@@ -36,7 +36,7 @@ from revseq.ops.targets.fields import (
     sorted_or_none,
 )
 from revseq.ops.targets.tuning import Tuning
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
     FINITE,

@@ -31,7 +31,7 @@ import onnx.defs
 
 from revseq.errors import StrategyError
 from revseq.ops.targets.profile import Profile
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     DYNAMIC,
     ELEMENT_TYPES,
     GATHER_KINDS,

@@ -14,7 +14,7 @@ import onnx_ir as ir
 from revseq.errors import UnsupportedOpsetError, one_line
 from revseq.ops.domains import FUNCTION_DOMAIN
 from revseq.ops.targets import Target, resolve_target
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     DOMAIN_KEY,
     FINITE,
     FINITE_DOMAIN,

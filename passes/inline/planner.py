@@ -33,7 +33,7 @@ from revseq.ops.targets import combine
 from revseq.ops.targets.carriers import CARRIERS, carrier_variant
 from revseq.ops.targets.profile import Profile
 from revseq.ops.targets.tuning import DEFAULT_TUNING
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     CLIP_CAST,
     DYNAMIC,
     ELEMENT_TYPES,

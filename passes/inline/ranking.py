@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from revseq.ops.signature import Signature
 from revseq.ops.targets.profile import COST_TIE, Cost, Profile
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     ALL_DIMS,
     GATHER_ELEMENTS,
     GATHER_ND,

@@ -14,7 +14,7 @@ from revseq.errors import StrategyError
 from revseq.ops.forms import runtime_index_lack
 from revseq.ops.signature import Signature
 from revseq.ops.targets.profile import Profile
-from revseq.ops.targets.vocabulary import DYNAMIC, STATIC
+from revseq.ops.vocabulary import DYNAMIC, STATIC
 from revseq.passes.graph.reverse_sequence import node_label
 from revseq.passes.graph.scopes import ScopedNode
 from revseq.passes.inline.ranking import is_dynamic

@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from revseq.ops import forms
 from revseq.ops.signature import Signature
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     CLIP_CAST,
     CONCAT_DATA,
     FLAT_GATHER_ELEMENTS,

@@ -8,7 +8,7 @@ import argparse
 import json
 
 from revseq.cli._commands import EXIT_OK, Console
-from revseq.ops.targets.vocabulary import DYNAMIC, MATRIX, MATRIX_STATIC, STATIC
+from revseq.ops.vocabulary import DYNAMIC, MATRIX, MATRIX_STATIC, STATIC
 
 _COST_CLASS_LABELS = {
     MATRIX: "single-element rows, time+batch dims",

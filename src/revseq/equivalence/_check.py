@@ -56,7 +56,7 @@ from revseq.equivalence.reports import (
 from revseq.equivalence.whole_models import compare_whole, prepared_whole, storage_hint
 from revseq.errors import RevseqError
 from revseq.files import run_time_inputs
-from revseq.ops.targets.vocabulary import FINITE, FINITE_DOMAIN
+from revseq.ops.vocabulary import FINITE, FINITE_DOMAIN
 from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ from revseq.equivalence.values import held, random_array
 from revseq.errors import RevseqError
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.targets import TARGETS
-from revseq.ops.targets.vocabulary import GATHERS, dtype_name
+from revseq.ops.vocabulary import GATHERS, dtype_name
 
 logger = logging.getLogger(__name__)
 

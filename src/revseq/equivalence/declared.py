@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from revseq.equivalence._runners import Inputs, Runner
-from revseq.ops.targets.vocabulary import DOMAIN_KEY
+from revseq.ops.vocabulary import DOMAIN_KEY
 
 
 def declared_domain(proto: onnx.ModelProto) -> str | None:

@@ -28,7 +28,7 @@ import onnx.helper
 from revseq.backends import input_names
 from revseq.equivalence.declared import as_declared, declared_types
 from revseq.ops.reference import reverse_sequence_model
-from revseq.ops.targets.vocabulary import ALL_DIMS, SHAPE_CLASSES, STATIC
+from revseq.ops.vocabulary import ALL_DIMS, SHAPE_CLASSES, STATIC
 
 _TYPES = {
     "float32": (np.float32, onnx.TensorProto.FLOAT),

@@ -22,7 +22,7 @@ from revseq.measure._probe_text import (
     t1,
     to_type,
 )
-from revseq.ops.targets import vocabulary as v
+from revseq.ops import vocabulary as v
 
 _HIGHEST = "highest1 = Constant <value = int64[1] {9223372036854775807}> ()"
 

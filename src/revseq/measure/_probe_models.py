@@ -30,7 +30,7 @@ from revseq.measure._op_probes import Probe
 from revseq.measure._probe_text import CONSTANTS, EMPTY_SIZES, OPSET, SIZES
 from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.reference import reverse_sequence_model
-from revseq.ops.targets.vocabulary import FLAT_GATHER_ELEMENTS, GATHER_ND_BATCH_DIMS
+from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, GATHER_ND_BATCH_DIMS
 
 
 def probe_model(

@@ -51,7 +51,7 @@ from revseq.ops.forms import FORMS
 from revseq.ops.reference import reference_evaluator, reverse_sequence, reverse_sequence_model
 from revseq.ops.targets.carriers import CARRIERS, carrier_variant
 from revseq.ops.targets.profile import Profile
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     DYNAMIC,
     ELEMENT_TYPES,
     FINITE,

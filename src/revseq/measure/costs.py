@@ -32,7 +32,7 @@ from revseq.measure._cases import Case, input_arrays, native_model
 from revseq.measure._timing import median_of_passes
 from revseq.measure.floor import floor_ratio, time_pass
 from revseq.ops.targets.profile import Cost, Profile
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
     FORM_NAMES,

@@ -30,7 +30,7 @@ from revseq.measure._cases import Case, input_arrays, native_model
 from revseq.measure.costs import floor_ratios
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets.profile import COST_TIE, Layout, Profile
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     COST_CLASSES,
     MATRIX,
     MATRIX_STATIC,

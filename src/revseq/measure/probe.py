@@ -45,7 +45,7 @@ from revseq.measure._probe_text import stable_line
 from revseq.measure.costs import form_costs, timed_forms
 from revseq.measure.layouts import layout_costs
 from revseq.ops.targets.profile import Cost, Profile
-from revseq.ops.targets.vocabulary import (
+from revseq.ops.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
     FINITE,
