@@ -24,6 +24,7 @@ __all__ = [
     "is_reverse_sequence",
     "node_label",
     "signature_of",
+    "validate_all",
     "walk",
 ]
 
@@ -36,6 +37,7 @@ from revseq.passes.graph import (
     is_reverse_sequence,
     node_label,
     signature_of,
+    validate_all,
     walk,
 )
 from revseq.passes.inline import (

@@ -11,6 +11,7 @@ import pytest
 
 import revseq
 from revseq.errors import StrategyError
+from revseq.ops import forms
 from revseq.ops.forms import FORMS
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import ANY, TARGETS
@@ -120,7 +121,7 @@ def test_the_plan_is_recorded_once_per_signature():
 
 def test_an_unknown_strategy_names_the_known_ones():
     with pytest.raises(StrategyError, match="choose one of auto"):
-        planner.check_name("fastest")
+        forms.check_strategy("fastest")
 
 
 _GATHER_SHAPES = [

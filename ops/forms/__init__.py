@@ -19,6 +19,8 @@ invalid lengths unspecified, and clamping is deterministic and never reads out o
 from __future__ import annotations
 
 __all__ = [
+    "STRATEGIES",
+    "check_strategy",
     "FORMS",
     "Form",
     "declared_uses",
@@ -243,13 +245,24 @@ _OWN_FORMS = {REVERSE_ALL: _FULL_LENGTHS, SLICES: _BY_SLICES, ONE_HOT: _BY_ONE_H
 input, the last is exact on finite data only (a target asks for it by name)."""
 
 
+STRATEGIES: tuple[str, ...] = ("auto", *FORMS)
+"""The names ``strategy=`` accepts: "auto" (the planner picks a form), or a form's."""
+
+
+def check_strategy(strategy: str) -> None:
+    """Raise StrategyError unless ``strategy`` is one of ``STRATEGIES``."""
+    if strategy not in STRATEGIES:
+        raise StrategyError(
+            f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
+        )
+
+
 def _fitting_form(strategy: str, sig: Signature) -> Form:
     """The named form, where ``sig``'s opset has what it needs."""
     form = _OWN_FORMS.get(strategy) or FORMS.get(strategy)
     if form is None:
-        raise StrategyError(
-            f"unknown strategy {strategy!r}; choose one of {', '.join(sorted(FORMS))}"
-        )
+        check_strategy(strategy)
+        raise StrategyError(f"strategy {strategy!r} names no form: the planner picks one")
     reason = form.available(sig)
     if reason is not None:
         raise StrategyError(reason)

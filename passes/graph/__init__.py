@@ -20,6 +20,7 @@ __all__ = [
     "is_reverse_sequence",
     "node_label",
     "signature_of",
+    "validate_all",
     "walk",
 ]
 
@@ -31,6 +32,7 @@ from revseq.passes.graph.reverse_sequence import (
     is_reverse_sequence,
     node_label,
     signature_of,
+    validate_all,
 )
 from revseq.passes.graph.scopes import ScopedNode, walk
 from revseq.passes.graph.shapes import ShapeTable

@@ -12,6 +12,7 @@ import onnx.version_converter
 import onnx_ir as ir
 
 from revseq.errors import UnsupportedOpsetError, one_line
+from revseq.ops import forms
 from revseq.ops.domains import FUNCTION_DOMAIN
 from revseq.ops.targets import Target, resolve_target
 from revseq.ops.vocabulary import (
@@ -75,7 +76,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         share: bool = True,
     ) -> None:
         super().__init__()
-        _planner.check_name(strategy)
+        forms.check_strategy(strategy)
         self.strategy = strategy
         self.as_function = as_function
         # No target: "auto" emits the portable output; a form the caller names is

@@ -15,7 +15,6 @@ __all__ = [
     "STRATEGIES",
     "Plan",
     "batch_leading",
-    "check_name",
     "plan",
     "reversal_plan",
     "runs_trivial",
@@ -55,8 +54,8 @@ from revseq.passes.inline.ranking import auto_order, cost_class, in_place, is_dy
 from revseq.passes.inline.refusal import refusal
 from revseq.passes.inline.templates import emitted, recorded
 
-STRATEGIES: tuple[str, ...] = ("auto", *forms.FORMS)
-"""The names ``strategy=`` accepts."""
+STRATEGIES = forms.STRATEGIES
+"""The names ``strategy=`` accepts (``revseq.ops.forms.STRATEGIES``)."""
 
 _ALWAYS_ALLOWED = frozenset({"Constant"})
 """Constants are weights to every backend: a target never has to list them."""
@@ -87,14 +86,6 @@ def _beyond_the_reference(sig: Signature) -> set[str]:
     if size is None or math.prod(size) > _REFERENCE_CHOICES:
         beyond.add(GATHER_ELEMENTS_KINDS[1])
     return beyond
-
-
-def check_name(strategy: str) -> None:
-    """Raise StrategyError unless ``strategy`` is one of STRATEGIES."""
-    if strategy not in STRATEGIES:
-        raise StrategyError(
-            f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
-        )
 
 
 @dataclasses.dataclass(frozen=True)

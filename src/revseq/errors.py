@@ -2,9 +2,9 @@
 
 Every error revseq raises on purpose is a :class:`RevseqError`. The rewriting's kinds
 are here (a strategy or target that fits nothing, a bad profile, an invalid node, an
-opset that cannot host the op); the layers above define their own (``revseq.files``,
-``revseq.equivalence``, ``revseq.backends``), and the command line turns any of them
-into one line. The rewriting's node errors are also onnx-ir ``PreconditionError``s,
+opset that cannot host the op), and the check's (:class:`CheckError`: a check that
+cannot be run); the files and the adapters define their own (``revseq.files``,
+``revseq.backends``), and the command line turns any of them into one line. The rewriting's node errors are also onnx-ir ``PreconditionError``s,
 which a pass raises from ``requires``; an ``ir.passes.PassManager`` wraps whatever a
 pass raises in its own ``PassError``, with revseq's error as the ``__cause__``.
 """
@@ -12,6 +12,7 @@ pass raises in its own ``PassError``, with revseq's error as the ``__cause__``.
 from __future__ import annotations
 
 __all__ = [
+    "CheckError",
     "InvalidNodeError",
     "ProfileError",
     "RevseqError",
@@ -41,6 +42,10 @@ class InvalidNodeError(RevseqError, ir.passes.PreconditionError):
 
 class UnsupportedOpsetError(RevseqError, ir.passes.PreconditionError):
     """The model's opset cannot host the operator or its decomposition."""
+
+
+class CheckError(RevseqError):
+    """An equivalence check could not be run (not: it found a difference)."""
 
 
 def one_line(error: BaseException, limit: int | None = 300, *, typed: bool = False) -> str:

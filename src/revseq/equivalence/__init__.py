@@ -27,5 +27,5 @@ from revseq.equivalence._check import (
     check_nodes,
     generate_inputs,
 )
-from revseq.equivalence.errors import CheckError
 from revseq.equivalence.reports import CheckReport, Counterexample, NodeReport
+from revseq.errors import CheckError

@@ -44,7 +44,6 @@ from revseq.equivalence.blame import (
     first_differing_tensor,
 )
 from revseq.equivalence.declared import declared_domain, fed_as_declared
-from revseq.equivalence.errors import CheckError
 from revseq.equivalence.given import GivenInputs, fixed_by, given_inputs
 from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.reports import (
@@ -54,10 +53,10 @@ from revseq.equivalence.reports import (
     verdict_message,
 )
 from revseq.equivalence.whole_models import compare_whole, prepared_whole, storage_hint
-from revseq.errors import RevseqError
+from revseq.errors import CheckError, RevseqError
 from revseq.files import run_time_inputs
 from revseq.ops.vocabulary import FINITE, FINITE_DOMAIN
-from revseq.passes import InlineReverseSequencePass, is_reverse_sequence, walk
+from revseq.passes import is_reverse_sequence, validate_all, walk
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +74,7 @@ def _guard(proto: onnx.ModelProto, label: str) -> None:
     misreads negative axes; revseq's validation rejects both with a clear message.
     """
     try:
-        InlineReverseSequencePass().requires(ir.from_proto(proto))
+        validate_all(walk(ir.from_proto(proto)))
     except RevseqError as e:
         raise CheckError(f"{label}: {e}") from e
 

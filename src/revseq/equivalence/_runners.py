@@ -31,8 +31,7 @@ import onnx.external_data_helper
 import onnx_ir as ir
 
 from revseq.backends import onnxruntime as ort_adapter
-from revseq.equivalence.errors import CheckError
-from revseq.errors import one_line
+from revseq.errors import CheckError, one_line
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.function import definition
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 
-from revseq.equivalence.errors import CheckError
+from revseq.errors import CheckError
 
 
 def dim_key(info: onnx.ValueInfoProto, axis: int) -> str | None:

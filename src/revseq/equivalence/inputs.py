@@ -46,11 +46,10 @@ from revseq.equivalence._lengths import (
     time_needs,
     zeros,
 )
-from revseq.equivalence.errors import CheckError
 from revseq.equivalence.given import GivenInputs, dim_key
 from revseq.equivalence.input_uses import IndexUse, index_uses, reversed_inputs
 from revseq.equivalence.values import drawn, random_array, ranged_array
-from revseq.errors import one_line
+from revseq.errors import CheckError, one_line
 from revseq.files import run_time_inputs
 
 Inputs = dict[str, np.ndarray]

@@ -19,10 +19,9 @@ import onnx
 from revseq.equivalence._runners import Engine, Runner
 from revseq.equivalence.blame import AMBIGUOUS, fails_alike, refused_op
 from revseq.equivalence.compare import first_difference, first_difference_beyond
-from revseq.equivalence.errors import CheckError
 from revseq.equivalence.inputs import Inputs
 from revseq.equivalence.reports import Counterexample
-from revseq.errors import RevseqError, one_line
+from revseq.errors import CheckError, RevseqError, one_line
 
 
 def compare_whole(
