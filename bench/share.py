@@ -29,8 +29,8 @@ import revseq
 from bench.pages import write_measured_page
 from revseq import backends
 from revseq.equivalence.blame import without_reversals
-from revseq.equivalence.given import GivenInputs, dim_key
 from revseq.equivalence.inputs import InputGenerator
+from revseq.equivalence.inputs.given import GivenInputs, dim_key
 from revseq.errors import RevseqError, one_line
 from revseq.files import run_time_inputs
 from revseq.measure._timing import paired_medians

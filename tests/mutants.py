@@ -56,7 +56,7 @@ MUTANTS = (
     ),
     Mutant(
         "RKNN's storage: a NaN held narrower not quieted",
-        "src/revseq/equivalence/values.py",
+        "src/revseq/equivalence/inputs/values.py",
         "    mantissa = (payload & ((1 << small.nmant) - 1)) | quiet",
         "    mantissa = payload & ((1 << small.nmant) - 1)",
         aimed="tests/test_foreign_backends.py::"
@@ -87,7 +87,7 @@ MUTANTS = (
     ),
     Mutant(
         "check: a model that runs only at 1 never tried there",
-        "src/revseq/equivalence/_fitting.py",
+        "src/revseq/equivalence/inputs/fitting.py",
         "    above = [key for key in free if sizes[key] > 1]",
         "    above = []",
         aimed="tests/test_check_inputs.py::"
@@ -111,7 +111,7 @@ MUTANTS = (
     ),
     Mutant(
         "check: ids that index two gathers drawn below the larger axis",
-        "src/revseq/equivalence/inputs.py",
+        "src/revseq/equivalence/inputs/generator.py",
         "                bounds[name] = min(bounds.get(name, size), size)",
         "                bounds[name] = max(bounds.get(name, size), size)",
         aimed="tests/test_check_inputs.py::"
@@ -363,7 +363,7 @@ MUTANTS = (
     # The check.
     Mutant(
         "shared lengths span the longer T",
-        "src/revseq/equivalence/inputs.py",
+        "src/revseq/equivalence/inputs/generator.py",
         "                    min(shape[t % len(shape)] for shape, t, _ in observed),",
         "                    max(shape[t % len(shape)] for shape, t, _ in observed),",
         aimed="tests/test_check_inputs.py::"
@@ -378,7 +378,7 @@ MUTANTS = (
     ),
     Mutant(
         "token ids up to the embedding's size, not below it",
-        "src/revseq/equivalence/inputs.py",
+        "src/revseq/equivalence/inputs/generator.py",
         "                top = max(bounds[name] - 1, 0)",
         "                top = max(bounds[name], 0)",
         aimed="tests/test_check_inputs.py::"
@@ -386,7 +386,7 @@ MUTANTS = (
     ),
     Mutant(
         "an index through a Cast not followed",
-        "src/revseq/equivalence/input_uses.py",
+        "src/revseq/equivalence/inputs/uses.py",
         '        return integer and node.attributes.get_int("to", 0) in _INTEGER_TYPES',
         "        return False",
         aimed="tests/test_check_inputs.py::"
@@ -394,7 +394,7 @@ MUTANTS = (
     ),
     Mutant(
         "special floats in every input",
-        "src/revseq/equivalence/inputs.py",
+        "src/revseq/equivalence/inputs/generator.py",
         "                specials = self.specials and name in self._reversed",
         "                specials = self.specials",
         aimed="tests/test_check_inputs.py::"
@@ -402,7 +402,7 @@ MUTANTS = (
     ),
     Mutant(
         "symbolic dims never grown",
-        "src/revseq/equivalence/inputs.py",
+        "src/revseq/equivalence/inputs/generator.py",
         "            itertools.islice(larger, MAX_FIT_RUNS), sizes_of_one(symbols, free)",
         "            itertools.islice(larger, 0), sizes_of_one(symbols, free)",
         aimed="tests/test_check_inputs.py::"
@@ -410,7 +410,7 @@ MUTANTS = (
     ),
     Mutant(
         "dims named apart never made equal",
-        "src/revseq/equivalence/_fitting.py",
+        "src/revseq/equivalence/inputs/fitting.py",
         "        for size in sorted({sizes[k] for k in free if sizes[k] > sizes[key]}):",
         "        for size in ():",
         aimed="tests/test_check_inputs.py::"
@@ -418,7 +418,7 @@ MUTANTS = (
     ),
     Mutant(
         "given values replaced by generated ones",
-        "src/revseq/equivalence/inputs.py",
+        "src/revseq/equivalence/inputs/generator.py",
         "                feeds[name] = np.asarray(given.values[name])\n"
         "                continue\n"
         "            if name in self.lengths:",
@@ -427,7 +427,7 @@ MUTANTS = (
     ),
     Mutant(
         "given values' sizes not pinned",
-        "src/revseq/equivalence/given.py",
+        "src/revseq/equivalence/inputs/given.py",
         "                    pin(dim, size, source)",
         "                    pass",
         aimed="tests/test_check_inputs.py::"
@@ -469,7 +469,7 @@ MUTANTS = (
     ),
     Mutant(
         "ids not followed through arithmetic to their gather",
-        "src/revseq/equivalence/input_uses.py",
+        "src/revseq/equivalence/inputs/uses.py",
         'elif arithmetic and node.domain in ("", "ai.onnx") and node.op_type in _ARITHMETIC:',
         "elif False:",
         aimed="tests/test_check_inputs.py::"

@@ -18,7 +18,7 @@ from onnx import helper
 import revseq
 from bench.sweep import device_lacks, types_of
 from revseq import backends
-from revseq.equivalence.values import random_array
+from revseq.equivalence.inputs.values import random_array
 from revseq.measure import floor
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS

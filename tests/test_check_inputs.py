@@ -22,11 +22,11 @@ from real_models import (
 import revseq
 from revseq.cli import main
 from revseq.equivalence import generate_inputs
-from revseq.equivalence._lengths import covering_lengths
 from revseq.equivalence._runners import Capturer
 from revseq.equivalence.compare import first_difference
-from revseq.equivalence.given import GivenInputs
 from revseq.equivalence.inputs import InputGenerator
+from revseq.equivalence.inputs.given import GivenInputs
+from revseq.equivalence.inputs.lengths import covering_lengths
 from revseq.ops.reference import reverse_sequence_model
 
 
@@ -84,7 +84,7 @@ def test_int32_ids_through_a_cast_and_a_reshape_stay_within_the_embedding():
     ids = generator.trial(0)["ids"]
     assert ids.dtype == np.int32 and (ids.min(), ids.max()) == (0, 29)
     # A Cast between integer types moves ids unchanged: no arithmetic on the way.
-    from revseq.equivalence.input_uses import index_uses
+    from revseq.equivalence.inputs.uses import index_uses
 
     (use,) = index_uses(ir.from_proto(model))["ids"]
     assert use.through is None and "through" not in use.describe()

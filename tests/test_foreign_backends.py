@@ -327,7 +327,7 @@ def test_a_worker_that_died_while_idle_is_started_afresh_on_the_next_call():
 
 def test_what_a_backend_holds_narrower_is_rounded_as_ieee_converts():
     """RKNN holds float32 as float16: to nearest, a NaN's sign and top payload kept, quiet."""
-    from revseq.equivalence.values import held
+    from revseq.equivalence.inputs.values import held
 
     bits = [0x7FC00123, 0xFF800123, 0x3F800001, 0x00000001, 0xFF800000, 0x80000000]
     x = np.array(bits, np.uint32).view(np.float32)

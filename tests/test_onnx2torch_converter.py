@@ -14,7 +14,7 @@ import pytest
 from helpers import assert_identical, model_of, onnx2torch_here, run_ort
 
 import revseq
-from revseq.equivalence.values import random_array
+from revseq.equivalence.inputs.values import random_array
 from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.vocabulary import ELEMENT_TYPES

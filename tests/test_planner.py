@@ -191,7 +191,7 @@ _SLICING = {"Slice:data", "Slice:reverse", "Concat:data"}  # no gather at all
 def test_constant_lengths_become_slices_where_no_gather_runs(lens, dims, axes, elem):
     from helpers import assert_identical, run_reference
 
-    from revseq.equivalence.values import random_array
+    from revseq.equivalence.inputs.values import random_array
 
     model = _constant_lengths_model(lens, dims, elem, axes)
     inlined = revseq.inline(model, target=_profile(_SLICING))

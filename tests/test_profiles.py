@@ -145,7 +145,7 @@ def test_a_1d_gather_elements_moves_only_what_its_own_probe_moved():
     """A profile whose GatherElements moves float16 on 1-D data only gathers static
     single-element rows as the 1-D view, exactly (signalling NaNs included), and never
     the matrix; without the flat variant's float16 it takes another gather."""
-    from revseq.equivalence.values import random_array
+    from revseq.equivalence.inputs.values import random_array
     from revseq.ops.reference import reverse_sequence_model
 
     flat_only = dataclasses.replace(

@@ -16,7 +16,7 @@ from test_cli import revseq
 
 import revseq as api
 from revseq import backends
-from revseq.equivalence.values import random_array
+from revseq.equivalence.inputs.values import random_array
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.vocabulary import ELEMENT_TYPES
 

@@ -4,9 +4,10 @@ Every error revseq raises on purpose is a :class:`RevseqError`. The rewriting's 
 are here (a strategy or target that fits nothing, a bad profile, an invalid node, an
 opset that cannot host the op), and the check's (:class:`CheckError`: a check that
 cannot be run); the files and the adapters define their own (``revseq.files``,
-``revseq.backends``), and the command line turns any of them into one line. The rewriting's node errors are also onnx-ir ``PreconditionError``s,
-which a pass raises from ``requires``; an ``ir.passes.PassManager`` wraps whatever a
-pass raises in its own ``PassError``, with revseq's error as the ``__cause__``.
+``revseq.backends``), and the command line turns any of them into one line. The
+rewriting's node errors are also onnx-ir ``PreconditionError``s, which a pass raises
+from ``requires``; an ``ir.passes.PassManager`` wraps whatever a pass raises in its own
+``PassError``, with revseq's error as the ``__cause__``.
 """
 
 from __future__ import annotations

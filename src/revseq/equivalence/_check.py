@@ -44,8 +44,8 @@ from revseq.equivalence.blame import (
     first_differing_tensor,
 )
 from revseq.equivalence.declared import declared_domain, fed_as_declared
-from revseq.equivalence.given import GivenInputs, fixed_by, given_inputs
 from revseq.equivalence.inputs import InputGenerator, Inputs
+from revseq.equivalence.inputs.given import GivenInputs, fixed_by, given_inputs
 from revseq.equivalence.reports import (
     CheckReport,
     NodeReport,

@@ -25,7 +25,7 @@ import onnx
 import onnx.parser
 import onnx.shape_inference
 
-from revseq.equivalence.values import random_array
+from revseq.equivalence.inputs.values import random_array
 from revseq.measure._op_probes import Probe
 from revseq.measure._probe_text import CONSTANTS, EMPTY_SIZES, OPSET, SIZES
 from revseq.ops.domains import REVSEQ_DOMAIN

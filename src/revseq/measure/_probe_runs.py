@@ -31,8 +31,8 @@ from revseq.backends import Backend, BackendError, IsolatedBackend
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.equivalence.compare import first_difference
 from revseq.equivalence.declared import as_declared, declared_types
+from revseq.equivalence.inputs.values import NAN_PAYLOADS, held, random_array
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
-from revseq.equivalence.values import NAN_PAYLOADS, held, random_array
 from revseq.measure._op_probes import OP_PROBES
 from revseq.measure._probe_models import (
     FORM_LAYOUTS,

@@ -59,6 +59,7 @@ class LengthsInput:
 
 
 def trace_to_input(value: ir.Value | None, inputs: set[str]) -> str | None:
+    """The graph input ``value`` is, through Casts and Identities; None where none."""
     while value is not None:
         if value.name in inputs and value.producer() is None:
             return value.name
@@ -211,6 +212,7 @@ def reversals_as_identities(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def input_elem(model: onnx.ModelProto, name: str) -> int:
+    """The element type graph input ``name`` declares."""
     return next(i.type.tensor_type.elem_type for i in model.graph.input if i.name == name)
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import numpy as np
 import onnx
 
-from revseq.equivalence.given import GivenInputs, dim_key
+from revseq.equivalence.inputs.given import GivenInputs, dim_key
 from revseq.files import run_time_inputs
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ def draw_sizes(
 
 
 def concrete_dims(info: onnx.ValueInfoProto, symbols: Mapping[str, int]) -> tuple[int, ...]:
+    """The input's shape with each symbolic dim at its size in ``symbols``."""
     return tuple(
         d.dim_value if d.HasField("dim_value") else symbols[dim_key(info, axis) or ""]
         for axis, d in enumerate(info.type.tensor_type.shape.dim)

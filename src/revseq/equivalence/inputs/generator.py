@@ -5,10 +5,10 @@ at most one step is the identity. The lengths a ``sequence_lens`` input gets the
 span 0..T of the node it feeds, with T learned from the data the node actually receives
 (a first run of the model with every length 0), whatever computes that data: a MatMul,
 an RNN, a Transpose. Other inputs get values the model can run on: token ids within the
-embedding they index (:mod:`~revseq.equivalence.input_uses`), special floats only where
+embedding they index (:mod:`~revseq.equivalence.inputs.uses`), special floats only where
 they reach a reversal, symbolic dims grown where the model needs more
-(:mod:`~revseq.equivalence._fitting`), and whatever the user gives
-(:class:`~revseq.equivalence.given.GivenInputs`).
+(:mod:`~revseq.equivalence.inputs.fitting`), and whatever the user gives
+(:class:`~revseq.equivalence.inputs.given.GivenInputs`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from revseq.equivalence._fitting import (
+from revseq.equivalence.inputs.fitting import (
     MAX_FIT_RUNS,
     FittedSizes,
     concrete_dims,
@@ -34,7 +34,8 @@ from revseq.equivalence._fitting import (
     runtime_reason,
     sizes_of_one,
 )
-from revseq.equivalence._lengths import (
+from revseq.equivalence.inputs.given import GivenInputs, dim_key
+from revseq.equivalence.inputs.lengths import (
     LengthsInput,
     constant_reversals,
     declared_span,
@@ -46,9 +47,8 @@ from revseq.equivalence._lengths import (
     time_needs,
     zeros,
 )
-from revseq.equivalence.given import GivenInputs, dim_key
-from revseq.equivalence.input_uses import IndexUse, index_uses, reversed_inputs
-from revseq.equivalence.values import drawn, random_array, ranged_array
+from revseq.equivalence.inputs.uses import IndexUse, index_uses, reversed_inputs
+from revseq.equivalence.inputs.values import drawn, random_array, ranged_array
 from revseq.errors import CheckError, one_line
 from revseq.files import run_time_inputs
 
