@@ -47,3 +47,17 @@ def test_the_wheel_does_not_carry_the_page_writers():
         (ROOT / folder).resolve() != (ROOT / "bench").resolve()
         for folder in setup["package-dir"].values()
     )
+
+
+def test_the_map_counts_the_installed_modules():
+    """docs/measuring.md's map says how many modules the package has: it stays true."""
+    import re
+
+    page = (ROOT / "docs" / "measuring.md").read_text(encoding="utf-8")
+    said = re.search(r"The installed package is (\d+) modules \((\d+) besides", page)
+    assert said is not None
+    inits = [p for p in PACKAGE if p.name == "__init__.py"]
+    assert (int(said.group(1)), int(said.group(2))) == (
+        len(PACKAGE),
+        len(PACKAGE) - len(inits),
+    )

@@ -25,9 +25,9 @@ from typing import TypeVar
 
 import onnx_ir as ir
 
-from revseq.ops.domains import ONNX_DOMAINS
 from revseq.passes.graph.inference import Dim, infer_types
-from revseq.passes.graph.shape_reads import DimKey, scalar_dim, single_int
+from revseq.passes.graph.producers import producer, structural_dim, structural_rank
+from revseq.passes.graph.shape_reads import DimKey
 
 logger = logging.getLogger(__name__)
 
@@ -132,13 +132,13 @@ class ShapeTable:
                 rank = len(dims)
                 break
             walked.append(value)
-            node = _producer(value)
+            node = producer(value)
             if node is None or not node.inputs or node.inputs[0] is None:
                 rank = None
                 break
             if node.op_type not in _SAME_SHAPE and node.op_type != "Transpose":
                 rank = self._memo(
-                    ("rank", id(value)), value, lambda v=value: _structural_rank(v, self)
+                    ("rank", id(value)), value, lambda v=value: structural_rank(v, self)
                 )
                 break
             value = node.inputs[0]
@@ -198,7 +198,7 @@ class ShapeTable:
                 if not dim.startswith("unk__"):
                     return ("sym", dim)
                 anonymous = anonymous or dim
-            node = _producer(value)
+            node = producer(value)
             if node is None or not node.inputs or node.inputs[0] is None:
                 break
             if node.op_type in _SAME_SHAPE:
@@ -215,7 +215,7 @@ class ShapeTable:
             value, axis = node.inputs[0], perm[axis]
         walked.pop()  # the structural rule memoises the last one itself
         key = self._memo(
-            ("dim", id(value), axis), value, lambda: _structural_dim(value, axis, self)
+            ("dim", id(value), axis), value, lambda: structural_dim(value, axis, self)
         )
         if key is not None:
             return key
@@ -239,236 +239,3 @@ def _more_specific(declared: Dim, inferred: Dim) -> Dim:
     if isinstance(inferred, int):
         return inferred
     return declared if declared is not None else inferred
-
-
-# --- Structural rules: a value's rank and dims from its producer's inputs ---------------
-
-_BROADCASTING = frozenset(
-    {
-        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Min", "Max", "Less", "LessOrEqual",
-        "Greater", "GreaterOrEqual", "Equal", "And", "Or", "Xor", "Where",
-    }
-)  # fmt: skip
-
-
-def _producer(value: ir.Value) -> ir.Node | None:
-    node = value.producer()
-    if node is None or node.domain not in ONNX_DOMAINS:
-        return None
-    return node
-
-
-def _full_shape_of(value: ir.Value | None) -> ir.Value | None:
-    """``v`` if ``value`` is ``Shape(v)`` (the whole shape), else None."""
-    node = _producer(value) if value is not None else None
-    if node is None or node.op_type != "Shape" or node.attributes:
-        return None
-    return node.inputs[0]
-
-
-def _ints(node: ir.Node, name: str, position: int) -> list[int] | None:
-    """An ints attribute (older opsets) or the constant input that replaced it."""
-    if name in node.attributes:
-        return list(node.attributes.get_ints(name, []))
-    if len(node.inputs) > position and node.inputs[position] is not None:
-        tensor = ir.convenience.get_const_tensor(node.inputs[position])
-        if tensor is not None:
-            return [int(v) for v in tensor.numpy().reshape(-1)]
-    return None
-
-
-def _structural_rank(value: ir.Value, table: ShapeTable) -> int | None:
-    """The rank from the producer (not a shape-keeping op: ``rank`` followed those)."""
-    node = _producer(value)
-    if node is None or not node.inputs or node.inputs[0] is None:
-        return None
-    if node.op_type in _BROADCASTING:
-        ranks = [table.rank(v) for v in node.inputs if v is not None]
-        return None if None in ranks else max(r for r in ranks if r is not None)
-    rule = _RANK_RULES.get(node.op_type)
-    return rule(node, table) if rule is not None else None
-
-
-def _vector_rank(node: ir.Node, table: ShapeTable) -> int | None:
-    return 1
-
-
-def _shaped_rank(node: ir.Node, table: ShapeTable) -> int | None:
-    """Expand or Reshape: the rank of the shape they are given."""
-    target = node.inputs[1] if len(node.inputs) > 1 else None
-    source = _full_shape_of(target)
-    size = table.rank(source) if source is not None else None
-    if size is None and target is not None:
-        tensor = ir.convenience.get_const_tensor(target)
-        size = tensor.numpy().size if tensor is not None else None
-    if node.op_type == "Reshape" or size is None:
-        return size
-    own = table.rank(node.inputs[0])
-    return None if own is None else max(own, size)
-
-
-def _unsqueezed_rank(node: ir.Node, table: ShapeTable) -> int | None:
-    axes = _ints(node, "axes", 1)
-    own = table.rank(node.inputs[0])
-    if axes is None or own is None:
-        return None
-    return own + len(axes) if node.op_type == "Unsqueeze" else own - len(axes)
-
-
-def _gathered_rank(node: ir.Node, table: ShapeTable) -> int | None:
-    if len(node.inputs) < 2:
-        return None
-    op = node.op_type
-    index = table.rank(node.inputs[1]) if node.inputs[1] is not None else None
-    data = table.rank(node.inputs[0])
-    if op == "GatherElements" or index is None:
-        return index
-    if data is None:
-        return None
-    if op == "Gather":
-        return data - 1 + index
-    depth = table.dim_key(node.inputs[1], -1)
-    if not isinstance(depth, int):
-        return None
-    return index - 1 + data - depth - node.attributes.get_int("batch_dims", 0)
-
-
-_RANK_RULES: dict[str, Callable[[ir.Node, ShapeTable], int | None]] = {
-    "Range": _vector_rank,
-    "Shape": _vector_rank,
-    "Expand": _shaped_rank,
-    "Reshape": _shaped_rank,
-    "Unsqueeze": _unsqueezed_rank,
-    "Squeeze": _unsqueezed_rank,
-    "GatherElements": _gathered_rank,
-    "Gather": _gathered_rank,
-    "GatherND": _gathered_rank,
-}
-"""How a producer's output rank follows from its inputs', by op type."""
-
-
-def _broadcast(keys: list[DimKey | None]) -> DimKey | None:
-    """The dim of a broadcast result: provable only when the non-1 dims are all equal."""
-    if any(k is None for k in keys):
-        return None
-    rest = {k for k in keys if k != 1}
-    if not rest:
-        return 1
-    return rest.pop() if len(rest) == 1 else None
-
-
-def _structural_dim(value: ir.Value, axis: int, table: ShapeTable) -> DimKey | None:
-    """The dim from the producer (not a shape-keeping op: ``dim_key`` followed those)."""
-    node = _producer(value)
-    if node is None or not node.inputs or node.inputs[0] is None:
-        return None
-    rank = table.rank(value)
-    if rank is None:
-        return None
-    if node.op_type in _BROADCASTING:
-        operands = [v for v in node.inputs if v is not None]
-        return _broadcast_dim(operands, axis, rank, table)
-    rule = _DIM_RULES.get(node.op_type)
-    return rule(node, axis, rank, table) if rule is not None else None
-
-
-def _broadcast_dim(
-    operands: list[ir.Value], axis: int, rank: int, table: ShapeTable
-) -> DimKey | None:
-    """The dim of operands broadcast to ``rank``, each aligned at the right."""
-    keys: list[DimKey | None] = []
-    for operand in operands:
-        own = table.rank(operand)
-        if own is None:
-            return None
-        if axis - (rank - own) >= 0:
-            keys.append(table.dim_key(operand, axis - (rank - own)))
-    return _broadcast(keys)
-
-
-def _expanded_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
-    shape_of = _full_shape_of(node.inputs[1] if len(node.inputs) > 1 else None)
-    if shape_of is None:
-        return None
-    return _broadcast_dim([node.inputs[0], shape_of], axis, rank, table)
-
-
-def _range_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
-    """``Range(0, n, 1)`` is n long."""
-    start = single_int(node.inputs[0])
-    step = single_int(node.inputs[2]) if len(node.inputs) > 2 else None
-    if start == 0 and step == 1 and len(node.inputs) > 1 and node.inputs[1] is not None:
-        return scalar_dim(node.inputs[1], table)
-    return None
-
-
-def _reshaped_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
-    shape_of = _full_shape_of(node.inputs[1] if len(node.inputs) > 1 else None)
-    return table.dim_key(shape_of, axis) if shape_of is not None else None
-
-
-def _unsqueezed_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
-    axes = _ints(node, "axes", 1)
-    if axes is None:
-        return None
-    first = node.inputs[0]
-    if node.op_type == "Unsqueeze":
-        axes = sorted(a % rank for a in axes)
-        if axis in axes:
-            return 1
-        return table.dim_key(first, axis - sum(a < axis for a in axes))
-    own = table.rank(first)
-    if own is None:
-        return None
-    kept = [a for a in range(own) if a not in {x % own for x in axes}]
-    return table.dim_key(first, kept[axis])
-
-
-def _gathered_dim(node: ir.Node, axis: int, rank: int, table: ShapeTable) -> DimKey | None:
-    index = node.inputs[1] if len(node.inputs) > 1 else None
-    if index is None:
-        return None
-    if node.op_type == "GatherElements":
-        return table.dim_key(index, axis)
-    index_rank = table.rank(index)
-    if index_rank is None:
-        return None
-    if node.op_type == "Gather":
-        return _gather_dim(node, index, index_rank, axis, table)
-    first = node.inputs[0]
-    if axis < index_rank - 1:
-        return table.dim_key(index, axis)
-    depth = table.dim_key(index, -1)
-    if not isinstance(depth, int):
-        return None
-    batch_dims = node.attributes.get_int("batch_dims", 0)
-    return table.dim_key(first, batch_dims + depth + axis - (index_rank - 1))
-
-
-def _gather_dim(
-    node: ir.Node, index: ir.Value, index_rank: int, axis: int, table: ShapeTable
-) -> DimKey | None:
-    """A Gather's dim: the data's before its axis and after, the index's in between."""
-    first = node.inputs[0]
-    data_rank = table.rank(first)
-    if data_rank is None:
-        return None
-    gather_axis = node.attributes.get_int("axis", 0) % data_rank
-    if axis < gather_axis:
-        return table.dim_key(first, axis)
-    if axis < gather_axis + index_rank:
-        return table.dim_key(index, axis - gather_axis)
-    return table.dim_key(first, axis - index_rank + 1)
-
-
-_DIM_RULES: dict[str, Callable[[ir.Node, int, int, ShapeTable], DimKey | None]] = {
-    "Expand": _expanded_dim,
-    "Range": _range_dim,
-    "Reshape": _reshaped_dim,
-    "Unsqueeze": _unsqueezed_dim,
-    "Squeeze": _unsqueezed_dim,
-    "GatherElements": _gathered_dim,
-    "Gather": _gathered_dim,
-    "GatherND": _gathered_dim,
-}
-"""How a producer's output dim follows from its inputs', by op type."""

@@ -37,7 +37,7 @@ from revseq.passes.graph.scopes import ScopedNode, constants_graph, opset_versio
 from revseq.passes.graph.shapes import ShapeTable
 from revseq.passes.inline import planner as _planner
 from revseq.passes.inline.planner import Plan
-from revseq.passes.inline.simplify import replace_trivial, trivial_form
+from revseq.passes.inline.simplify import batch_leading, replace_trivial, trivial_form
 from revseq.passes.inline.templates import recorded
 
 logger = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
                     plan.sig.time_axis,
                     names.prefix_for(scoped.node),
                     weights=constants_graph(model, scoped),
-                    leading=_planner.batch_leading(plan.sig, self.target, scoped.node)
+                    leading=batch_leading(plan.sig, self.target, scoped.node)
                     if plan.replacement == "Slice"
                     else None,
                 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "SimplifyReverseSequencePass",
+    "batch_leading",
     "replace_trivial",
     "trivial_form",
 ]
@@ -23,6 +24,7 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.signature import Signature
+from revseq.ops.targets.profile import Profile
 from revseq.passes.graph.names import NameSource, Survey, emitted_name
 from revseq.passes.graph.reverse_sequence import remove_if_dead, signature_of
 from revseq.passes.graph.scopes import ScopedNode, constants_graph, opset_version
@@ -179,3 +181,39 @@ def _transposes(data: ir.Value, perm: tuple[int, ...], prefix: str) -> list[ir.N
             name=emitted_name(prefix, "Transpose", 1),
         ),
     ]
+
+
+# What pnnx reads with the batch axis dropped: its Transposes cancel against a view's,
+# its recurrent layers read a time-major blob of rank 2.
+_BATCH_DROPPING_READERS = frozenset({"Transpose", "LSTM", "GRU", "RNN"})
+
+
+def batch_leading(
+    sig: Signature, profile: Profile, node: ir.Node | None = None
+) -> tuple[int, ...] | None:
+    """The Transpose a full reversal is written over on the target, or None.
+
+    Where the target's converter takes a leading axis of size 1 for the batch
+    (``Profile.batch_leads``), the node's batch axis is of size 1 but does not lead,
+    and what reads the node's output reads it with the batch dropped (Transposes,
+    recurrent layers): the axes with the batch first, the others in their order.
+    Measured with pnnx and ncnn on tf2onnx's exports: a step -1 Slice over the
+    time-major data feeds an LSTM a blob of rank 3 (SIGFPE, or wrong values); a view
+    read by an Unsqueeze crashed ncnn, so other readers get the plain Slice.
+    """
+    if not profile.batch_leads or sig.rank is None or sig.batch_axis == 0:
+        return None
+    if sig.dim(sig.batch_axis) != 1 or (node is not None and not _read_batch_dropped(node)):
+        return None
+    return (sig.batch_axis, *(a for a in range(sig.rank) if a != sig.batch_axis))
+
+
+def _read_batch_dropped(node: ir.Node) -> bool:
+    """Whether only Transposes and recurrent layers read the node's output."""
+    output = node.outputs[0]
+    readers = list(output.uses())
+    return (
+        not output.is_graph_output()
+        and bool(readers)
+        and all(use.node.op_type in _BATCH_DROPPING_READERS for use in readers)
+    )

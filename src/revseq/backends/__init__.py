@@ -16,6 +16,8 @@ from __future__ import annotations
 
 __all__ = [
     "ADAPTERS",
+    "CPU",
+    "Placement",
     "Adapter",
     "Backend",
     "BackendError",
@@ -28,22 +30,26 @@ __all__ = [
     "input_names",
     "installed",
     "isolated",
+    "node_key",
     "unavailable",
     "write_model",
 ]
 
 from revseq.backends._adapter import (
     ADAPTERS,
+    CPU,
     Adapter,
     Backend,
     BackendError,
     BackendUnavailableError,
     MeasuredOutputs,
+    Placement,
     Runner,
     adapter,
     get,
     input_names,
     installed,
+    node_key,
     unavailable,
     write_model,
 )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 __all__ = [
     "ADAPTERS",
+    "CPU",
+    "Placement",
     "Adapter",
     "Backend",
     "BackendError",
@@ -15,6 +17,7 @@ __all__ = [
     "input_names",
     "installed",
     "lowest_ir",
+    "node_key",
     "unavailable",
 ]
 
@@ -36,6 +39,20 @@ logger = logging.getLogger(__name__)
 
 Inputs = dict[str, np.ndarray]
 Runner = Callable[[Inputs], list[np.ndarray]]
+
+Placement = dict[str, list[tuple[str, str]]]
+"""Where an execution-provider backend ran each node (a runner's ``placement``):
+execution provider -> the (op type, node name) pairs onnxruntime placed on it. On
+onnxruntime-web's WebGPU EP a node without a kernel falls back to the CPU; the check
+judges which placements defeat inlining (:mod:`revseq.equivalence.off_device`)."""
+
+CPU = "CPUExecutionProvider"
+"""The provider a node without a device kernel falls back to."""
+
+
+def node_key(node: onnx.NodeProto, position: int) -> str:
+    """How a placement names a node: its name, or ``#`` and its position in the graph."""
+    return node.name or f"#{position}"
 
 
 class MeasuredOutputs(list):

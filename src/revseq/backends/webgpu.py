@@ -35,8 +35,7 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import Adapter, input_names
-from revseq.backends.placement import node_key
+from revseq.backends._adapter import Adapter, input_names, node_key
 
 ORT_WEB_VERSION = "1.30.0"
 """The onnxruntime-web release ``revseq webgpu-setup`` installs."""
@@ -328,7 +327,7 @@ def _as_served(model: onnx.ModelProto) -> onnx.ModelProto:
 
     onnxruntime-web 1.30 refuses IR versions newer than it knows (``Unsupported model IR
     version``), which ``onnx.helper.make_model`` stamps by default. The placement log
-    names nodes, so an unnamed one gets the name :func:`revseq.backends.placement.node_key`
+    names nodes, so an unnamed one gets the name :func:`revseq.backends.node_key`
     gives it (``#`` and its position).
     """
     lowest = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)

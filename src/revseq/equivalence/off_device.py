@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 
-from revseq.backends.placement import CPU, Placement, node_key
+from revseq.backends import CPU, Placement, node_key
 from revseq.equivalence._runners import capture
 from revseq.equivalence.inputs import Inputs
 
