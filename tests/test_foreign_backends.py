@@ -346,3 +346,16 @@ def test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on():
         environments.RKNN.prepare(revseq.inline(symbolic))  # the default: int32 index
     ids = reverse_sequence_model(["T", "B"], _TYPES["int32"])
     assert environments._int32_arithmetic(revseq.inline(ids, target="rknn")) is None
+
+
+@pytest.mark.backend
+def test_rknn_s_int64_rounding_at_rank_4_is_said_with_the_difference():
+    """RKNN moves int64 of rank 4 through float64: the report says so beside the values."""
+    _environment_or_skip("rknn")
+    model = reverse_sequence_model([5, 2, 3, 2], _TYPES["int64"], batch_axis=1, time_axis=0)
+    x = (np.int64(2**53) + np.arange(60, dtype=np.int64) * 1413).reshape(5, 2, 3, 2)
+    lens = np.array([5, 3], np.int64)
+    inlined = revseq.inline(model, target="rknn")
+    report = revseq.check(model, inlined, backend="rknn", inputs={"x": x, "lens": lens})
+    assert not report.ok
+    assert "through float64: values from 2^53 up come back rounded" in report.message

@@ -123,33 +123,7 @@ def replace_trivial(
     if kind == "Identity":
         replacement = ir.Node("", "Identity", [data], name=node.name)
     else:
-        values = [ir.tensor(v) for v in ([-1], [_INT64_MIN], [time_axis], [-1])]
-        if weights is not None:
-            bounds = [
-                ir.Value(
-                    name=emitted_name(prefix, "Constant", i),
-                    type=ir.TensorType(value.dtype),
-                    shape=value.shape,
-                    const_value=value,
-                )
-                for i, value in enumerate(values)
-            ]
-            for bound in bounds:
-                weights.register_initializer(bound)
-        else:
-            constants = [
-                ir.Node(
-                    "",
-                    "Constant",
-                    [],
-                    attributes=[ir.AttrTensor("value", v)],
-                    outputs=[ir.Value(name=emitted_name(prefix, "Constant", i))],
-                    name=emitted_name(prefix, "Constant", i),
-                )
-                for i, v in enumerate(values)
-            ]
-            graph.insert_before(node, constants)
-            bounds = [c.outputs[0] for c in constants]
+        bounds = _slice_bounds(scoped, time_axis, prefix, weights)
         replacement = ir.Node("", "Slice", [data, *bounds], name=node.name)
     written = [replacement]
     if views:
@@ -159,6 +133,40 @@ def replace_trivial(
         graph, node, [node], written, list(node.outputs), list(written[-1].outputs)
     )
     remove_if_dead(lens)
+
+
+def _slice_bounds(
+    scoped: ScopedNode, time_axis: int, prefix: str, weights: ir.Graph | None
+) -> list[ir.Value]:
+    """The step -1 Slice's starts, ends, axes and steps: initializers, or Constants."""
+    values = [ir.tensor(v) for v in ([-1], [_INT64_MIN], [time_axis], [-1])]
+    if weights is not None:
+        bounds = [
+            ir.Value(
+                name=emitted_name(prefix, "Constant", i),
+                type=ir.TensorType(value.dtype),
+                shape=value.shape,
+                const_value=value,
+            )
+            for i, value in enumerate(values)
+        ]
+        for bound in bounds:
+            weights.register_initializer(bound)
+        return bounds
+    constants = [
+        ir.Node(
+            "",
+            "Constant",
+            [],
+            attributes=[ir.AttrTensor("value", v)],
+            outputs=[ir.Value(name=emitted_name(prefix, "Constant", i))],
+            name=emitted_name(prefix, "Constant", i),
+        )
+        for i, v in enumerate(values)
+    ]
+    assert scoped.node.graph is not None
+    scoped.node.graph.insert_before(scoped.node, constants)
+    return [c.outputs[0] for c in constants]
 
 
 def _transposes(data: ir.Value, perm: tuple[int, ...], prefix: str) -> list[ir.Node]:

@@ -89,6 +89,9 @@ class Adapter:
         resident: Its data lives on a device: its copy floor is its own Identity there.
         storage: Element types it holds in a narrower one (RKNN: float32 as float16):
             the truth there is the reversal of what it holds.
+        rounding: Element types it moves inexactly from some rank on: the rank, and
+            what it does (RKNN's int64 of rank 4 through float64), said with a
+            difference of that type there.
         survives_failures: A model that failed leaves it as it was: its worker process
             is kept after one (a crash still ends it).
         own_process: It runs in a worker process even where a test could run it in
@@ -117,6 +120,7 @@ class Adapter:
     prepare_repeated: Callable[[onnx.ModelProto], Callable] | None = None
     resident: bool = False
     storage: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    rounding: Mapping[str, tuple[int, str]] = dataclasses.field(default_factory=dict)
     survives_failures: bool = False
     own_process: bool = False
     builds_for_shapes: bool = False
@@ -237,6 +241,11 @@ class Backend:
         RKNN's float32 as float16: the truth there is the reversal of what it holds.
         """
         return dict(self.adapter.storage)
+
+    def rounding(self, dtype: str, rank: int) -> str | None:
+        """What it does to ``dtype`` data of ``rank`` inexactly (``Adapter.rounding``)."""
+        found = self.adapter.rounding.get(dtype)
+        return found[1] if found is not None and rank >= found[0] else None
 
     def prepare(self, model: onnx.ModelProto, *, repeated: bool = False) -> Runner:
         """Convert or compile ``model``; the runner takes inputs by name, returns outputs.

@@ -197,6 +197,10 @@ class IsolatedBackend:
         """The element types it holds in a narrower one (``Backend.storage``)."""
         return self.backend.storage
 
+    def rounding(self, dtype: str, rank: int) -> str | None:
+        """What it does to ``dtype`` data of ``rank`` inexactly (``Backend.rounding``)."""
+        return self.backend.rounding(dtype, rank)
+
     def prepare(self, model: onnx.ModelProto) -> Runner:
         """Like :meth:`Backend.prepare`, in the worker.
 

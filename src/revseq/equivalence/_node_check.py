@@ -281,10 +281,11 @@ def _run_case(
         difference = first_difference(expected, got)
         if difference is not None:
             shown = lens.reshape(-1)[:16].tolist()
+            rounding = run.engine.rounding(case_data.dtype.name, case_data.ndim)
             state.difference = (
                 f"output {cp.output!r} differs {difference.where}: native "
                 f"{difference.expected!r}, candidate {difference.got!r} (trial {trial}, "
-                f"T={time_len}, lengths {shown})"
+                f"T={time_len}, lengths {shown})" + (f"; {rounding}" if rounding else "")
             )
             return
 

@@ -212,6 +212,10 @@ class Engine:
         """The element types the engine holds in a narrower one (``Backend.storage``)."""
         return {} if self._backend is None else self._backend.storage
 
+    def rounding(self, dtype: str, rank: int) -> str | None:
+        """What the engine does to ``dtype`` data of ``rank`` inexactly, or None."""
+        return None if self._backend is None else self._backend.rounding(dtype, rank)
+
     def prepare(self, model: onnx.ModelProto) -> Runner:
         """A runner of ``model`` on the engine (onnxruntime with optimisations on)."""
         if self._backend is not None:
