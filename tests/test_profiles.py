@@ -1057,3 +1057,21 @@ def test_static_probes_build_their_index_as_the_static_forms_do():
             assert not sliced, (probe.name, itype)
     (where,) = [p for p in OP_PROBES if p.name == "Where"]
     assert "Where" in {n.op_type for n in probe_model(where, False).graph.node}
+
+
+def test_rknn_s_profile_says_what_it_rounds_as_its_adapter_does():
+    """RKNN's int64 of rank 4 through float64: in the profile, and read back unchanged."""
+    from revseq.backends import adapter
+    from revseq.errors import ProfileError
+    from revseq.ops.targets import TARGETS
+    from revseq.ops.targets.profile import Profile
+
+    profile = TARGETS["rknn"]
+    declared = adapter("rknn").rounding
+    assert profile.rounding == tuple((t, r, how) for t, (r, how) in declared.items())
+    assert profile.rounding[0][:2] == ("int64", 4)
+    assert Profile.from_json(profile.to_json()) == profile
+    with pytest.raises(ProfileError, match="element type in rounding"):
+        Profile.from_json(
+            {**profile.to_json(), "rounding": {"int65": {"from_rank": 4, "how": ""}}}
+        )

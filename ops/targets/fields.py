@@ -48,6 +48,7 @@ KEYS = frozenset(
         "falls_back",
         "yields",
         "batch_leads",
+        "rounding",
         "device",
         "tuning",
         "domain",

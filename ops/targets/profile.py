@@ -39,6 +39,7 @@ from revseq.ops.targets.tuning import Tuning
 from revseq.ops.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
+    ELEMENT_TYPES,
     FINITE,
     FINITE_DOMAIN,
     GATHER_KINDS,
@@ -116,6 +117,9 @@ class Profile:
             lead is written over a view where it does (a Transpose each side, which the
             converter cancels against the model's own), so that the next layer (ncnn's
             LSTM) gets the blob of the rank it reads.
+        rounding: Element types it moves inexactly from some rank on, as (type, the
+            rank it starts at, what it does): RKNN moves int64 of rank 4 through
+            float64. The check says it beside a difference of that type there.
         members: For a combined profile, the profiles it was computed from.
         lean: Whether forms emitted for it take the lean index (``leaned``).
         device: The accelerator the backend's data lives on (``cuda``), None for the
@@ -143,6 +147,7 @@ class Profile:
     falls_back: bool = False
     yields: bool = False
     batch_leads: bool = False
+    rounding: tuple[tuple[str, int, str], ...] = ()
     members: tuple[Profile, ...] = ()
     lean: bool = False
     device: str | None = None
@@ -285,6 +290,8 @@ class Profile:
             data["yields"] = True
         if self.batch_leads:
             data["batch_leads"] = True
+        if self.rounding:
+            data["rounding"] = {t: {"from_rank": r, "how": how} for t, r, how in self.rounding}
         if self.device is not None:
             data["device"] = self.device
         if self.tuning is not None:
@@ -337,6 +344,14 @@ class Profile:
             falls_back=bool(data.get("falls_back", False)),
             yields=bool(data.get("yields", False)),
             batch_leads=bool(data.get("batch_leads", False)),
+            rounding=tuple(
+                (
+                    known(t, ELEMENT_TYPES, "element type in rounding"),
+                    int(r["from_rank"]),
+                    r["how"],
+                )
+                for t, r in data.get("rounding", {}).items()
+            ),
             device=data.get("device"),
             domain=None
             if data.get("domain") is None

@@ -250,5 +250,6 @@ def _profile(
         falls_back=declared.placed,
         yields=declared.yields,
         batch_leads=declared.batch_leads,
+        rounding=tuple((t, r, how) for t, (r, how) in declared.rounding.items()),
         device=declared.device,
     )
