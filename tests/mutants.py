@@ -25,7 +25,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _TREE = (
-    "ops", "passes", "src", "models", "tests", "docs", "pyproject.toml", "README.md",
+    "ops", "passes", "src", "models", "bench", "tests", "docs", "pyproject.toml", "README.md",
     "LICENSE",
 )  # fmt: skip
 _PYTEST = ["-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
