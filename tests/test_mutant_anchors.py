@@ -1,0 +1,24 @@
+"""Each hand-made mutant (``tests/mutants.py``) names code that is there, once.
+
+A refactoring moves the lines a mutant changes; its run then stops at that mutant. This
+says which, in the test run, before anyone waits for the mutants.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import mutants
+import pytest
+
+
+@pytest.mark.parametrize("mutant", mutants.MUTANTS, ids=lambda m: m.name)
+def test_the_mutant_s_anchor_occurs_once(mutant):
+    source = pathlib.Path(mutants.ROOT, mutant.path).read_text(encoding="utf-8")
+    assert source.count(mutant.old) == 1
+    assert (
+        mutant.aimed.split("::")[0]
+        and pathlib.Path(
+            mutants.ROOT, mutant.aimed.split("::")[0] if "/" in mutant.aimed else "tests"
+        ).exists()
+    )
