@@ -112,6 +112,50 @@ def probe_backend(
     say = progress or (lambda _: None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        probed = _Probed.run(name, backend, say)
+    forms = probed.forms()
+    measured = None
+    if keep is not None:
+        measured = _kept_costs(keep, forms)
+    timed_here = costs and adapter(name).untimed is None
+    if (keep is None or measured is not None) and timed_here:
+        # With kept costs, only what they lack (a form or class added since) is timed.
+        only = None if measured is None else _untimed(timed_forms(forms), measured)
+        if only is None or any(only.values()):
+            say(f"probe: {backend.label}: timing the forms")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                timed = form_costs(
+                    name, probed.ops_profile, forms, passes=passes, say=say, only=only
+                )
+            measured = _merged(measured or {}, timed)
+    profile = _profile(
+        name, backend, probed.ops, probed.types,
+        native=probed.native.failure is None, forms=forms, results=probed.results,
+    )  # fmt: skip
+    profile = dataclasses.replace(profile, costs=measured)
+    if measured is not None and timed_here:
+        profile = _with_layouts(
+            profile, keep if keep is not None and keep.costs else None, passes=passes, say=say
+        )
+    return profile, probed.results
+
+
+@dataclasses.dataclass(frozen=True)
+class _Probed:
+    """What the probes found on a backend: ops, types, forms, the native op."""
+
+    ops: list[ProbeResult]
+    types: list[ProbeResult]
+    ops_profile: Profile
+    form_results: list[ProbeResult]
+    clamping: list[ProbeResult]
+    finite: list[ProbeResult]
+    native: ProbeResult
+
+    @classmethod
+    def run(cls, name: str, backend: IsolatedBackend, say: Callable[[str], None]) -> _Probed:
+        """Every probe, in order: ops, element types, carriers, forms, the native op."""
         say(f"probe: {backend.label}: op probes")
         ops = run_op_probes(backend, float_output=not adapter(name).placed)
         say(f"probe: {backend.label}: element-type probes")
@@ -126,34 +170,27 @@ def probe_backend(
         # Where no exact form runs, a form exact on finite data is offered by name.
         finite = [] if exact else [run_finite_probe(backend, ops_profile)]
         native = run_native_probe(backend)
-    results = [*ops, *types, *form_results, *clamping, *finite, native]
-    forms = {
-        kind: frozenset(r.name for r in form_results if r.kind == kind and r.failure is None)
-        for kind in SHAPE_KINDS
-    }
-    if any(r.failure is None for r in finite):
-        forms[FINITE] = frozenset({ONE_HOT})
-    measured = None
-    if keep is not None:
-        measured = _kept_costs(keep, forms)
-    if (keep is None or measured is not None) and costs and adapter(name).untimed is None:
-        # With kept costs, only what they lack (a form or class added since) is timed.
-        only = None if measured is None else _untimed(timed_forms(forms), measured)
-        if only is None or any(only.values()):
-            say(f"probe: {backend.label}: timing the forms")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                timed = form_costs(name, ops_profile, forms, passes=passes, say=say, only=only)
-            measured = _merged(measured or {}, timed)
-    profile = _profile(
-        name, backend, ops, types, native=native.failure is None, forms=forms, results=results
-    )
-    profile = dataclasses.replace(profile, costs=measured)
-    if measured is not None and costs and adapter(name).untimed is None:
-        profile = _with_layouts(
-            profile, keep if keep is not None and keep.costs else None, passes=passes, say=say
-        )
-    return profile, results
+        return cls(ops, types, ops_profile, form_results, clamping, finite, native)
+
+    @property
+    def results(self) -> list[ProbeResult]:
+        """Every probe's result, as the profile's failures are read from them."""
+        return [
+            *self.ops, *self.types, *self.form_results, *self.clamping, *self.finite,
+            self.native,
+        ]  # fmt: skip
+
+    def forms(self) -> dict[str, frozenset[str]]:
+        """The forms that ran exactly, by shape kind (and ``finite`` where only it ran)."""
+        forms = {
+            kind: frozenset(
+                r.name for r in self.form_results if r.kind == kind and r.failure is None
+            )
+            for kind in SHAPE_KINDS
+        }
+        if any(r.failure is None for r in self.finite):
+            forms[FINITE] = frozenset({ONE_HOT})
+        return forms
 
 
 def _with_layouts(
