@@ -22,7 +22,7 @@ from revseq.ops.vocabulary import DOMAIN_KEY
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCES = sorted(
-    p for folder in ("src", "ops", "passes") for p in (ROOT / folder).rglob("*.py")
+    p for folder in ("src", "ops", "passes", "bench") for p in (ROOT / folder).rglob("*.py")
 )
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
