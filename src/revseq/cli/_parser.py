@@ -20,6 +20,7 @@ from revseq.cli._commands import (
     cmd_webgpu_setup,
 )
 from revseq.cli._probe import cmd_probe
+from revseq.cli._values import dim_sizes, input_shape, positive_int, tolerance, value_range
 from revseq.equivalence import WHOLE_MODEL_ATOL, WHOLE_MODEL_RTOL
 from revseq.ops.forms import FORMS
 
@@ -40,72 +41,6 @@ class _HelpFormat(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-def _at_least(convert: Callable[[str], float], least: float, what: str) -> Callable:
-    """An argument type: ``convert`` of the text, at least ``least`` (nan refused)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
-        if not value >= least:  # also refuses nan
-            raise argparse.ArgumentTypeError(f"must be at least {least}, got {text}")
-        return value
-
-    return parse
-
-
-_positive_int = _at_least(int, 1, "a whole number")
-_tolerance = _at_least(float, 0, "a number")
-
-
-def _numbers(text: str, convert: Callable[[str], float], what: str) -> list:
-    """``[1,2]`` or ``1,2`` as numbers."""
-    inner = text.strip().removeprefix("[").removesuffix("]")
-    parts = [p for p in inner.split(",") if p.strip()] if inner else []
-    try:
-        return [convert(p.strip()) for p in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
-
-
-def _named(text: str, example: str) -> tuple[str, str]:
-    """``NAME:REST``, split at the last colon (tf2onnx names inputs ``x:0``)."""
-    name, colon, rest = text.rpartition(":")
-    if not colon or not name:
-        raise argparse.ArgumentTypeError(f"expected {example}, got {text!r}")
-    return name, rest
-
-
-def _dim_sizes(text: str) -> dict[str, int]:
-    """``T=64,B=2``: sizes of symbolic dims by name."""
-    sizes = {}
-    for part in text.split(","):
-        name, equals, size = part.partition("=")
-        if not equals or not name.strip():
-            raise argparse.ArgumentTypeError(f"expected NAME=SIZE[,NAME=SIZE], got {text!r}")
-        sizes[name.strip()] = int(_at_least(int, 0, "a size")(size.strip()))
-    return sizes
-
-
-def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """``NAME:[64,2]`` (polygraphy's form) or ``NAME:64,2`` (onnxsim's)."""
-    name, rest = _named(text, "NAME:[D0,D1,...]")
-    dims = _numbers(rest.replace("x", ","), int, "a shape")
-    if any(d < 0 for d in dims):
-        raise argparse.ArgumentTypeError(f"a negative size in {text!r}")
-    return name, tuple(dims)
-
-
-def _value_range(text: str) -> tuple[str, tuple[float, float]]:
-    """``NAME:[LO,HI]``: the inclusive range of an input's generated values."""
-    name, rest = _named(text, "NAME:[LO,HI]")
-    bounds = _numbers(rest, float, "a range")
-    if len(bounds) != 2 or not bounds[0] <= bounds[1]:
-        raise argparse.ArgumentTypeError(f"expected NAME:[LO,HI] with LO <= HI, got {text!r}")
-    return name, (bounds[0], bounds[1])
-
-
 def _add_input_options(parser: argparse.ArgumentParser) -> None:
     """What the user gives of the inputs a check runs on; the rest is generated."""
     group = parser.add_argument_group(
@@ -122,7 +57,7 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--dims",
         action="append",
-        type=_dim_sizes,
+        type=dim_sizes,
         metavar="SYM=N[,SYM=N]",
         help="sizes of symbolic dims by name, e.g. --dims T=64,B=2",
     )
@@ -130,7 +65,7 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
         "--input-shapes",
         action="append",
         nargs="+",
-        type=_input_shape,
+        type=input_shape,
         metavar="NAME:[D0,D1]",
         help="shapes of inputs, e.g. --input-shapes ids:[64,2] lens:[2]",
     )
@@ -138,7 +73,7 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
         "--val-range",
         action="append",
         nargs="+",
-        type=_value_range,
+        type=value_range,
         metavar="NAME:[LO,HI]",
         help="inclusive range of an input's generated values, e.g. --val-range ids:[0,99]",
     )
@@ -146,7 +81,7 @@ def _add_input_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_check_options(parser: argparse.ArgumentParser, *, trials: int = 3) -> None:
     parser.add_argument(
-        "--trials", type=_positive_int, default=trials, help="random input sets (>= 1)"
+        "--trials", type=positive_int, default=trials, help="random input sets (>= 1)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed for the random inputs")
 
@@ -256,7 +191,7 @@ def _add_inline(commands, common: argparse.ArgumentParser) -> None:
         "--overwrite-input-shape",
         action="append",
         nargs="+",
-        type=_input_shape,
+        type=input_shape,
         metavar="NAME:[D0,D1]",
         help="fix inputs' sizes first, and every symbol they bind (as onnxsim does), for "
         "runtimes that build for fixed shapes (rknn, ncnn, x2paddle); --check then runs "
@@ -318,7 +253,7 @@ def _add_check(commands, common: argparse.ArgumentParser) -> None:
     for kind, default in (("relative", WHOLE_MODEL_RTOL), ("absolute", WHOLE_MODEL_ATOL)):
         check.add_argument(
             f"--{kind[0]}tol",
-            type=_tolerance,
+            type=tolerance,
             default=default,
             help=f"{kind} tolerance of --whole-model (0 for exact equality)",
         )
@@ -388,7 +323,7 @@ def _add_probe(commands, common: argparse.ArgumentParser) -> None:
     )
     probe.add_argument(
         "--passes",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         metavar="N",
         help="time each cost case in N passes of fresh runners, the median counting "
