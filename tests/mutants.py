@@ -71,6 +71,30 @@ MUTANTS = (
         "test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on",
     ),
     Mutant(
+        "ncnn: every batch-1 time-major flip over a batch-leading view, whatever reads it",
+        "passes/inline/simplify.py",
+        "        and all(use.node.op_type in _BATCH_DROPPING_READERS for use in readers)",
+        "        and True",
+        aimed="tests/test_tf_models.py::"
+        "test_ncnn_target_writes_a_time_major_flip_with_the_batch_leading",
+    ),
+    Mutant(
+        "fixed shapes: computed shapes never folded",
+        "passes/graph/inference.py",
+        "    if _inputs_fixed(model) and not _all_static(found[0]):",
+        "    if False:",
+        aimed="tests/test_tf_models.py::"
+        "test_ncnn_target_at_fixed_shapes_writes_each_flip_as_one_slice",
+    ),
+    Mutant(
+        "profile: the rank RKNN's rounding starts at read one off",
+        "ops/targets/profile.py",
+        '                    int(r["from_rank"]),',
+        '                    int(r["from_rank"]) + 1,',
+        aimed="tests/test_profiles.py::"
+        "test_rknn_s_profile_says_what_it_rounds_as_its_adapter_does",
+    ),
+    Mutant(
         "restore: a flip of data of unknown rank proven at no rank",
         "passes/restore/full_reversals.py",
         '        if dims is not None\n        else [[f"rank{rank}_dim{axis}"',
