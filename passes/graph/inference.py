@@ -115,13 +115,13 @@ def infer_types(
             folded = _types_of(_inferred(_folded(proto)))
         except Exception as e:  # the folding or its inference: keep what onnx found
             logger.info("shape inference after folding failed: %s", e)
-        else:
-            for table, more in zip(found, folded, strict=True):
-                table.update({k: v for k, v in more.items() if k not in table})
-            shapes = found[0]
+        else:  # the folded copy's dims where they say more: static, or known at all
+            shapes, dtypes = found
             for name, dims in folded[0].items():
-                if not _static(shapes[name]) and _static(dims):
+                if name not in shapes or (_static(dims) and not _static(shapes[name])):
                     shapes[name] = dims
+            for name, dtype in folded[1].items():
+                dtypes.setdefault(name, dtype)
     return found
 
 
