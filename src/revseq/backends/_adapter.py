@@ -95,7 +95,8 @@ class Adapter:
         survives_failures: A model that failed leaves it as it was: its worker process
             is kept after one (a crash still ends it).
         own_process: It runs in a worker process even where a test could run it in
-            its own (OpenCV: its state leaks across models).
+            its own (OpenCV: cv2 imported beside onnxruntime in one process has
+            crashed).
         builds_for_shapes: It builds the model for the input sizes it is run at:
             symbolic dims are static there, shape arithmetic folded at build.
         batch_leads: Its converter takes a leading axis of size 1 for the batch

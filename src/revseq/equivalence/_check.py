@@ -175,7 +175,7 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
     given, sets = given_inputs(inputs, dims, input_shapes, value_ranges)
     domain = declared_domain(cand)  # a candidate exact on finite data only is drawn such
     specials = not whole_model and domain is None
-    generator = _generator(ref, cand, given, seed, whole_model=whole_model)
+    generator = _generator(ref, cand, given, seed, whole_model=whole_model, specials=specials)
     input_sets = _input_sets(generator, sets, trials)
     engine = Engine(backend)  # a backend that is not installed fails here, first
     tolerance = (rtol, atol) if whole_model else None
@@ -269,12 +269,13 @@ def _generator(
     seed: int,
     *,
     whole_model: bool,
+    specials: bool,
 ) -> InputGenerator:
-    """What generates the inputs: finite data across runtimes or for a finite CAND.
+    """What generates the inputs, the finite ones where ``specials`` is off.
 
-    Everywhere else the data holds NaN payloads, -0.0 and infinities too.
+    With ``specials``, data also holds NaN payloads, -0.0 and infinities; without
+    (across runtimes, or for a CAND exact on finite data only), finite values.
     """
-    specials = not whole_model and declared_domain(cand) is None
     return InputGenerator(
         [ref, cand],
         seed=seed,
