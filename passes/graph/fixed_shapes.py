@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import onnx_ir as ir
 
 from revseq.errors import RevseqError
+from revseq.passes.graph.scopes import run_time_inputs
 
 
 class FixInputShapesPass(ir.passes.InPlacePass):
@@ -34,7 +35,7 @@ class FixInputShapesPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Fix the given inputs' shapes and the symbols they bind."""
         graph = model.graph
-        inputs = {v.name: v for v in graph.inputs if v.name not in graph.initializers}
+        inputs = {v.name: v for v in run_time_inputs(graph)}
         symbols: dict[str, int] = {}
         for name, sizes in self.shapes.items():
             value = inputs.get(name)

@@ -21,7 +21,7 @@ import onnx.shape_inference
 import onnx_ir as ir
 from onnxscript import optimizer
 
-from revseq.passes.graph.scopes import walk
+from revseq.passes.graph.scopes import run_time_inputs, walk
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def _static(dims: tuple[Dim, ...]) -> bool:
 
 
 def _inputs_fixed(model: ir.Model) -> bool:
-    inputs = [v for v in model.graph.inputs if v.name not in model.graph.initializers]
+    inputs = run_time_inputs(model.graph)
     return bool(inputs) and all(v.shape is not None and v.shape.is_static() for v in inputs)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ScopedNode", "constants_graph", "opset_version", "walk"]
+__all__ = ["ScopedNode", "constants_graph", "opset_version", "run_time_inputs", "walk"]
 
 import dataclasses
 from collections.abc import Iterator
@@ -73,3 +73,8 @@ def constants_graph(model: ir.Model, scoped: ScopedNode) -> ir.Graph | None:
     if graph is model.graph and model.ir_version >= _CONSTANT_INITIALIZERS_IR:
         return graph
     return None
+
+
+def run_time_inputs(graph: ir.Graph) -> list[ir.Value]:
+    """The graph's inputs fed when it runs: those no initializer gives a value."""
+    return [v for v in graph.inputs if v.name not in graph.initializers]
