@@ -524,11 +524,22 @@ MUTANTS = (
         "test_constant_lengths_become_slices_where_no_gather_runs",
     ),
     Mutant(
-        "a form's declared gathers out of step with what it emits",
-        "ops/forms/_rows.py",
-        '        return frozenset({"GatherND"})\n    return frozenset({"Gather"})',
-        '        return frozenset({"Gather"})\n    return frozenset({"Gather"})',
-        aimed="tests/test_planner.py::test_a_form_says_what_it_uses_as_it_emits_it",
+        "an index lack raised while the form is traced",
+        "ops/forms/_emit.py",
+        "    if noted is None:\n        raise StrategyError(reason)",
+        "    if noted is None or noted is not None:\n        raise StrategyError(reason)",
+        aimed="tests/test_planner.py::"
+        "test_what_a_form_does_with_the_data_is_seen_whatever_its_index_lacks",
+    ),
+    Mutant(
+        "what the index lacked said before the gathers that move no such data",
+        "passes/inline/planner.py",
+        "    reason = reason or _why_gathers_misfit(sig, strategy, found.gathers, profile)\n"
+        "    reason = reason or (lacks[0] if lacks else None)",
+        "    reason = reason or (lacks[0] if lacks else None)\n"
+        "    reason = reason or _why_gathers_misfit(sig, strategy, found.gathers, profile)",
+        aimed="tests/test_planner.py::"
+        "test_a_target_that_moves_no_such_data_is_told_so_before_what_the_index_lacks",
     ),
 )
 

@@ -23,13 +23,14 @@ __all__ = [
     "check_strategy",
     "FORMS",
     "Form",
-    "declared_uses",
     "emit",
+    "noting_lacks",
     "gather_elements",
     "gather_nd",
     "reverse_all",
     "reversing_slice_variants",
     "runtime_index_lack",
+    "view_kinds",
 ]
 
 import dataclasses
@@ -44,6 +45,7 @@ from revseq.ops.forms._emit import (
     const,
     dim_vector,
     iota,
+    noting_lacks,
     pad_trailing,
     runtime_index_lack,
     shape_of,
@@ -51,13 +53,13 @@ from revseq.ops.forms._emit import (
 )
 from revseq.ops.forms._index import int64_arithmetic, source_index, typed_source_index
 from revseq.ops.forms._layout import gathers_matrix
-from revseq.ops.forms._matrix import gather_matrix, matrix_gathers
+from revseq.ops.forms._matrix import gather_matrix
 from revseq.ops.forms._one_hot import reverse_by_one_hot
-from revseq.ops.forms._rows import gather_rows, needs_allowzero, rows_gathers, rows_view_ops
+from revseq.ops.forms._rows import ROW_VIEW, gather_rows, needs_allowzero
 from revseq.ops.forms._slices import (
+    SLICES_VIEW,
     reverse_by_slices,
     reversing_slice_variants,
-    slices_view_ops,
 )
 from revseq.ops.signature import OpBuilder, Signature
 from revseq.ops.vocabulary import (
@@ -134,29 +136,24 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
     return op.GatherND(data, index, batch_dims=batch_dims)
 
 
-def _elements_gathers(sig: Signature) -> frozenset[str]:
-    return matrix_gathers(sig) if gathers_matrix(sig) else frozenset({"GatherElements"})
-
-
 @dataclasses.dataclass(frozen=True)
 class Form:
-    """A named decomposition, the opset it needs and the gathers that move its data.
+    """A named decomposition, the opset it needs and the op kinds of its view of the data.
 
     ``min_opset`` is what the form needs at best; ``needs`` raises it for a signature
-    where the form emits something newer (``gather_rows``' ``allowzero``). Without
-    emitting the form, ``gathers`` says which gather kinds (``GatherElements:flat``
-    among them) move the data for a signature, and ``view_ops`` which op types and
-    variants its view of the data takes: most forms a target cannot run are turned
-    away on these alone.
+    where the form emits something newer (``gather_rows``' ``allowzero``). What a form
+    uses is read from what it emits (``passes.inline.templates.emitted``); ``view``
+    names which of those op types and variants make its view of the data (reshaped,
+    flattened, sliced): what most often decides whether the form fits a target, so the
+    planner checks them first.
     """
 
     name: str
     build: Callable[[OpBuilder, ir.Value, ir.Value, Signature], ir.Value]
     min_opset: int
     description: str
-    gathers: Callable[[Signature], frozenset[str]]
     needs: Callable[[Signature], int] | None = None
-    view_ops: Callable[[Signature], frozenset[str]] = lambda sig: frozenset()
+    view: frozenset[str] = frozenset()
 
     def available(self, sig: Signature) -> str | None:
         """None if the form fits ``sig``, else the reason it does not."""
@@ -174,23 +171,20 @@ FORMS: dict[str, Form] = {
             gather_elements,
             11,
             "GatherElements with a data-sized index (the canonical form)",
-            _elements_gathers,
         ),
         Form(
             GATHER_ND,
             gather_nd,
             11,
             "GatherND gathering whole rows with (time, batch) index tuples",
-            lambda sig: frozenset({"GatherND"}),
         ),
         Form(
             GATHER_ROWS,
             gather_rows,
             11,
             "Gather of whole rows of a flattened [rows, rest] view",
-            rows_gathers,
             needs=lambda sig: 14 if needs_allowzero(sig) else 11,
-            view_ops=rows_view_ops,
+            view=ROW_VIEW,
         ),
     )
 }
@@ -216,7 +210,6 @@ _FULL_LENGTHS = Form(
     reverse_all,
     11,
     "Gather along time at T-1 .. 0",
-    lambda sig: frozenset({"Gather"}),
 )
 
 
@@ -225,8 +218,7 @@ _BY_SLICES = Form(
     reverse_by_slices,
     10,
     "constant lengths as slices of the data: no index",
-    lambda sig: frozenset(),
-    view_ops=slices_view_ops,
+    view=SLICES_VIEW,
 )
 
 
@@ -236,7 +228,6 @@ _BY_ONE_HOT = Form(
     11,
     "a product with a 0/1 matrix computed from the lengths in float32: exact on finite "
     "data without -0.0 only",
-    lambda sig: frozenset(),
 )
 
 
@@ -257,29 +248,31 @@ def check_strategy(strategy: str) -> None:
         )
 
 
-def _fitting_form(strategy: str, sig: Signature) -> Form:
-    """The named form, where ``sig``'s opset has what it needs."""
+def _named_form(strategy: str) -> Form:
+    """The form ``strategy`` names (one of the planner's own among them)."""
     form = _OWN_FORMS.get(strategy) or FORMS.get(strategy)
     if form is None:
         check_strategy(strategy)
         raise StrategyError(f"strategy {strategy!r} names no form: the planner picks one")
+    return form
+
+
+def _fitting_form(strategy: str, sig: Signature) -> Form:
+    """The named form, where ``sig``'s opset has what it needs."""
+    form = _named_form(strategy)
     reason = form.available(sig)
     if reason is not None:
         raise StrategyError(reason)
     return form
 
 
-def declared_uses(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(the gather kinds that move the data, the view's op types) of a form, unemitted.
-
-    The op types are some of those the form emits for ``sig`` (its view of the data),
-    the gathers all of those that move the data.
+def view_kinds(strategy: str) -> frozenset[str]:
+    """The op types and variants that make the named form's view of the data.
 
     Raises:
-        StrategyError: The form does not fit ``sig`` (an unknown name, too old an opset).
+        StrategyError: ``strategy`` names no form.
     """
-    form = _fitting_form(strategy, sig)
-    return form.gathers(sig), form.view_ops(sig)
+    return _named_form(strategy).view
 
 
 def emit(

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from revseq.errors import StrategyError
 from revseq.ops.forms._axes import axis_grid, product_of_dims
 from revseq.ops.forms._emit import (
     affine,
@@ -26,6 +25,7 @@ from revseq.ops.forms._emit import (
     const,
     dim_vector,
     iota,
+    lacking,
     lengths_in_range,
     place_along,
     select_source,
@@ -199,7 +199,7 @@ def typed_source_index(
         return src, np.int32
     folds = sig.lens is not None and sig.lead_dims() is not None  # a constant index
     if not int64_arithmetic(sig) and not folds:
-        raise StrategyError(
+        lacking(
             "the source index needs int64 arithmetic (its values may not fit in int32), "
             "which the target lacks"
         )
@@ -218,9 +218,8 @@ def _as_int64_factor(op: OpBuilder, value: ir.Value | None, sig: Signature) -> i
     if value is None or value.const_value is not None or sig.target_has(MUL_DIM):
         return value
     if not sig.target_has("ConstantOfShape", "ReduceSum"):
-        raise StrategyError(
-            "a run-time stride needs Mul by a dim (Mul:dim) or ConstantOfShape+ReduceSum"
-        )
+        lacking("a run-time stride needs Mul by a dim (Mul:dim) or ConstantOfShape+ReduceSum")
+        return value
     ones = op.ConstantOfShape(value, value=ir.Tensor(np.array([1], np.int64)))
     return op.ReduceSum(ones, keepdims=1)
 

@@ -9,7 +9,7 @@ on a matrix), static rows are gathered as the 1-D view, by a flat index.
 
 from __future__ import annotations
 
-__all__ = ["flat_gather", "flat_gathers", "gather_matrix", "matrix_gathers"]
+__all__ = ["flat_gather", "gather_matrix"]
 
 import dataclasses
 
@@ -20,7 +20,6 @@ from revseq.ops.forms._emit import const, squeeze, unsqueeze
 from revseq.ops.forms._index import row_index, source_index
 from revseq.ops.forms._layout import transposes_data
 from revseq.ops.signature import OpBuilder, Signature
-from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS
 
 
 def gather_matrix(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
@@ -44,20 +43,6 @@ def gather_matrix(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature)
     else:
         gathered = _gather_time(op, matrix, lens, matrix_sig)
     return unsqueeze(op, gathered, trailing, sig)
-
-
-def matrix_gathers(sig: Signature) -> frozenset[str]:
-    """The gathers :func:`gather_matrix` moves the data with, for ``sig``."""
-    if sig.gather_moves_data("GatherElements"):
-        return frozenset({"GatherElements"})
-    dims = sig.static_dims()
-    assert dims is not None, "a flat view needs static dims"
-    return flat_gathers(dims)
-
-
-def flat_gathers(shape: tuple[int, ...]) -> frozenset[str]:
-    """The gathers :func:`flat_gather` moves data of ``shape`` with (none where empty)."""
-    return frozenset() if 0 in shape else frozenset({FLAT_GATHER_ELEMENTS})
 
 
 def _gather_time(op: OpBuilder, matrix: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:

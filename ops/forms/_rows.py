@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["gather_rows", "needs_allowzero", "rows_gathers", "rows_view_ops"]
+__all__ = ["ROW_VIEW", "gather_rows", "needs_allowzero"]
 
 from typing import Literal
 
@@ -13,9 +13,13 @@ from revseq.ops.forms._axes import product_of_dims
 from revseq.ops.forms._emit import const, dims_read, shape_of, unsqueeze
 from revseq.ops.forms._index import row_index
 from revseq.ops.forms._layout import gathers_flat, gathers_matrix
-from revseq.ops.forms._matrix import flat_gather, flat_gathers, gather_matrix, matrix_gathers
+from revseq.ops.forms._matrix import flat_gather, gather_matrix
 from revseq.ops.signature import OpBuilder, Signature
 from revseq.ops.vocabulary import RESHAPE_ALLOWZERO, RESHAPE_VIEW
+
+ROW_VIEW = frozenset({"Flatten", "Reshape", RESHAPE_ALLOWZERO, RESHAPE_VIEW})
+"""What :func:`gather_rows`' view of the data may take: the Flatten or Reshape into rows
+and any Reshape back (their ``allowzero`` variants)."""
 
 
 def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
@@ -78,38 +82,6 @@ def gather_rows(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -
     if not _reshapes_back(sig, view_kind):
         return gathered  # the view kept the trailing dims: the data's shape already
     return op.Reshape(gathered, shape_of(op, data), allowzero=1)  # a run-time 0 must survive
-
-
-def rows_gathers(sig: Signature) -> frozenset[str]:
-    """The gathers :func:`gather_rows` moves the data with, for ``sig``."""
-    if gathers_matrix(sig):
-        return matrix_gathers(sig)
-    if gathers_flat(sig):
-        shape = sig.static_dims()
-        assert shape is not None
-        return flat_gathers(shape)
-    if sig.dtype in (ir.DataType.STRING, None):
-        return frozenset({"GatherND"})
-    return frozenset({"Gather"})
-
-
-def rows_view_ops(sig: Signature) -> frozenset[str]:
-    """The op types and variants :func:`gather_rows`' view of the data emits, for ``sig``.
-
-    The Flatten or Reshape into rows and any Reshape back (their ``allowzero``
-    variants): what most often decides whether the row form fits a target.
-    """
-    if gathers_matrix(sig) or gathers_flat(sig):
-        return frozenset()
-    view_kind = _row_view(sig)
-    ops = {"Flatten"} if view_kind == "flatten" else {"Reshape"}
-    if view_kind == "static" and 0 in (sig.static_dims() or ()):
-        ops.add(RESHAPE_ALLOWZERO)
-    if view_kind == "read":
-        ops.add(RESHAPE_VIEW)
-    if _reshapes_back(sig, view_kind):
-        ops |= {"Reshape", RESHAPE_ALLOWZERO}
-    return frozenset(ops)
 
 
 def _static_trailing(sig: Signature) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["reverse_by_slices", "reversing_slice_variants", "slices_view_ops"]
+__all__ = ["SLICES_VIEW", "reverse_by_slices", "reversing_slice_variants"]
 
 import numpy as np
 import onnx_ir as ir
@@ -25,6 +25,12 @@ from revseq.ops.vocabulary import (
     REVERSING_SLICE_HIGH_RANK,
     SLICE_DATA,
 )
+
+SLICES_VIEW = frozenset(
+    {SLICE_DATA, CONCAT_DATA, REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK, "Reshape"}
+)
+"""What :func:`reverse_by_slices` may take: Slices of the data, a Concat, and over a
+rank-3 view (``_rank3_view``) its Reshapes."""
 
 _FIRST = np.iinfo(np.int64).min  # a step -1 Slice's end: before the first step
 _LAST = np.iinfo(np.int64).max
@@ -101,16 +107,6 @@ def reversing_slice_variants(sig: Signature) -> frozenset[str]:
     if sig.rank is None or sig.rank > 3:
         return frozenset({REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK})
     return frozenset({REVERSING_SLICE})
-
-
-def slices_view_ops(sig: Signature) -> frozenset[str]:
-    """What :func:`reverse_by_slices` needs of a target: Slices of the data, a Concat.
-
-    Over a rank-3 view (``_rank3_view``), Reshapes and the Slice of rank 3.
-    """
-    if _rank3_view(sig) is not None:
-        return frozenset({SLICE_DATA, CONCAT_DATA, REVERSING_SLICE, "Reshape"})
-    return frozenset({SLICE_DATA, CONCAT_DATA}) | reversing_slice_variants(sig)
 
 
 def _rank3_view(sig: Signature) -> tuple[int, int, int] | None:

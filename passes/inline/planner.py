@@ -3,10 +3,10 @@
 The planner is the one place that reads a target's capabilities: it copies the op types
 and variants the profile allows into the node's :class:`Signature` (forms read only the
 signature, and say "does not fit" by raising :class:`StrategyError`), tries the
-candidate forms in ``auto``'s order (``ranking``), turns away those whose data gathers
-and views (each form says which, unemitted: ``forms.declared_uses``) the target cannot
-run, records the others once (``templates.recorded``) and checks what they hold (op
-types, the gathers that move the data and the types they move) against the profile.
+candidate forms in ``auto``'s order (``ranking``), records each once
+(``templates.recorded``) and checks what it holds against the profile: its view of the
+data (the op kinds ``Form.view`` names), the gathers that move the data and the types
+they move, then every op type it emits.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from revseq.passes.graph.scopes import ScopedNode
 from revseq.passes.inline.ranking import auto_order, cost_class, in_place, is_dynamic
 from revseq.passes.inline.refusal import refusal
 from revseq.passes.inline.simplify import batch_leading
-from revseq.passes.inline.templates import emitted, recorded
+from revseq.passes.inline.templates import recorded, traced, uses
 
 STRATEGIES = forms.STRATEGIES
 """The names ``strategy=`` accepts (``revseq.ops.forms.STRATEGIES``)."""
@@ -187,18 +187,17 @@ def _why_not_fitting(
     """
     dynamic = is_dynamic(sig)
     try:
-        # What the form says it uses (its data gathers, its view): most misfits end
-        # here, unemitted.
-        gathers, view_ops = forms.declared_uses(sig, strategy)
-        reason = _why_ops_missing(sig, strategy, view_ops, profile, dynamic=dynamic)
-        reason = reason or _why_gathers_misfit(sig, strategy, gathers, profile)
-        if reason is not None:
-            return reason
-        used, moving = emitted(sig, strategy)
+        template, lacks = traced(sig, strategy)
     except StrategyError as e:
         return str(e)
-    reason = _why_ops_missing(sig, strategy, used, profile, dynamic=dynamic)
-    reason = reason or _why_gathers_misfit(sig, strategy, moving, profile)  # as emitted
+    found = uses(template, sig)
+    # Its view of the data first (what most often decides), then the gathers that move
+    # the data, then what its index lacked, then everything else it emits.
+    view = found.view & forms.view_kinds(strategy)
+    reason = _why_ops_missing(sig, strategy, view, profile, dynamic=dynamic)
+    reason = reason or _why_gathers_misfit(sig, strategy, found.gathers, profile)
+    reason = reason or (lacks[0] if lacks else None)
+    reason = reason or _why_ops_missing(sig, strategy, found.ops, profile, dynamic=dynamic)
     if reason is not None:
         return reason
     shapes = DYNAMIC if dynamic else STATIC

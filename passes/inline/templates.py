@@ -1,21 +1,22 @@
 """A form as emitted once for a signature, and what the emitted nodes hold.
 
-The planner records each candidate form once (:func:`recorded`: a replayable
-:class:`Template`), checks what it holds against the target's profile
-(:func:`emitted`: the op types and variants it uses, the gathers that move the data),
-and inline replays the template for every node of that signature.
+The planner emits each candidate form once (:func:`traced`: a :class:`Template`, and
+what the form lacked to compute its index), checks what it holds against the target's
+profile (:func:`uses`: the op types and variants, the gathers that move the data), and
+inline replays the template (:func:`recorded`) for every node of that signature.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["emitted", "gather_kind", "recorded"]
+__all__ = ["Uses", "emitted", "gather_kind", "recorded", "traced", "uses"]
 
 import functools
 
 import onnx_ir as ir
 
+from revseq.errors import StrategyError
 from revseq.ops import forms
 from revseq.ops.signature import Signature
 from revseq.ops.vocabulary import (
@@ -34,16 +35,41 @@ from revseq.passes.graph.builder import Template
 
 
 @functools.lru_cache(maxsize=1024)
+def traced(sig: Signature, strategy: str) -> tuple[Template, tuple[str, ...]]:
+    """The form emitted for ``sig`` once, and what it lacked to compute its index.
+
+    A lack does not stop the emission (``forms.noting_lacks``): the template still shows
+    the form's view of the data and its gathers. Without lacks it is the form as
+    inline replays it.
+
+    Raises:
+        StrategyError: The form does not fit ``sig`` whatever the index (a name, an
+            opset, a precondition of the form).
+    """
+    with forms.noting_lacks() as lacks:
+        template = Template.record(
+            lambda op, data, lens: forms.emit(op, data, lens, sig, strategy)
+        )
+    return template, tuple(lacks)
+
+
+@functools.lru_cache(maxsize=1024)
 def recorded(sig: Signature, strategy: str, back_to: ir.DataType | None = None) -> Template:
     """The form emitted for ``sig``, once: the planner inspects it, inline replays it.
 
     With ``back_to``, ``sig`` holds the carrier type: the data is cast to it first and
     the result back to ``back_to``.
+
+    Raises:
+        StrategyError: The form does not fit ``sig``.
     """
+    if back_to is None:
+        template, lacks = traced(sig, strategy)
+        if lacks:
+            raise StrategyError(lacks[0])
+        return template
 
     def emit(op, data, lens):
-        if back_to is None:
-            return forms.emit(op, data, lens, sig, strategy)
         reversed_ = forms.emit(op, op.Cast(data, to=sig.dtype), lens, sig, strategy)
         return op.Cast(reversed_, to=back_to)
 
@@ -53,43 +79,81 @@ def recorded(sig: Signature, strategy: str, back_to: ir.DataType | None = None) 
 def emitted(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[str]]:
     """(op types and variants, the gathers that move the data) of the form for ``sig``.
 
+    Raises:
+        StrategyError: The form does not fit ``sig``.
+    """
+    found = uses(recorded(sig, strategy), sig)
+    return found.ops, found.gathers
+
+
+@dataclasses.dataclass(frozen=True)
+class Uses:
+    """What a template holds, in a profile's names.
+
+    ``ops``: its op types and variants; ``gathers``: the gathers that move the data;
+    ``view``: the op types and variants on the data's way to the output, gathers aside
+    (the Flatten or Reshape into rows, the Slices, the Reshape back).
+    """
+
+    ops: frozenset[str]
+    gathers: frozenset[str]
+    view: frozenset[str]
+
+
+def uses(template: Template, sig: Signature) -> Uses:
+    """What ``template``, emitted for ``sig``, holds.
+
     GatherND with ``batch_dims > 0``, Reshape with ``allowzero=1``, a Gather of the data
     by a constant index of two or more dims (constant lengths) and a Clip read through
     Casts count as their variants too: backends differ on them (one reads a constant
     Gather index of two dims as a flat list: docs/backends.md).
-
-    Raises:
-        StrategyError: The form does not fit ``sig``.
     """
-    used = set()
-    moving = set()
-    template = recorded(sig, strategy)
+    ops: set[str] = set()
+    gathers: set[str] = set()
+    view: set[str] = set()
     pieces = {id(template.data): sig.rank}  # the data and pieces of it, moved: their ranks
+    path = {id(template.data)}  # the data and what is made of it, first input by first
     for node in template.nodes:
-        moved = _moves_pieces(node, pieces)
-        if moved is not None:
-            used.add(moved)
-            rank = _rank_after(node, pieces)
-            pieces.update((id(o), rank) for o in node.outputs)
-        else:
-            used.add(CLIP_CAST if _clip_cast(node) else node.op_type)
-        if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
-            used.add(GATHER_ND_BATCH_DIMS)
-        if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
-            used.add(_allowzero_variant(node))
-        if node.op_type == "Slice" and _reverses(node):
-            rank = pieces.get(id(node.inputs[0]), sig.rank)  # a view of the data: its own
-            used.update(forms.reversing_slice_variants(dataclasses.replace(sig, rank=rank)))
+        kinds = _kinds(node, pieces, sig)
+        ops |= kinds
         source = node.inputs[0] if node.inputs else None
+        on_path = source is not None and id(source) in path
+        if on_path:
+            path.update(id(o) for o in node.outputs)
         looks_up = (
             source is None or source.const_value is not None or source is template.lengths
         )
         if node.op_type in GATHERS and not looks_up:  # not in a table, not the lengths
-            moving.add(gather_kind(node))
+            gathers.add(gather_kind(node))
             index = node.inputs[1] if len(node.inputs) > 1 else None
             if node.op_type == "Gather" and _constant_of_rank(index, at_least=2):
-                used.add(GATHER_CONSTANT_INDEX)
-    return frozenset(used), frozenset(moving)
+                ops.add(GATHER_CONSTANT_INDEX)
+        elif on_path:
+            view |= kinds
+    return Uses(frozenset(ops), frozenset(gathers), frozenset(view))
+
+
+def _kinds(node: ir.Node, pieces: dict[int, int | None], sig: Signature) -> set[str]:
+    """The op type and variants ``node`` counts as.
+
+    Where it moves pieces of the data, its outputs join ``pieces``.
+    """
+    kinds = set()
+    moved = _moves_pieces(node, pieces)
+    if moved is not None:
+        kinds.add(moved)
+        rank = _rank_after(node, pieces)
+        pieces.update((id(o), rank) for o in node.outputs)
+    else:
+        kinds.add(CLIP_CAST if _clip_cast(node) else node.op_type)
+    if node.op_type == "GatherND" and node.attributes.get_int("batch_dims", 0):
+        kinds.add(GATHER_ND_BATCH_DIMS)
+    if node.op_type == "Reshape" and node.attributes.get_int("allowzero", 0):
+        kinds.add(_allowzero_variant(node))
+    if node.op_type == "Slice" and _reverses(node):
+        rank = pieces.get(id(node.inputs[0]), sig.rank)  # a view of the data: its own
+        kinds.update(forms.reversing_slice_variants(dataclasses.replace(sig, rank=rank)))
+    return kinds
 
 
 def gather_kind(gather: ir.Node) -> str:
