@@ -474,9 +474,9 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
     The forms put the broadcast operand on the "then" side; the old select is wrong there.
     """
     backend = backend_or_skip("mnn")
-    from revseq.measure._op_probes import OP_PROBES
-    from revseq.measure._probe_models import probe_inputs, probe_model
-    from revseq.measure._probe_runs import reference
+    from revseq.probe._models import probe_inputs, probe_model
+    from revseq.probe._ops import OP_PROBES
+    from revseq.probe._runs import reference
 
     probe = next(p for p in OP_PROBES if p.name == "Where:broadcast_else")
     model = probe_model(probe, False)
@@ -494,10 +494,10 @@ def test_the_flatten_probe_runs_empty_data_and_openvino_gets_another_view(name):
     truth from onnxruntime there (onnx's reference cannot Flatten them): OpenVINO 2026.4
     flattens [0, 3, 3] to [0, 9], so its row form views such data as [rows, *trailing]."""
     backend = backend_or_skip(name)
-    from revseq.measure._op_probes import OP_PROBES
-    from revseq.measure._probe_models import probe_inputs, probe_model
-    from revseq.measure._probe_runs import reference, run_exact
-    from revseq.measure._probe_text import EMPTY_SIZES
+    from revseq.probe._models import probe_inputs, probe_model
+    from revseq.probe._ops import OP_PROBES
+    from revseq.probe._runs import reference, run_exact
+    from revseq.probe._text import EMPTY_SIZES
 
     probe = next(p for p in OP_PROBES if p.name == "Flatten")
     model = probe_model(probe, True)
@@ -614,7 +614,7 @@ def test_a_profile_keeps_its_failure_lines_from_one_probe_to_the_next():
     """IREE compiles in a temporary folder and WebGPU's page is served on a free port:
     the failure lines a profile records name neither, so that writing it again changes
     no line that did not change."""
-    from revseq.measure._probe_text import stable_line as _stable
+    from revseq.errors import stable_line as _stable
 
     iree = "error: /tmp/tmpyv4d1k9q/model.mlir:7:10: failed to legalize"
     webgpu = "at S (http://127.0.0.1:41777/dist/ort.webgpu.min.mjs:7:3301)"

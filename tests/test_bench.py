@@ -457,7 +457,7 @@ def test_the_floor_is_the_backend_s_neg_where_it_runs_no_identity():
 
 def test_a_page_is_in_a_type_the_backend_s_target_moves_and_cells_stay_short():
     from bench import _backend_bench as bb
-    from revseq.measure._probe_text import stable_line
+    from revseq.errors import stable_line
 
     assert {c.dtype for c in bb.backend_suite("onnxruntime")} == {"float32"}
     assert {c.dtype for c in bb.backend_suite("rknn")} == {"float32"}  # to float16 storage

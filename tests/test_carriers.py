@@ -187,7 +187,7 @@ def test_onnxruntime_runs_every_round_trip_exactly():
     """The probe of the carriers on the control: every type's round trip, extremes
     included, through each gather that moves the carrier there."""
     from revseq.backends import get
-    from revseq.measure._probe_runs import run_carrier_probes, run_dtype_probes
+    from revseq.probe._runs import run_carrier_probes, run_dtype_probes
 
     backend = get("onnxruntime")
     results = run_carrier_probes(backend, run_dtype_probes(backend))

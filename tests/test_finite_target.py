@@ -166,7 +166,7 @@ def test_a_profile_names_its_finite_forms_and_reads_back():
 
 def test_the_finite_probe_certifies_the_form_on_a_backend_that_runs_it():
     from revseq.backends import get
-    from revseq.measure._probe_runs import run_finite_probe
+    from revseq.probe._runs import run_finite_probe
 
     result = run_finite_probe(get("onnxruntime"), TARGETS["onnxruntime"])
     assert result.failure is None and result.kind == FINITE

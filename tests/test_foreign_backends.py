@@ -278,8 +278,8 @@ def test_x2paddle_s_profile_lists_the_types_its_tests_run():
 def test_rknn_builds_for_the_sizes_it_runs_at_so_its_symbolic_dims_are_its_static_ones():
     """Shape arithmetic is folded at its build: the form probes, run at fixed sizes, say
     which forms hold with symbolic dims (int64 index arithmetic: its int32 Mul fails)."""
-    from revseq.measure.probe import FOLDED_AT_BUILD
     from revseq.ops.targets import TARGETS
+    from revseq.probe.backend import FOLDED_AT_BUILD
 
     profile = TARGETS["rknn"]
     assert profile.static_ops | FOLDED_AT_BUILD == profile.dynamic_ops

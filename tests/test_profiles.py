@@ -494,7 +494,7 @@ def test_kept_costs_are_topped_up_with_what_they_lack():
     """``--keep-costs`` keeps the saved timings and times only the forms (or classes)
     added since; the merge keeps every saved cost."""
     from revseq.measure.costs import timed_forms
-    from revseq.measure.probe import _merged, _untimed
+    from revseq.probe.backend import _merged, _untimed
 
     forms = {"static": frozenset({"gather_rows", "gather_nd"}),
              "dynamic": frozenset({"gather_rows", "gather_rows@int32"})}  # fmt: skip
@@ -789,7 +789,7 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(ca
     """What ``revseq probe onnxruntime`` measures here is what ships (ops, types, forms),
     and each form that ran gets a cost per shape class (values are not asserted)."""
     from revseq.measure.costs import MATRIX_FORMS
-    from revseq.measure.probe import probe_backend
+    from revseq.probe.backend import probe_backend
 
     probed, results = probe_backend("onnxruntime")
     shipped = TARGETS["onnxruntime"]
@@ -822,7 +822,7 @@ def test_a_gather_moves_a_type_where_it_ran_with_its_index_constant_and_at_run_t
     may take another kernel for each (tinygrad 0.14's float16 Gather quiets a signalling
     NaN with a run-time index only), and the forms feed both."""
     from revseq.backends import get
-    from revseq.measure._probe_runs import ProbeResult, moved, run_dtype_probes
+    from revseq.probe._runs import ProbeResult, moved, run_dtype_probes
 
     results = run_dtype_probes(get("onnxruntime"))
     passed = {r.certifies for r in results if r.failure is None}
@@ -837,7 +837,7 @@ def test_a_gather_moves_a_type_where_it_ran_with_its_index_constant_and_at_run_t
 def test_probe_keeps_the_saved_costs_of_the_same_version_only(capsys):
     """``--keep-costs`` probes what runs anew and keeps the shipped timings; a saved
     profile of another version has its costs refused, in one line."""
-    from revseq.measure.probe import ProbeError, probe_backend
+    from revseq.probe.backend import ProbeError, probe_backend
 
     shipped = TARGETS["onnxruntime"]
     assert main(["probe", "onnxruntime", "--keep-costs", "--json"]) == 0
@@ -989,8 +989,8 @@ def test_user_profiles_are_read_over_the_shipped_ones(tmp_path):
     import subprocess
     import sys
 
-    from revseq.measure.profile_file import saved_profile, write_profile
     from revseq.ops.targets import TARGETS as shipped
+    from revseq.probe.profile_file import saved_profile, write_profile
 
     mine = dataclasses.replace(shipped["tvm"], name="mytvm", backend_version="tvm 9.9")
     path = write_profile(mine, tmp_path)
@@ -1027,7 +1027,7 @@ def test_forms_are_probed_in_a_type_the_backend_moves():
     """An NPU that stores float32 as float16 (RKNN) moves float32 (to that storage) with
     GatherND alone: the other forms are probed in int32, which their gathers move, so
     their index and ops are still certified."""
-    from revseq.measure._probe_runs import form_probe_types
+    from revseq.probe._runs import form_probe_types
 
     assert form_probe_types(TARGETS["onnxruntime"])[0] == "float32"
     only_int64 = dataclasses.replace(
@@ -1043,8 +1043,8 @@ def test_static_probes_build_their_index_as_the_static_forms_do():
     """A row of a constant table gathered by the lengths: no comparison, select or slice
     of a Shape on the way (x2paddle's Shape ignores start and end and its Where does not
     broadcast: they hid every gather it runs); Where's own probe keeps its select."""
-    from revseq.measure._op_probes import OP_PROBES
-    from revseq.measure._probe_models import probe_model
+    from revseq.probe._models import probe_model
+    from revseq.probe._ops import OP_PROBES
 
     gathers = [p for p in OP_PROBES if any(c.startswith("Gather") for c in p.certifies)]
     assert len(gathers) >= 6

@@ -8,7 +8,7 @@ the index layout its own output ran cheaper in.
 
 *Probed* profiles (``source == "probed"``) are written by ``revseq probe BACKEND
 --write``, which runs small models on the installed backend and compares every output
-bit for bit (``revseq.measure``); *documented* ones (``source == "documented"``) were
+bit for bit (``revseq.probe``); *documented* ones (``source == "documented"``) were
 copied from the backends' operator tables and never ran. This module reads them: a file
 naming an op, variant, type, form or class revseq does not know fails to load.
 """

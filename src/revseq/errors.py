@@ -20,7 +20,10 @@ __all__ = [
     "StrategyError",
     "UnsupportedOpsetError",
     "one_line",
+    "stable_line",
 ]
+
+import re
 
 import onnx_ir as ir
 
@@ -65,3 +68,21 @@ def one_line(error: BaseException, limit: int | None = 300, *, typed: bool = Fal
         tail = limit - head - 3
         text = f"{text[:head]} … {text[-tail:]}"
     return f"{type(error).__name__}: {text}" if typed else text
+
+
+_RUN_SPECIFIC = (
+    (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
+    (re.compile(r"/tmp/revseq-[\w-]+"), "<tmp>"),
+    (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
+    (re.compile(r"\[\d\d:\d\d:\d\d\.\d+\] "), ""),  # a runtime's log time (RKNN's)
+)
+
+
+def stable_line(line: str) -> str:
+    """A failure line without the names of one run (``_RUN_SPECIFIC``).
+
+    A probe's or a copy floor's reason then reads the same from run to run.
+    """
+    for pattern, replacement in _RUN_SPECIFIC:
+        line = pattern.sub(replacement, line)
+    return line

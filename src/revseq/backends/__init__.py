@@ -3,8 +3,9 @@
 revseq's output is for backends that lack ReverseSequence, and backends compute wrong
 values without raising. An adapter does three things for one backend: convert or load an
 ``onnx.ModelProto``, run it on numpy inputs, and report the backend's version. Checking
-(``revseq.equivalence``) and measuring (``revseq.measure``) are written once over
-adapters; a backend that may crash runs in a worker process (:func:`isolated`).
+(``revseq.equivalence``), probing (``revseq.probe``) and timing (``revseq.measure``)
+are written once over adapters; a backend that may crash runs in a worker process
+(:func:`isolated`).
 
 Each adapter is a module of this package that declares an :class:`Adapter` (the protocol:
 how to prepare a model, and what revseq may assume of the backend), one row of the

@@ -19,8 +19,8 @@ _COST_CLASS_LABELS = {
 
 def cmd_probe(args: argparse.Namespace, console: Console) -> int:
     """Probe the backend; print its verdicts and costs, or its profile as JSON."""
-    from revseq.measure.probe import probe_backend  # the measuring, loaded when asked for
-    from revseq.measure.profile_file import saved_profile, write_profile
+    from revseq.probe.backend import probe_backend  # the measuring, loaded when asked for
+    from revseq.probe.profile_file import saved_profile, write_profile
 
     folder = args.write or None  # --write alone: the user's profile folder
     keep = saved_profile(args.backend, folder) if args.keep_costs else None

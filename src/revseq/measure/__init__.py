@@ -1,10 +1,8 @@
-"""What ``revseq probe`` runs: a backend probed, its profile written.
+"""Timing: a backend's forms and index layouts against its copy floor.
 
-Probes (:mod:`revseq.measure.probe`) run small models on an installed backend; the forms
-that ran exactly are timed against the backend's copy floor (``costs.py``,
-``layouts.py``, ``floor.py``), and the profile the planner reads is written
-(``profile_file.py``). The pages under ``docs/`` are written by ``bench/`` in a
-checkout, which builds on this package. Everything here imports the core
-(``revseq.ops``, ``revseq.passes``, the check, the adapters); the core never imports
-this package.
+The probe (:mod:`revseq.probe`) times the forms that ran exactly (``costs.py``) and its
+own output in both index layouts (``layouts.py``), each as a ratio to copying the data
+on the same backend (``floor.py``), measured side by side over the cases
+(``_cases.py``, ``_timing.py``). The pages under ``docs/`` are written by ``bench/``
+in a checkout, which builds on this package. The core never imports it.
 """

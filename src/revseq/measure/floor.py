@@ -17,9 +17,8 @@ import numpy as np
 import onnx
 
 from revseq import backends
-from revseq.errors import one_line
+from revseq.errors import one_line, stable_line
 from revseq.measure._cases import Case, copy_model, fed, numpy_copy
-from revseq.measure._probe_text import stable_line
 from revseq.measure._timing import PLACEMENTS, Models, Timed, Unusable, time_variants
 from revseq.ops.reference import reverse_sequence
 

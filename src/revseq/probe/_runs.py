@@ -33,20 +33,6 @@ from revseq.equivalence.compare import first_difference
 from revseq.equivalence.declared import as_declared, declared_types
 from revseq.equivalence.inputs.values import NAN_PAYLOADS, held, random_array
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
-from revseq.measure._op_probes import OP_PROBES
-from revseq.measure._probe_models import (
-    FORM_LAYOUTS,
-    FormLayout,
-    carrier_input,
-    carrier_model,
-    form_inputs,
-    gather_index,
-    gather_model,
-    probe_floats,
-    probe_inputs,
-    probe_model,
-)
-from revseq.measure._probe_text import OPSET
 from revseq.ops.forms import FORMS
 from revseq.ops.reference import reference_evaluator, reverse_sequence, reverse_sequence_model
 from revseq.ops.targets.carriers import CARRIERS, carrier_variant
@@ -62,6 +48,20 @@ from revseq.ops.vocabulary import (
     STATIC,
     variant_names,
 )
+from revseq.probe._models import (
+    FORM_LAYOUTS,
+    FormLayout,
+    carrier_input,
+    carrier_model,
+    form_inputs,
+    gather_index,
+    gather_model,
+    probe_floats,
+    probe_inputs,
+    probe_model,
+)
+from revseq.probe._ops import OP_PROBES
+from revseq.probe._text import OPSET
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,9 +17,9 @@ import os
 import pathlib
 
 from revseq import files
-from revseq.measure.probe import ProbeError
 from revseq.ops.targets import user_profiles
 from revseq.ops.targets.profile import Profile
+from revseq.probe.backend import ProbeError
 
 
 def profile_path(name: str, folder: str | os.PathLike | None = None) -> pathlib.Path:

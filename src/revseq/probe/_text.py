@@ -1,15 +1,12 @@
 """The text of the probe models: the forms' index arithmetic, written in ONNX's syntax.
 
-Op probes (:mod:`revseq.measure._op_probes`) are small graphs in ``onnx.parser``'s
+Op probes (:mod:`revseq.probe._ops`) are small graphs in ``onnx.parser``'s
 text; the statements here compute the source index as the forms do, in int64 or int32.
 """
 
 from __future__ import annotations
 
-import re
-
 __all__ = [
-    "stable_line",
     "CONSTANTS",
     "EMPTY_SIZES",
     "INDEX_TYPES",
@@ -193,16 +190,3 @@ CONSTANTS = """
 
 # What differs between two runs of the same failure: a temporary folder (IREE compiles
 # in one), a local server's port. A profile written again keeps its lines.
-_RUN_SPECIFIC = (
-    (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
-    (re.compile(r"/tmp/revseq-[\w-]+"), "<tmp>"),
-    (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
-    (re.compile(r"\[\d\d:\d\d:\d\d\.\d+\] "), ""),  # a runtime's log time (RKNN's)
-)
-
-
-def stable_line(line: str) -> str:
-    """A failure line without the names of one run (``_RUN_SPECIFIC``)."""
-    for pattern, replacement in _RUN_SPECIFIC:
-        line = pattern.sub(replacement, line)
-    return line

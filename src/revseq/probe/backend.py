@@ -1,7 +1,7 @@
 """Probe a backend: run small models on it and record what it runs exactly, as a profile.
 
 Three kinds of probe, each a small ONNX model compared bit for bit with the truth
-(:mod:`revseq.measure._probe_runs`):
+(:mod:`revseq.probe._runs`):
 
 - op probes: each op (or variant) the forms emit, used the way the forms use it, with
   static shapes and with symbolic dims (run at several sizes);
@@ -30,18 +30,7 @@ from revseq.backends import (
     adapter,
     isolated,
 )
-from revseq.errors import RevseqError
-from revseq.measure._probe_runs import (
-    ProbeResult,
-    moved,
-    run_carrier_probes,
-    run_dtype_probes,
-    run_finite_probe,
-    run_form_probes,
-    run_native_probe,
-    run_op_probes,
-)
-from revseq.measure._probe_text import stable_line
+from revseq.errors import RevseqError, stable_line
 from revseq.measure.costs import form_costs, timed_forms
 from revseq.measure.layouts import layout_costs
 from revseq.ops.targets.profile import Cost, Profile
@@ -53,6 +42,16 @@ from revseq.ops.vocabulary import (
     ONE_HOT,
     SHAPE_KINDS,
     STATIC,
+)
+from revseq.probe._runs import (
+    ProbeResult,
+    moved,
+    run_carrier_probes,
+    run_dtype_probes,
+    run_finite_probe,
+    run_form_probes,
+    run_native_probe,
+    run_op_probes,
 )
 
 

@@ -12,7 +12,8 @@ __all__ = ["OP_PROBES", "Probe"]
 import dataclasses
 from collections.abc import Callable
 
-from revseq.measure._probe_text import (
+from revseq.ops import vocabulary as v
+from revseq.probe._text import (
     INDEX_TYPES,
     ROWS,
     T1,
@@ -22,7 +23,6 @@ from revseq.measure._probe_text import (
     t1,
     to_type,
 )
-from revseq.ops import vocabulary as v
 
 _HIGHEST = "highest1 = Constant <value = int64[1] {9223372036854775807}> ()"
 

@@ -1,4 +1,4 @@
-"""The probe models and the inputs each runs on (see :mod:`revseq.measure.probe`).
+"""The probe models and the inputs each runs on (see :mod:`revseq.probe.backend`).
 
 An op probe's model from its text; each gather on each element type; each type's round
 trip through its carrier; each form end to end, in the layouts of ``FORM_LAYOUTS``.
@@ -26,11 +26,11 @@ import onnx.parser
 import onnx.shape_inference
 
 from revseq.equivalence.inputs.values import random_array
-from revseq.measure._op_probes import Probe
-from revseq.measure._probe_text import CONSTANTS, EMPTY_SIZES, OPSET, SIZES
 from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.reference import reverse_sequence_model
 from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, GATHER_ND_BATCH_DIMS
+from revseq.probe._ops import Probe
+from revseq.probe._text import CONSTANTS, EMPTY_SIZES, OPSET, SIZES
 
 
 def probe_model(
