@@ -132,23 +132,30 @@ def batch_major() -> onnx.ModelProto:
     return _model(graph, {"": 17})
 
 
-def control_flow() -> onnx.ModelProto:
-    def value(name: str, elem: int = FLOAT, shape=None):
-        return helper.make_tensor_value_info(name, elem, shape)
+def _value(name: str, elem: int = FLOAT, shape=None) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
 
+
+def _branches() -> tuple[onnx.GraphProto, onnx.GraphProto]:
+    """The If's branches: a ReverseSequence of the outer ``x``, and an Identity of it."""
     then_branch = helper.make_graph(
         [helper.make_node("ReverseSequence", ["x", "lengths"], ["then_out"], name="rs_in_if")],
         "then_branch",
         [],
-        [value("then_out")],
+        [_value("then_out")],
     )
     else_branch = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["else_out"], name="identity_in_else")],
         "else_branch",
         [],
-        [value("else_out")],
+        [_value("else_out")],
     )
-    body = helper.make_graph(
+    return then_branch, else_branch
+
+
+def _loop_body() -> onnx.GraphProto:
+    """The Loop's body: the carried value reversed on every trip."""
+    return helper.make_graph(
         [
             helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
             helper.make_node(
@@ -157,13 +164,17 @@ def control_flow() -> onnx.ModelProto:
         ],
         "loop_body",
         [
-            value("iteration", INT64, []),
-            value("cond_in", TensorProto.BOOL, []),
-            value("carried"),
+            _value("iteration", INT64, []),
+            _value("cond_in", TensorProto.BOOL, []),
+            _value("carried"),
         ],
-        [value("cond_out", TensorProto.BOOL, []), value("carried_out")],
+        [_value("cond_out", TensorProto.BOOL, []), _value("carried_out")],
     )
-    function = helper.make_function(
+
+
+def _reverse_then_negate() -> onnx.FunctionProto:
+    """A model-local function that holds a ReverseSequence."""
+    return helper.make_function(
         "local",
         "ReverseThenNegate",
         ["data", "lens"],
@@ -176,6 +187,11 @@ def control_flow() -> onnx.ModelProto:
         ],
         opset_imports=[helper.make_opsetid("", 17)],
     )
+
+
+def control_flow() -> onnx.ModelProto:
+    then_branch, else_branch = _branches()
+    body = _loop_body()
     nodes = [
         helper.make_node(
             "If",
@@ -210,7 +226,7 @@ def control_flow() -> onnx.ModelProto:
         ],
         [numpy_helper.from_array(np.array(3, dtype=np.int64), "trips")],
     )
-    return _model(graph, {"": 17, "local": 1}, functions=[function])
+    return _model(graph, {"": 17, "local": 1}, functions=[_reverse_then_negate()])
 
 
 def generalized_axes() -> onnx.ModelProto:
