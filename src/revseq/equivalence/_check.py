@@ -88,16 +88,23 @@ def _has_reverse_sequence(proto: onnx.ModelProto) -> bool:
 
 
 def _exercised(
-    nodes: Sequence[NodeReport], generator: InputGenerator, input_sets: Sequence[Inputs]
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    nodes: Sequence[NodeReport],
+    generator: InputGenerator,
+    input_sets: Sequence[Inputs],
 ) -> bool:
-    """Whether some reversal of 2 or more steps happened.
+    """Whether some reversal of 2 or more steps happened (True where neither model has one).
 
     Nodes run alone say so themselves; without them (the op only in the candidate),
     lengths of 2 or more in a lengths input (never above its nodes' T), or constant
     lengths of a node that reverse 2 or more steps, say so.
     """
-    if nodes:
-        return any(n.longest >= 2 for n in nodes)
+    if not nodes and not _has_reverse_sequence(ref) and not _has_reverse_sequence(cand):
+        return True  # nothing to reverse: the outputs alone are the verdict
+    checked = [n for n in nodes if n.error is None]
+    if checked:
+        return any(n.longest >= 2 for n in checked)
     return (
         any(
             feeds[name].size and int(np.max(feeds[name])) >= 2
@@ -107,6 +114,20 @@ def _exercised(
         )
         or generator.constant_steps >= 2
     )
+
+
+def _located(
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    whole: WholeComparison,
+    engine: Engine,
+    tolerance: tuple[float, float] | None,
+) -> str:
+    """Where a whole-model difference starts, and what the backend stores narrower."""
+    if whole.example is None:
+        return ""
+    where = first_differing_tensor(ref, cand, whole.example.inputs, engine, tolerance)
+    return f"{where}{storage_hint(engine)}"
 
 
 def check(  # noqa: PLR0913 (the public API's keyword options)
@@ -192,15 +213,9 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
         if backend is not None:
             _require_checked(nodes, backend, labels[0])
     checked = [n for n in nodes if n.error is None]
-    exercised = True  # a comparison within a tolerance is a verdict on the outputs alone
-    if not whole_model and (
-        nodes or _has_reverse_sequence(ref) or _has_reverse_sequence(cand)
-    ):
-        exercised = _exercised(checked, generator, input_sets)
-    located = ""
-    if whole_model and whole.example is not None:
-        where = first_differing_tensor(ref, cand, whole.example.inputs, engine, tolerance)
-        located = f"{where}{storage_hint(engine)}"
+    # A comparison within a tolerance is a verdict on the outputs alone.
+    exercised = whole_model or _exercised(ref, cand, nodes, generator, input_sets)
+    located = _located(ref, cand, whole, engine, tolerance) if whole_model else ""
     message = verdict_message(
         whole, checked, trials=len(input_sets), levels=levels, tolerance=tolerance,
         exercised=exercised, engine=engine.label, located=located,
