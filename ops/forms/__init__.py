@@ -142,7 +142,7 @@ class Form:
 
     ``min_opset`` is what the form needs at best; ``needs`` raises it for a signature
     where the form emits something newer (``gather_rows``' ``allowzero``). What a form
-    uses is read from what it emits (``passes.inline.templates.emitted``); ``view``
+    uses is read from what it emits (``passes.inline.templates.uses``); ``view``
     names which of those op types and variants make its view of the data (reshaped,
     flattened, sliced): what most often decides whether the form fits a target, so the
     planner checks them first.

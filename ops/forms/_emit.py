@@ -1,7 +1,9 @@
 """Small emitters the forms share: constants, shape reads, views, lengths, the select.
 
 Each is opset-aware (Squeeze/Unsqueeze axes as an input from opset 13, Shape's start from
-15) and emits a constant wherever the signature makes a value static.
+15) and emits a constant wherever the signature makes a value static. What the target
+lacks to compute an index is raised, or noted where the planner traces a form
+(:func:`noting_lacks`).
 """
 
 from __future__ import annotations
