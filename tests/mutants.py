@@ -104,8 +104,8 @@ MUTANTS = (
     Mutant(
         "check: whole models within tolerance but no reversal of 2 taken as inconclusive",
         "src/revseq/equivalence/_check.py",
-        "    if not whole_model and (\n",
-        "    if (\n",
+        "    exercised = whole_model or _exercised(",
+        "    exercised = _exercised(",
         aimed="tests/test_cli_usage.py::"
         "test_whole_models_that_agree_within_tolerance_exit_0_and_say_the_tolerance",
     ),
