@@ -22,7 +22,7 @@ and never calls that "bit-identical".
 
 from __future__ import annotations
 
-__all__ = ["check", "check_nodes", "generate_inputs"]
+__all__ = ["WHOLE_MODEL_ATOL", "WHOLE_MODEL_RTOL", "check"]
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +36,7 @@ from revseq.equivalence._runners import (
     Capturer,
     Engine,
     ModelLike,
+    refuse_invalid_nodes,
     runners,
     to_proto,
     with_definition,
@@ -53,10 +54,10 @@ from revseq.equivalence.reports import (
     verdict_message,
 )
 from revseq.equivalence.whole_models import compare_whole, prepared_whole, storage_hint
-from revseq.errors import CheckError, RevseqError
+from revseq.errors import CheckError
 from revseq.files import run_time_inputs
 from revseq.ops.vocabulary import FINITE, FINITE_DOMAIN
-from revseq.passes import is_reverse_sequence, validate_all, walk
+from revseq.passes import is_reverse_sequence, walk
 
 logger = logging.getLogger(__name__)
 
@@ -65,18 +66,6 @@ WHOLE_MODEL_RTOL = 1e-5
 
 WHOLE_MODEL_ATOL = 1e-6
 """The absolute tolerance of a whole-model comparison across runtimes, by default."""
-
-
-def _guard(proto: onnx.ModelProto, label: str) -> None:
-    """Refuse invalid ReverseSequence nodes before a runtime sees them.
-
-    onnxruntime aborts the whole process (SIGABRT) on a rank-1 ReverseSequence and
-    misreads negative axes; revseq's validation rejects both with a clear message.
-    """
-    try:
-        validate_all(walk(ir.from_proto(proto)))
-    except RevseqError as e:
-        raise CheckError(f"{label}: {e}") from e
 
 
 def _run_inputs(proto: onnx.ModelProto) -> list[str]:
@@ -197,7 +186,7 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
     domain = declared_domain(cand)  # a candidate exact on finite data only is drawn such
     specials = not whole_model and domain is None
     generator = _generator(ref, cand, given, seed, whole_model=whole_model, specials=specials)
-    input_sets = _input_sets(generator, sets, trials)
+    input_sets = generator.trials(sets, trials)
     engine = Engine(backend)  # a backend that is not installed fails here, first
     tolerance = (rtol, atol) if whole_model else None
     whole, engines = _compare_models(
@@ -272,8 +261,8 @@ def _comparable(
             f"the models have different output counts: {labels[0]} has "
             f"{len(ref.graph.output)}, {labels[1]} {len(cand.graph.output)}"
         )
-    _guard(ref, labels[0])
-    _guard(cand, labels[1])
+    refuse_invalid_nodes(ref, labels[0])
+    refuse_invalid_nodes(cand, labels[1])
     return ref, cand
 
 
@@ -337,20 +326,6 @@ def _compare_models(
     return WholeComparison(compared, example, where, set_aside), engines
 
 
-def _input_sets(
-    generator: InputGenerator, sets: list[Mapping[str, np.ndarray]] | None, trials: int
-) -> list[Inputs]:
-    """One input set per trial: the user's sets filled in, or generated ones.
-
-    Where the user gives every input, more trials would repeat the same one.
-    """
-    if sets is not None:
-        return [generator.trial(t, values=values) for t, values in enumerate(sets)]
-    if generator.gives_every_input():
-        trials = 1
-    return [generator.trial(t) for t in range(trials)]
-
-
 def _require_checked(nodes: Sequence[NodeReport], backend: str, label: str) -> None:
     """On a backend, every node must be checked: the whole model ran in onnxruntime."""
     if not nodes:
@@ -364,59 +339,3 @@ def _require_checked(nodes: Sequence[NodeReport], backend: str, label: str) -> N
                 f"node {node.name or '(unnamed)'} in {node.scope}: not checked on {backend}: "
                 f"{node.error}"
             )
-
-
-def check_nodes(  # noqa: PLR0913 (the public API's keyword options)
-    model: ModelLike,
-    *,
-    strategy: str = "auto",
-    trials: int = 3,
-    seed: int = 0,
-    backend: str | None = None,
-    inputs: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]] | None = None,
-    dims: Mapping[str, int] | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    value_ranges: Mapping[str, tuple[float, float]] | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> list[NodeReport]:
-    """Check every ReverseSequence node of ``model`` against its decomposition, alone.
-
-    The model is inlined (``revseq.inline(..., strategy=strategy)``); each node's
-    replacement is then run alone (on ``backend``, or in onnxruntime) on the values the
-    node receives in a run of the model, with its own and generated lengths, and compared
-    bit for bit with the native op. A user learns which node, if any, breaks.
-    ``inputs``, ``dims``, ``input_shapes`` and ``value_ranges`` are as in :func:`check`;
-    ``progress`` is told what each input was fed.
-
-    Raises:
-        CheckError: No trials, or the model cannot be run.
-        RevseqError: A node is invalid or cannot be inlined.
-    """
-    from revseq._api import inline
-
-    if trials < 1:
-        raise CheckError(f"trials must be at least 1, got {trials}")
-    reference = with_definition(to_proto(model))
-    _guard(reference, "model")
-    candidate = with_definition(inline(reference, strategy=strategy))
-    given, sets = given_inputs(inputs, dims, input_shapes, value_ranges)
-    generator = InputGenerator([reference], seed=seed, capture=Capturer(), given=given)
-    input_sets = _input_sets(generator, sets, trials)
-    if progress is not None:
-        for line in generator.describe():
-            progress(f"check: {line}")
-    engine = Engine(backend)
-    return nodes_report(reference, candidate, input_sets, engine, seed=seed, progress=None)
-
-
-def generate_inputs(
-    proto: onnx.ModelProto, trial: int, seed: int, *, also: onnx.ModelProto | None = None
-) -> Inputs:
-    """The inputs :func:`check` generates for trial ``trial`` of ``proto``.
-
-    Symbolic dims get sizes that vary by trial (1 among them); an input that feeds a
-    ``sequence_lens`` gets lengths in [0, T] that include 0, 1 and T across trials, T
-    being what its nodes actually see; everything else gets random values of its type.
-    """
-    models = [proto] if also is None else [proto, also]
-    return InputGenerator(models, seed=seed, capture=Capturer()).trial(trial)

@@ -18,6 +18,7 @@ __all__ = [
     "capture",
     "runners",
     "to_proto",
+    "refuse_invalid_nodes",
     "with_definition",
 ]
 
@@ -31,10 +32,11 @@ import onnx.external_data_helper
 import onnx_ir as ir
 
 from revseq.backends import onnxruntime as ort_adapter
-from revseq.errors import CheckError, one_line
+from revseq.errors import CheckError, RevseqError, one_line
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.function import definition
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
+from revseq.passes import validate_all, walk
 
 logger = logging.getLogger(__name__)
 
@@ -257,3 +259,15 @@ class Native:
             )
             self._runners[key] = runners(with_definition(model), ("on",))[0]["on"]
         return self._runners[key]({"x": data, "lens": lens})[0]
+
+
+def refuse_invalid_nodes(proto: onnx.ModelProto, label: str) -> None:
+    """Refuse invalid ReverseSequence nodes before a runtime sees them.
+
+    onnxruntime aborts the whole process (SIGABRT) on a rank-1 ReverseSequence and
+    misreads negative axes; revseq's validation rejects both with a clear message.
+    """
+    try:
+        validate_all(walk(ir.from_proto(proto)))
+    except RevseqError as e:
+        raise CheckError(f"{label}: {e}") from e

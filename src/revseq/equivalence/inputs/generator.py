@@ -144,6 +144,15 @@ class InputGenerator:
         """Whether the user gave a value for every input (trials would repeat it)."""
         return all(i.name in self.given.values for i in self._infos)
 
+    def trials(
+        self, sets: Sequence[Mapping[str, np.ndarray]] | None, count: int
+    ) -> list[Inputs]:
+        """One input set per trial: the user's ``sets`` filled in, else ``count`` generated."""
+        if sets is not None:
+            return [self.trial(t, values=values) for t, values in enumerate(sets)]
+        # Where the user gives every input, more trials would repeat the same one.
+        return [self.trial(t) for t in range(1 if self.gives_every_input() else count)]
+
     def trial(self, trial: int, values: Mapping[str, np.ndarray] | None = None) -> Inputs:
         """The inputs of trial ``trial`` (the same for the same seed and trial).
 
