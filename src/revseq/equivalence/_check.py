@@ -79,21 +79,20 @@ def _has_reverse_sequence(proto: onnx.ModelProto) -> bool:
 def _exercised(
     ref: onnx.ModelProto,
     cand: onnx.ModelProto,
-    nodes: Sequence[NodeReport],
+    checked: Sequence[NodeReport],
     generator: InputGenerator,
     input_sets: Sequence[Inputs],
 ) -> bool:
     """Whether some reversal of 2 or more steps happened (True where neither model has one).
 
-    Nodes run alone say so themselves; without them (the op only in the candidate),
-    lengths of 2 or more in a lengths input (never above its nodes' T), or constant
-    lengths of a node that reverse 2 or more steps, say so.
+    The nodes checked alone say so themselves; without them (the op only in the
+    candidate), lengths of 2 or more in a lengths input (never above its nodes' T), or
+    constant lengths of a node that reverse 2 or more steps, say so.
     """
-    if not nodes and not _has_reverse_sequence(ref) and not _has_reverse_sequence(cand):
-        return True  # nothing to reverse: the outputs alone are the verdict
-    checked = [n for n in nodes if n.error is None]
     if checked:
         return any(n.longest >= 2 for n in checked)
+    if not _has_reverse_sequence(ref) and not _has_reverse_sequence(cand):
+        return True  # nothing to reverse: the outputs alone are the verdict
     return (
         any(
             feeds[name].size and int(np.max(feeds[name])) >= 2
@@ -203,7 +202,7 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
             _require_checked(nodes, backend, labels[0])
     checked = [n for n in nodes if n.error is None]
     # A comparison within a tolerance is a verdict on the outputs alone.
-    exercised = whole_model or _exercised(ref, cand, nodes, generator, input_sets)
+    exercised = whole_model or _exercised(ref, cand, checked, generator, input_sets)
     located = _located(ref, cand, whole, engine, tolerance) if whole_model else ""
     message = verdict_message(
         whole, checked, trials=len(input_sets), levels=levels, tolerance=tolerance,
