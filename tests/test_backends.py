@@ -1,7 +1,7 @@
 """revseq's output on real backends: bit for bit against the truth, on the backend itself.
 
 Each backend's tests are skipped with a reason when it is not installed (``pip install
-"revseq[backends]"`` installs the light ones). The truth is revseq's numpy reference,
+"onnx-revseq[backends]"`` installs the light ones). The truth is revseq's numpy reference,
 whose clamping of invalid lengths every form shares.
 """
 

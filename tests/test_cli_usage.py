@@ -162,8 +162,8 @@ def test_a_probe_that_ran_no_form_with_symbolic_dims_says_so():
 
 def test_the_readme_names_the_extras_its_examples_need_and_the_test_time():
     readme = (ROOT / "README.md").read_text()
-    assert 'pip install "revseq[torch]"' in readme
-    assert 'pip install "revseq[onnx2torch]"' in readme
+    assert 'pip install "onnx-revseq[torch]"' in readme
+    assert 'pip install "onnx-revseq[onnx2torch]"' in readme
     assert "minutes on two cores" in readme
     assert "`webnn`, `qnn`" in readme and "static dims only" in readme
 

@@ -131,3 +131,34 @@ def test_every_measured_page_is_stamped():
             "mutants.md",
         }
         assert not numbers or page in stamped, page.name
+
+
+def test_every_install_hint_names_the_project_as_published_or_the_clone():
+    import tomllib
+
+    from revseq.backends import unavailable
+    from revseq.errors import DISTRIBUTION
+
+    name = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    assert name == DISTRIBUTION != "revseq"  # revseq on the index is another project
+    sources = [*PAGES]
+    for folder in ("src", "ops", "passes", "tests", "bench", ".ci"):
+        sources.extend(p for p in (ROOT / folder).rglob("*") if p.suffix in {".py", ""})
+    hints = []
+    for path in sources:
+        if not path.is_file() or path == pathlib.Path(__file__):
+            continue
+        for found in re.finditer(r"""pip install ["']?([\w.\-]*)\[""", path.read_text()):
+            hints.append((path.name, found.group(1)))
+    assert hints, "no install hint found"
+    for where, project in hints:
+        assert project in {name, "."}, (where, project)
+    # The extras name themselves by the published name too.
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for extra, requires in extras["optional-dependencies"].items():
+        for requirement in requires:
+            assert not requirement.startswith("revseq["), (extra, requirement)
+    message = unavailable("openvino") or ""
+    if message:  # not installed here: the hint is the clone's and the index's
+        assert f'pip install "{name}[openvino]"' in message
+        assert 'pip install ".[openvino]"' in message

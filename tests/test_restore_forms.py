@@ -178,7 +178,7 @@ def _sim(model: onnx.ModelProto) -> onnx.ModelProto:
 def test_forms_restore_after_graph_optimisers(tool, form, dtype, dynamic):
     """onnxslim, onnxsim (optional test extras) and onnxscript's optimizer in between."""
     if tool != "optimizer":
-        pytest.importorskip(tool, reason=f"{tool} is an optional extra (revseq[slim])")
+        pytest.importorskip(tool, reason=f"{tool} is an optional extra (onnx-revseq[slim])")
     optimise = {
         "onnxslim": _slim,
         "onnxsim": _sim,

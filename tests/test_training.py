@@ -37,7 +37,7 @@ def one_node(dims, batch_axis: int, time_axis: int):
 @pytest.mark.parametrize(("batch_axis", "time_axis"), [(1, 0), (0, 1)])
 def test_gradient_is_reverse_sequence_of_the_output_gradient(batch_axis, time_axis, dynamic):
     if not backends.installed("onnx2torch"):
-        pytest.skip('onnx2torch is not installed (pip install "revseq[onnx2torch]")')
+        pytest.skip('onnx2torch is not installed (pip install "onnx-revseq[onnx2torch]")')
     import torch
 
     from revseq.backends.onnx2torch import convert

@@ -28,12 +28,18 @@ import importlib.metadata as _metadata
 from revseq._api import inline, restore
 from revseq.backends import BackendError
 from revseq.equivalence import CheckError, check, check_nodes
-from revseq.errors import InvalidNodeError, RevseqError, StrategyError, UnsupportedOpsetError
+from revseq.errors import (
+    DISTRIBUTION,
+    InvalidNodeError,
+    RevseqError,
+    StrategyError,
+    UnsupportedOpsetError,
+)
 from revseq.files import ModelLoadError, ModelSaveError
 from revseq.ops.targets import TARGETS
 from revseq.passes import STRATEGIES
 
 try:
-    __version__ = _metadata.version("revseq")
+    __version__ = _metadata.version(DISTRIBUTION)
 except _metadata.PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"

@@ -19,6 +19,8 @@ __all__ = [
     "RevseqError",
     "StrategyError",
     "UnsupportedOpsetError",
+    "DISTRIBUTION",
+    "install_hint",
     "one_line",
     "stable_line",
 ]
@@ -26,6 +28,14 @@ __all__ = [
 import re
 
 import onnx_ir as ir
+
+DISTRIBUTION = "onnx-revseq"
+"""The name revseq is published under (``revseq`` on the index is another project)."""
+
+
+def install_hint(extra: str) -> str:
+    """How to install one of revseq's extras: from a clone, and from the index."""
+    return f'pip install ".[{extra}]" in a clone, or pip install "{DISTRIBUTION}[{extra}]"'
 
 
 class RevseqError(Exception):

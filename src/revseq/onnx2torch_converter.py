@@ -14,7 +14,7 @@ Use :func:`convert` in place of ``onnx2torch.convert``, or call :func:`register`
 before it. Lengths are clamped to ``[0, T]`` as revseq's decompositions clamp them (ONNX
 leaves invalid lengths unspecified), so the module and an inlined model agree everywhere.
 
-Needs the ``onnx2torch`` extra (``pip install "revseq[onnx2torch]"``).
+Needs the ``onnx2torch`` extra (``pip install "onnx-revseq[onnx2torch]"``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ are written once over adapters; a backend that may crash runs in a worker proces
 Each adapter is a module of this package that declares an :class:`Adapter` (the protocol:
 how to prepare a model, and what revseq may assume of the backend), one row of the
 registry (``ADAPTERS``), imported only when asked for; each backend is an optional extra
-(``pip install "revseq[tvm]"``), ``[backends]`` installs the light ones.
+(``pip install "onnx-revseq[tvm]"``), ``[backends]`` installs the light ones.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import onnx
 
-from revseq.errors import RevseqError, one_line
+from revseq.errors import RevseqError, install_hint, one_line
 from revseq.files import run_time_inputs
 
 logger = logging.getLogger(__name__)
@@ -354,7 +354,7 @@ def unavailable(name: str) -> str | None:
         except ImportError:  # the dotted name's parent package is missing
             found = False
         if not found:
-            return f'backend {name!r} is not installed: pip install "revseq[{declared.extra}]"'
+            return f"backend {name!r} is not installed: {install_hint(declared.extra)}"
     missing = declared.missing_requirement
     return missing() if missing is not None else None
 
