@@ -1,9 +1,10 @@
 """The ``revseq`` command line: a thin argparse front over the library.
 
-Exit codes: 0 success, 1 a check found a difference, 2 bad usage, bad input, an
-inconclusive check or a backend that failed. Errors are one line on stderr naming the
-file and the problem (``--debug`` adds the traceback). Outputs are written atomically;
-progress and timings go to stderr unless ``--quiet``.
+Exit codes: 0 success, 1 a check found a difference, 2 bad usage, bad input or a
+backend that failed, 3 an inconclusive check (``_commands.EXIT_MEANINGS``). Errors
+are one line on stderr naming the file and the problem (``--debug`` adds the
+traceback). Outputs are written atomically; progress and timings go to stderr unless
+``--quiet``.
 """
 
 from __future__ import annotations

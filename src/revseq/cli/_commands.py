@@ -35,6 +35,23 @@ logger = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
+EXIT_INCONCLUSIVE = 3
+
+EXIT_CODES = {
+    "OK": EXIT_OK,
+    "DIFFERENT": EXIT_DIFFERENT,
+    "INCONCLUSIVE": EXIT_INCONCLUSIVE,
+}
+"""A check's verdict as the exit code every command that checks returns for it."""
+
+EXIT_MEANINGS = {
+    EXIT_OK: "no difference, and some reversal of 2 or more steps proved it",
+    EXIT_DIFFERENT: "revseq's output differs from the reference",
+    EXIT_BAD_INPUT: "bad usage, bad input, or a check that could not run",
+    EXIT_INCONCLUSIVE: "no difference, but no reversal of 2 or more steps happened: "
+    "it cannot tell a reversal from the identity",
+}
+"""What each exit code means (``--help``, ``--json``)."""
 
 
 class Console:
@@ -122,6 +139,7 @@ def rewrite_file(
             f"{args.input}: no decomposition of ReverseSequence found to fuse; "
             f"{args.output} is written as an unchanged copy"
         )
+    code = EXIT_OK
     if reference is not None:
         labels = (f"{args.input} (before {verb})", f"{args.input} (after {verb})")
         report = check_models(reference, ir.to_proto(model), args, console, labels)
@@ -132,13 +150,14 @@ def rewrite_file(
             )
             return EXIT_DIFFERENT
         if not report.exercised:
-            console.progress(f"{verb}: warning: {report.message}")
+            console.warning(f"inconclusive: {report.message}")
+        code = EXIT_CODES[report.verdict]
     try:
         files.save_model(model, args.output)
     except RevseqError as e:
         raise file_error(args.output, e) from e
     console.progress(f"{verb}: wrote {args.output} in {time.perf_counter() - started:.2f} s")
-    return EXIT_OK
+    return code
 
 
 def check_models(
@@ -227,10 +246,11 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         if failed:
             return EXIT_DIFFERENT
         if not any(r.longest >= 2 for r in reports):
-            raise RevseqError(
-                f"{args.reference}: no ReverseSequence reversed 2 or more steps: the check "
-                "cannot tell a reversal from the identity"
+            console.warning(
+                f"{args.reference}: inconclusive: no ReverseSequence reversed 2 or more "
+                "steps: the check cannot tell a reversal from the identity"
             )
+            return EXIT_INCONCLUSIVE
         return EXIT_OK
     if args.candidate is None:
         raise RevseqError("check needs REF and CAND (or --per-node with one model)")
@@ -251,11 +271,9 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         atol=args.atol,
     )
     console.result(str(report))
-    if not report.ok:
-        return EXIT_DIFFERENT
-    if not report.exercised:
-        raise RevseqError(f"{args.reference}: inconclusive: {report.message}")
-    return EXIT_OK
+    if report.verdict == "INCONCLUSIVE":
+        console.warning(f"{args.reference}: inconclusive: {report.message}")
+    return EXIT_CODES[report.verdict]
 
 
 def cmd_info(args: argparse.Namespace, console: Console) -> int:

@@ -119,7 +119,8 @@ _EXAMPLES = """examples:
   revseq restore exported.onnx -o fused.onnx            hand-written reversals as the op
   revseq targets                                        the backends revseq knows
 
-COMMAND --help says more; exit codes: 0 success, 1 a difference, 2 an error."""
+COMMAND --help says more; exit codes: 0 success, 1 a difference, 2 an error,
+3 inconclusive (no reversal of 2 or more steps happened)."""
 
 _INLINE_EXAMPLES = """examples:
   revseq inline model.onnx -o out.onnx                 runs on every probed backend

@@ -56,6 +56,7 @@ from revseq.equivalence.reports import (
 from revseq.equivalence.whole_models import compare_whole, prepared_whole, storage_hint
 from revseq.errors import CheckError
 from revseq.files import run_time_inputs
+from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.ops.vocabulary import FINITE, FINITE_DOMAIN
 from revseq.passes import is_reverse_sequence, walk
 
@@ -76,6 +77,39 @@ def _has_reverse_sequence(proto: onnx.ModelProto) -> bool:
     return any(is_reverse_sequence(s.node) for s in walk(ir.from_proto(proto)))
 
 
+def _longest_reversal(proto: onnx.ModelProto, input_sets: Sequence[Inputs]) -> int:
+    """The longest reversal the main graph's ReverseSequence nodes make on these inputs.
+
+    Each node's data and lengths are read from a run of ``proto`` in onnxruntime:
+    min(length, T) at most, whatever computes the lengths (``Shape(x)[1]``, a restored
+    decomposition's own, an input). 0 where the model cannot be run that way.
+    """
+    nodes = [
+        n
+        for n in proto.graph.node
+        if n.op_type == "ReverseSequence"
+        and (n.domain in ONNX_DOMAINS or n.domain == REVSEQ_DOMAIN)
+        and len(n.input) == 2
+    ]
+    if not nodes:
+        return 0
+    capturer = Capturer()
+    names = sorted({name for n in nodes for name in n.input})
+    longest = 0
+    for feeds in input_sets:
+        try:
+            values = capturer(proto, feeds, names)
+        except CheckError:
+            return longest  # a model only the reference evaluator runs: said otherwise
+        for node in nodes:
+            data, lengths = (np.asarray(values[name]) for name in node.input)
+            attributes = {a.name: a.i for a in node.attribute}
+            time_len = data.shape[attributes.get("time_axis", 0) % data.ndim]
+            if lengths.size:
+                longest = max(longest, int(np.clip(lengths, 0, time_len).max()))
+    return longest
+
+
 def _exercised(
     ref: onnx.ModelProto,
     cand: onnx.ModelProto,
@@ -85,14 +119,18 @@ def _exercised(
 ) -> bool:
     """Whether some reversal of 2 or more steps happened (True where neither model has one).
 
-    The nodes checked alone say so themselves; without them (the op only in the
-    candidate), lengths of 2 or more in a lengths input (never above its nodes' T), or
-    constant lengths of a node that reverse 2 or more steps, say so.
+    The nodes checked alone say so themselves. Without them (the op in the candidate
+    only: a restored model), the reversals either model makes in a run (its main
+    graph's nodes, read from the run), lengths of 2 or more in a lengths input (never
+    above its nodes' T), or constant lengths of a node that reverse 2 or more steps, say
+    so.
     """
     if checked:
         return any(n.longest >= 2 for n in checked)
     if not _has_reverse_sequence(ref) and not _has_reverse_sequence(cand):
         return True  # nothing to reverse: the outputs alone are the verdict
+    if any(_longest_reversal(m, input_sets) >= 2 for m in (cand, ref)):
+        return True
     return (
         any(
             feeds[name].size and int(np.max(feeds[name])) >= 2

@@ -27,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 Dims = tuple[int | str | None, ...] | None
 
+_SHAPE_READS = frozenset({"Shape", "Size"})
 _GRAPH_ATTRS = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
@@ -49,6 +50,10 @@ class Counterpart:
         lengths_dtype: The lengths' element type where known.
         constant_lengths: Whether the reference computes the lengths from constants alone
             (then only the model's own lengths are tried).
+        shape_lengths: Whether it computes them from constants and the shapes of its
+            inputs alone (``Shape(x)[1]`` expanded to the batch: a full flip), never from
+            an input's values: in the main graph, only the model's own lengths are tried
+            then, as no other lengths can reach the node.
         inputs: The cut model's inputs, in order: values the reference has too.
         input_dims: Each input's dims as the candidate knows them (None: rank unknown).
         graph: The cut model's nodes and initializers, or None where no counterpart
@@ -69,6 +74,7 @@ class Counterpart:
     data_dims: Dims
     lengths_dtype: ir.DataType | None
     constant_lengths: bool
+    shape_lengths: bool = False
     inputs: tuple[str, ...] = ()
     input_dims: tuple[Dims, ...] = ()
     graph: onnx.GraphProto | None = None
@@ -78,7 +84,8 @@ class Counterpart:
     @property
     def lengths_vary(self) -> bool:
         """Whether generated lengths may replace the model's own in the cut model."""
-        return not self.constant_lengths and self.lengths in self.inputs
+        fixed = self.constant_lengths or (self.shape_lengths and self.scope == "main")
+        return not fixed and self.lengths in self.inputs
 
     def model(
         self,
@@ -167,8 +174,12 @@ def _names(model: ir.Model) -> set[str]:
     return names
 
 
-def _upstream(value: ir.Value) -> list[ir.Value]:
-    """``value`` and every value it is computed from, in its scope and the outer ones."""
+def _upstream(value: ir.Value, *, through_shapes: bool = True) -> list[ir.Value]:
+    """``value`` and every value it is computed from, in its scope and the outer ones.
+
+    Not ``through_shapes``: the values a ``Shape`` or ``Size`` reads are left out (its
+    output depends on their dims, not on what they hold).
+    """
     found: list[ir.Value] = []
     stack, seen = [value], set()
     while stack:
@@ -178,20 +189,24 @@ def _upstream(value: ir.Value) -> list[ir.Value]:
         seen.add(id(v))
         found.append(v)
         producer = v.producer()
-        if producer is not None:
-            stack.extend(i for i in producer.inputs if i is not None)
+        if producer is None or (
+            not through_shapes and producer.op_type in _SHAPE_READS and producer.domain == ""
+        ):
+            continue
+        stack.extend(i for i in producer.inputs if i is not None)
     return found
 
 
-def _depends_on_input(value: ir.Value) -> bool:
+def _depends_on_input(value: ir.Value, *, through_shapes: bool = True) -> bool:
     """Whether ``value`` reads some input (else constants alone make it).
 
     An input is a graph input, an outer-scope value or a function parameter: a value
-    that nothing in reach produces and that is no initializer.
+    that nothing in reach produces and that is no initializer. Not ``through_shapes``:
+    whether it reads some input's values (not only its dims).
     """
     return any(
         v.is_graph_input() or (v.producer() is None and not v.is_initializer())
-        for v in _upstream(value)
+        for v in _upstream(value, through_shapes=through_shapes)
     )
 
 
@@ -332,6 +347,7 @@ def _described(scoped: ScopedNode, shapes: ShapeTable) -> Counterpart:
         data_dims=shapes.dims(data),
         lengths_dtype=shapes.dtype(lengths),
         constant_lengths=not _depends_on_input(lengths),
+        shape_lengths=not _depends_on_input(lengths, through_shapes=False),
     )
 
 
