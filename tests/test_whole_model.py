@@ -54,10 +54,10 @@ def _planted_in_the_decomposition(inlined: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _planted_in_the_model(inlined: onnx.ModelProto) -> onnx.ModelProto:
-    """A wrong node of the model's own: its Relu made an Abs."""
+    """A wrong node of the model's own: its Relu made a Sigmoid."""
     bad = onnx.ModelProto()
     bad.CopyFrom(inlined)
-    next(n for n in bad.graph.node if n.name == "pre").op_type = "Abs"
+    next(n for n in bad.graph.node if n.name == "pre").op_type = "Sigmoid"
     return bad
 
 
@@ -138,5 +138,5 @@ def test_values_are_compared_bit_for_bit_without_a_tolerance():
         "lens": np.array([4, 2]),
     }
     bad = _planted_in_the_model(revseq.inline(model))
-    said = first_differing_tensor(model, bad, feeds, Engine(None), None)
+    said = str(first_differing_tensor(model, bad, feeds, Engine(None), None))
     assert said.startswith("first differing tensor 'a', written by the model's own Relu")

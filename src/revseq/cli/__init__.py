@@ -17,7 +17,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from revseq.cli._commands import EXIT_BAD_INPUT, Console
+from revseq.cli._commands import EXIT_BAD_INPUT, Console, verdict_json
 from revseq.cli._parser import build_parser
 from revseq.errors import RevseqError, one_line
 
@@ -45,6 +45,7 @@ def _run(argv: Sequence[str] | None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"revseq: error: {one_line(e, None)}", file=sys.stderr)
+        _error_json(args, one_line(e, None))
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         raise
@@ -59,7 +60,16 @@ def _run(argv: Sequence[str] | None) -> int:
             "(rerun with --debug for a traceback)",
             file=sys.stderr,
         )
+        _error_json(args, one_line(e, None, typed=True))
         return EXIT_BAD_INPUT
+
+
+def _error_json(args, message: str) -> None:
+    """Where a verdict was asked for as JSON, the error is one too (verdict ERROR)."""
+    if getattr(args, "json", False) and args.command in {"check", "inline", "restore"}:
+        if args.command != "check" and not args.check:
+            return
+        Console.result(verdict_json("ERROR", command=args.command, error=message))
 
 
 def _silence_stdout() -> None:

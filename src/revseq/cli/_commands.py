@@ -7,6 +7,7 @@ library's own errors propagate to it, which turns them into one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import logging
 import os
@@ -36,11 +37,13 @@ EXIT_OK = 0
 EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
+EXIT_RUNTIME_DIFFERS = 4
 
 EXIT_CODES = {
     "OK": EXIT_OK,
     "DIFFERENT": EXIT_DIFFERENT,
     "INCONCLUSIVE": EXIT_INCONCLUSIVE,
+    "RUNTIME-DIFFERS": EXIT_RUNTIME_DIFFERS,
 }
 """A check's verdict as the exit code every command that checks returns for it."""
 
@@ -50,6 +53,8 @@ EXIT_MEANINGS = {
     EXIT_BAD_INPUT: "bad usage, bad input, or a check that could not run",
     EXIT_INCONCLUSIVE: "no difference, but no reversal of 2 or more steps happened: "
     "it cannot tell a reversal from the identity",
+    EXIT_RUNTIME_DIFFERS: "revseq's part is exact, but the runtime's own computation of "
+    "the model's ops differs from onnxruntime's beyond the tolerance",
 }
 """What each exit code means (``--help``, ``--json``)."""
 
@@ -72,6 +77,31 @@ class Console:
     @staticmethod
     def result(message: str) -> None:
         print(message, flush=True)
+
+
+def versions() -> dict[str, str]:
+    """The versions a verdict was reached with (``--json``)."""
+    found = {"revseq": revseq.__version__}
+    for name in ("onnx", "onnx-ir", "onnxscript", "onnxruntime", "numpy"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def verdict_json(verdict: str, /, **fields: object) -> str:
+    """One JSON document: the verdict, its exit code and meaning, ``fields``, versions."""
+    code = EXIT_CODES.get(verdict, EXIT_BAD_INPUT)
+    fields.pop("verdict", None)  # a report's own, the same
+    document = {
+        "verdict": verdict,
+        "exit_code": code,
+        "exit_meaning": EXIT_MEANINGS[code],
+        **fields,
+        "versions": versions(),
+    }
+    return json.dumps(document, indent=2, default=str)
 
 
 def file_error(path: str | os.PathLike, error: Exception) -> RevseqError:
@@ -144,7 +174,7 @@ def rewrite_file(
         labels = (f"{args.input} (before {verb})", f"{args.input} (after {verb})")
         report = check_models(reference, ir.to_proto(model), args, console, labels)
         if not report.ok:
-            console.result(str(report))
+            _say(args, console, report, written=None)
             console.progress(
                 f"{verb}: the check found a difference; {args.output} not written"
             )
@@ -157,7 +187,27 @@ def rewrite_file(
     except RevseqError as e:
         raise file_error(args.output, e) from e
     console.progress(f"{verb}: wrote {args.output} in {time.perf_counter() - started:.2f} s")
+    if reference is not None and args.json:
+        _say(args, console, report, written=args.output)
     return code
+
+
+def _say(
+    args: argparse.Namespace, console: Console, report: CheckReport, *, written: str | None
+) -> None:
+    """The report of ``inline``/``restore --check``: as text, or one JSON document."""
+    if not args.json:
+        console.result(str(report))
+        return
+    console.result(
+        verdict_json(
+            report.verdict,
+            command=args.command,
+            input=args.input,
+            written=written,
+            **report.to_json(),
+        )
+    )
 
 
 def check_models(
@@ -216,42 +266,49 @@ def cmd_restore(args: argparse.Namespace, console: Console) -> int:
     return rewrite_file(args, console, "restore", revseq.restore)
 
 
-def cmd_check(args: argparse.Namespace, console: Console) -> int:
-    if args.per_node:
-        if args.candidate is not None:
-            raise RevseqError("--per-node checks one model; give only REF")
-        if args.whole_model:
-            raise RevseqError("--per-node and --whole-model exclude each other")
-        model = load(args.reference)
-        try:
-            reports = check_nodes(
-                model,
-                strategy=args.strategy,
-                trials=args.trials,
-                seed=args.seed,
-                backend=args.backend,
-                **given_inputs(args),
-                progress=console.progress,
-            )
-        except RevseqError as e:
-            raise file_error(args.reference, e) from e
-        errors = [r for r in reports if r.error is not None]
-        if errors:
-            raise RevseqError(f"{args.reference}: {errors[0]}")
-        failed = 0
+def _check_per_node(args: argparse.Namespace, console: Console) -> int:
+    """``check MODEL --per-node``: each node against revseq's decomposition of it."""
+    if args.candidate is not None:
+        raise RevseqError("--per-node checks one model; give only REF")
+    if args.whole_model:
+        raise RevseqError("--per-node and --whole-model exclude each other")
+    model = load(args.reference)
+    try:
+        reports = check_nodes(
+            model,
+            strategy=args.strategy,
+            trials=args.trials,
+            seed=args.seed,
+            backend=args.backend,
+            **given_inputs(args),
+            progress=console.progress,
+        )
+    except RevseqError as e:
+        raise file_error(args.reference, e) from e
+    errors = [r for r in reports if r.error is not None]
+    if errors:
+        raise RevseqError(f"{args.reference}: {errors[0]}")
+    failed = sum(not report.ok for report in reports)
+    verdict = "DIFFERENT" if failed else "OK"
+    if not failed and not any(r.longest >= 2 for r in reports):
+        verdict = "INCONCLUSIVE"
+        console.warning(
+            f"{args.reference}: inconclusive: no ReverseSequence reversed 2 or more "
+            "steps: the check cannot tell a reversal from the identity"
+        )
+    if args.json:
+        nodes = [r.to_json() for r in reports]
+        console.result(verdict_json(verdict, reference=args.reference, nodes=nodes))
+    else:
         for report in reports:
             console.result(str(report))
-            failed += not report.ok
         console.result(f"{len(reports) - failed} of {len(reports)} node(s) identical")
-        if failed:
-            return EXIT_DIFFERENT
-        if not any(r.longest >= 2 for r in reports):
-            console.warning(
-                f"{args.reference}: inconclusive: no ReverseSequence reversed 2 or more "
-                "steps: the check cannot tell a reversal from the identity"
-            )
-            return EXIT_INCONCLUSIVE
-        return EXIT_OK
+    return EXIT_CODES[verdict]
+
+
+def cmd_check(args: argparse.Namespace, console: Console) -> int:
+    if args.per_node:
+        return _check_per_node(args, console)
     if args.candidate is None:
         raise RevseqError("check needs REF and CAND (or --per-node with one model)")
     if args.whole_model and args.backend is None:
@@ -270,7 +327,17 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         rtol=args.rtol,
         atol=args.atol,
     )
-    console.result(str(report))
+    if args.json:
+        console.result(
+            verdict_json(
+                report.verdict,
+                reference=args.reference,
+                candidate=args.candidate,
+                **report.to_json(),
+            )
+        )
+    else:
+        console.result(str(report))
     if report.verdict == "INCONCLUSIVE":
         console.warning(f"{args.reference}: inconclusive: {report.message}")
     return EXIT_CODES[report.verdict]

@@ -86,6 +86,16 @@ def _add_check_options(parser: argparse.ArgumentParser, *, trials: int = 3) -> N
     parser.add_argument("--seed", type=int, default=0, help="seed for the random inputs")
 
 
+def _add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the check's verdict as one JSON document on stdout: the verdict, the "
+        "exit code and its meaning, what was compared, the largest errors, the inputs, "
+        "the blame and the versions (an error too: verdict ERROR)",
+    )
+
+
 def _add_rewrite_command(
     commands: argparse._SubParsersAction,
     common: argparse.ArgumentParser,
@@ -106,6 +116,7 @@ def _add_rewrite_command(
         "writing it",
     )
     _add_check_options(parser)
+    _add_json_option(parser)
     _add_input_options(parser)
     parser.set_defaults(handler=handler)
     return parser
@@ -120,7 +131,8 @@ _EXAMPLES = """examples:
   revseq targets                                        the backends revseq knows
 
 COMMAND --help says more; exit codes: 0 success, 1 a difference, 2 an error,
-3 inconclusive (no reversal of 2 or more steps happened)."""
+3 inconclusive (no reversal of 2 or more steps happened), 4 revseq's part exact but
+the runtime's own ops differ (check --whole-model)."""
 
 _INLINE_EXAMPLES = """examples:
   revseq inline model.onnx -o out.onnx                 runs on every probed backend
@@ -258,6 +270,7 @@ def _add_check(commands, common: argparse.ArgumentParser) -> None:
             default=default,
             help=f"{kind} tolerance of --whole-model (0 for exact equality)",
         )
+    _add_json_option(check)
     _add_input_options(check)
     check.set_defaults(handler=cmd_check)
 

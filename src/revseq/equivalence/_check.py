@@ -24,8 +24,10 @@ from __future__ import annotations
 
 __all__ = ["WHOLE_MODEL_ATOL", "WHOLE_MODEL_RTOL", "check"]
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -41,9 +43,7 @@ from revseq.equivalence._runners import (
     to_proto,
     with_definition,
 )
-from revseq.equivalence.blame import (
-    first_differing_tensor,
-)
+from revseq.equivalence.across import Whose, whose_difference
 from revseq.equivalence.declared import declared_domain, fed_as_declared
 from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.inputs.given import GivenInputs, fixed_by, given_inputs
@@ -59,6 +59,7 @@ from revseq.files import run_time_inputs
 from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.ops.vocabulary import FINITE, FINITE_DOMAIN
 from revseq.passes import is_reverse_sequence, walk
+from revseq.passes.graph import FixInputShapesPass
 
 logger = logging.getLogger(__name__)
 
@@ -146,14 +147,21 @@ def _located(
     ref: onnx.ModelProto,
     cand: onnx.ModelProto,
     whole: WholeComparison,
+    input_sets: Sequence[Inputs],
     engine: Engine,
-    tolerance: tuple[float, float] | None,
-) -> str:
-    """Where a whole-model difference starts, and what the backend stores narrower."""
+    tolerance: tuple[float, float],
+    **how: Any,
+) -> Whose:
+    """Whose a whole-model difference across runtimes is, and what the backend stores.
+
+    ``how``: the check's seed, specials and progress.
+    """
     if whole.example is None:
-        return ""
-    where = first_differing_tensor(ref, cand, whole.example.inputs, engine, tolerance)
-    return f"{where}{storage_hint(engine)}"
+        return Whose("", runtime=False)
+    whose = whose_difference(
+        ref, cand, whole.example.inputs, input_sets, engine, tolerance, **how
+    )
+    return dataclasses.replace(whose, text=f"{whose.text}{storage_hint(engine)}")
 
 
 def check(  # noqa: PLR0913 (the public API's keyword options)
@@ -219,6 +227,8 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
     levels = _levels(optimize, whole_model=whole_model)
     # Sizes CAND fixed (inlined with input_shapes=) are the sizes it is run at.
     input_shapes = {**fixed_by(cand, ref), **(input_shapes or {})}
+    if whole_model and input_shapes:  # a runtime converts at the sizes it is given
+        ref, cand = _at_sizes(ref, input_shapes), _at_sizes(cand, input_shapes)
     given, sets = given_inputs(inputs, dims, input_shapes, value_ranges)
     domain = declared_domain(cand)  # a candidate exact on finite data only is drawn such
     specials = not whole_model and domain is None
@@ -229,6 +239,12 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
     whole, engines = _compare_models(
         ref, cand, engine, levels, input_sets, tolerance, progress
     )
+    whose = Whose("", runtime=False)
+    if tolerance is not None:
+        whose = _located(
+            ref, cand, whole, input_sets, engine, tolerance,
+            seed=seed, specials=domain is None, progress=progress,
+        )  # fmt: skip
     nodes: list[NodeReport] = []
     if not whole_model:
         nodes = nodes_report(
@@ -241,10 +257,9 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
     checked = [n for n in nodes if n.error is None]
     # A comparison within a tolerance is a verdict on the outputs alone.
     exercised = whole_model or _exercised(ref, cand, checked, generator, input_sets)
-    located = _located(ref, cand, whole, engine, tolerance) if whole_model else ""
     message = verdict_message(
         whole, checked, trials=len(input_sets), levels=levels, tolerance=tolerance,
-        exercised=exercised, engine=engine.label, located=located,
+        exercised=exercised, engine=engine.label, located=whose.text,
     )  # fmt: skip
     return CheckReport(
         ok=whole.example is None and all(n.difference is None for n in checked),
@@ -260,7 +275,21 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
         inputs=generator.describe(),
         set_aside=whole.set_aside,
         domain=FINITE_DOMAIN if domain == FINITE else domain,
+        largest=whole.largest,
+        runtime_differs=whose.runtime,
+        blame=whose.text,
     )
+
+
+def _at_sizes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
+    """``proto`` with the given inputs' sizes fixed, and every symbol they bind.
+
+    A runtime that converts for fixed shapes (tract, pnnx) then converts at the sizes
+    the user gave, as it will in their deployment, not at symbolic dims.
+    """
+    model = ir.from_proto(proto)
+    FixInputShapesPass(shapes)(model)
+    return ir.to_proto(model)
 
 
 def _check_options(
@@ -315,7 +344,9 @@ def _generator(
     """What generates the inputs, the finite ones where ``specials`` is off.
 
     With ``specials``, data also holds NaN payloads, -0.0 and infinities; without
-    (across runtimes, or for a CAND exact on finite data only), finite values.
+    (across runtimes, or for a CAND exact on finite data only), finite values. Across
+    runtimes, floats are drawn in [0, 1], as polygraphy draws them: an image model's
+    pixels, which a runtime's own ops may not take negative (a log, a square root).
     """
     return InputGenerator(
         [ref, cand],
@@ -324,6 +355,7 @@ def _generator(
         specials=specials,
         finite_because="a comparison across runtimes" if whole_model else "CAND's domain",
         given=given,
+        unit_floats=whole_model,  # across runtimes, floats in [0, 1] (polygraphy's)
     )
 
 
@@ -350,17 +382,16 @@ def _compare_models(
     """
     ref_runners, ref_engine = runners(ref, levels)
     if tolerance is not None:
-        runner = fed_as_declared(cand, prepared_whole(engine, ref, cand))
+        runner = fed_as_declared(cand, prepared_whole(engine, ref, cand, progress))
         cand_runners, cand_engine = dict.fromkeys(levels, runner), engine.label
     else:
         cand_runners, cand_engine = runners(cand, levels)
         cand_runners = {k: fed_as_declared(cand, r) for k, r in cand_runners.items()}
-    compared, example, where, set_aside = compare_whole(
+    whole = compare_whole(
         ref_runners, cand_runners, input_sets, [o.name for o in ref.graph.output], levels,
-        tolerance=tolerance, progress=progress,
+        tolerance=tolerance, progress=progress, engine=cand_engine,
     )  # fmt: skip
-    engines = {"reference": ref_engine, "candidate": cand_engine}
-    return WholeComparison(compared, example, where, set_aside), engines
+    return whole, {"reference": ref_engine, "candidate": cand_engine}
 
 
 def _require_checked(nodes: Sequence[NodeReport], backend: str, label: str) -> None:

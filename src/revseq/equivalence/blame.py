@@ -13,14 +13,19 @@ from __future__ import annotations
 
 __all__ = [
     "AMBIGUOUS",
+    "OWN",
+    "REVSEQ",
+    "Located",
     "fails_alike",
     "first_differing_tensor",
     "refused_op",
     "without_reversals",
 ]
 
+import dataclasses
 import re
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import IdentityEliminationPass, RemoveUnusedNodesPass
@@ -36,17 +41,40 @@ AMBIGUOUS = "written by revseq, and the model's own too"
 """An op type both revseq's decompositions and the model's own nodes use."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Located:
+    """Where two whole models part, said whole, and who wrote the value there.
+
+    Attributes:
+        text: What was found, for a report.
+        writer: ``REVSEQ`` (a decomposition revseq wrote), ``OWN`` (one of the model's
+            own nodes), or None where no tensor inside could be compared or none differs.
+    """
+
+    text: str
+    writer: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+REVSEQ = "revseq"
+OWN = "own"
+
+
 def first_differing_tensor(
     ref: onnx.ModelProto,
     cand: onnx.ModelProto,
     feeds: Inputs,
     engine: Engine,
     tolerance: tuple[float, float] | None,
-) -> str:
+) -> Located:
     """The first value of ``cand`` that differs from ``ref``'s on ``feeds``, said whole.
 
     ``ref`` runs in onnxruntime, ``cand`` on ``engine``; values are compared within
-    ``tolerance`` (rtol, atol), or bit for bit where it is None.
+    ``tolerance`` (rtol, atol), or bit for bit where it is None. A value the runtime
+    does not give back (OpenCV returns an empty object for some) is no difference: it
+    is skipped, and the report says how many were.
     """
     shared = _shared_values(ref, cand)
     try:
@@ -54,24 +82,57 @@ def first_differing_tensor(
         got = _run_marked(cand, shared, feeds, engine)
     except Exception as e:  # a runtime that cannot give back intermediate values
         alike = _differs_alike(ref, feeds, engine, tolerance)
-        return (
+        return Located(
             f"the tensors inside could not be compared on {engine.label} "
-            f"({one_line(e, 100, typed=True)}); {alike}"
+            f"({one_line(e, 100, typed=True)}); {alike}",
+            alike.writer,
         )
     writers = {out: node for node in ref.graph.node for out in node.output}
+    ours = _written_by_revseq(ref, cand)
+    skipped: list[str] = []
     for node in cand.graph.node:
         for name in node.output:
             if name not in shared:
                 continue
+            if not _given_back(expected[name], got[name]):
+                skipped.append(name)
+                continue
             difference = _difference(expected[name], got[name], tolerance)
             if difference is None:
                 continue
-            return (
-                f"first differing tensor {name!r}, written by {_writer(writers[name])}, "
+            writer = writers[name]
+            whose = REVSEQ if writer.op_type == "ReverseSequence" else OWN
+            if whose == OWN and tuple(node.output) in ours:
+                whose = REVSEQ
+            return Located(
+                f"first differing tensor {name!r}, written by {_writer(writer)}, "
                 f"{difference.where}: reference {difference.expected!r}, candidate "
-                f"{difference.got!r}"
+                f"{difference.got!r}{_skipped(skipped, engine)}",
+                whose,
             )
-    return "no tensor inside differs where both models compute it"
+    if skipped:
+        alike = _differs_alike(ref, feeds, engine, tolerance)
+        return Located(
+            f"no tensor inside differs{_skipped(skipped, engine)}; {alike}", alike.writer
+        )
+    return Located("no tensor inside differs where both models compute it")
+
+
+def _given_back(expected: object, got: object) -> bool:
+    """Whether the runtime gave the value back (an empty object array is no value)."""
+    expected, got = np.asarray(expected), np.asarray(got)
+    if got.dtype == object and expected.dtype != object:
+        return False
+    return not (got.size == 0 and expected.size != 0)
+
+
+def _skipped(names: list[str], engine: Engine) -> str:
+    if not names:
+        return ""
+    return (
+        f" ({len(names)} tensor(s) before it not given back by {engine.label}, "
+        f"not compared: {names[0]!r} first)"
+    )
 
 
 def refused_op(text: str, ref: onnx.ModelProto, cand: onnx.ModelProto) -> str | None:
@@ -198,23 +259,29 @@ def _label(node: onnx.NodeProto) -> str:
 
 def _differs_alike(
     ref: onnx.ModelProto, feeds: Inputs, engine: Engine, tolerance: tuple[float, float] | None
-) -> str:
+) -> Located:
     """Whether the model's own ops alone (reversals made Identities) differ there too."""
     plain = without_reversals(ref)
     try:
         expected = runners(plain, ("on",))[0]["on"](feeds)
         got = engine.prepare(plain)(feeds)
     except Exception as e:  # the runtime's own failure, whatever its type
-        return f"the model without its reversals fails there ({one_line(e, 100, typed=True)})"
+        return Located(
+            f"the model without its reversals fails there ({one_line(e, 100, typed=True)})"
+        )
     names = [o.name for o in plain.graph.output]
     for name, a, b in zip(names, expected, got, strict=True):
         difference = _difference(a, b, tolerance)
         if difference is not None:
-            return (
+            return Located(
                 f"the model with every reversal made an Identity differs there too "
-                f"({name!r} {difference.where}): the model's own ops"
+                f"({name!r} {difference.where}): the model's own ops",
+                OWN,
             )
-    return "the model with every reversal made an Identity agrees: revseq's decompositions"
+    return Located(
+        "the model with every reversal made an Identity agrees: revseq's decompositions",
+        REVSEQ,
+    )
 
 
 def _written_by_revseq(ref: onnx.ModelProto, cand: onnx.ModelProto) -> set[tuple[str, ...]]:

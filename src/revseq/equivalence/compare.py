@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["Difference", "first_difference", "first_difference_beyond"]
+__all__ = ["Difference", "Largest", "first_difference", "first_difference_beyond", "largest"]
 
 import dataclasses
 
@@ -105,3 +105,53 @@ def first_difference_beyond(
     with np.errstate(invalid="ignore", over="ignore"):
         close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
     return _first(~close, expected, got)
+
+
+@dataclasses.dataclass(frozen=True)
+class Largest:
+    """The largest errors of one output across runtimes, over every trial compared.
+
+    Attributes:
+        output: The output's name.
+        absolute: The largest ``|expected - got|`` (inf where one side is NaN or inf
+            and the other is not).
+        relative: The largest ``|expected - got| / |expected|`` over nonzero expected.
+    """
+
+    output: str
+    absolute: float
+    relative: float
+
+    def merged(self, other: Largest) -> Largest:
+        """The larger of each error, over both."""
+        return Largest(
+            self.output, max(self.absolute, other.absolute), max(self.relative, other.relative)
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"{self.output!r}: largest absolute error {self.absolute:.3g}, "
+            f"relative {self.relative:.3g}"
+        )
+
+
+def largest(name: str, expected: np.ndarray, got: np.ndarray) -> Largest | None:
+    """The largest absolute and relative errors of ``got`` against ``expected``.
+
+    None where they cannot be measured so (another dtype or shape, not numbers). NaN
+    against NaN and an infinity against the same one count as no error.
+    """
+    expected, got = np.asarray(expected), np.asarray(got)
+    if _layout_difference(expected, got) is not None or expected.dtype.kind not in "fciu":
+        return None
+    if not expected.size:
+        return Largest(name, 0.0, 0.0)
+    wide = np.complex128 if expected.dtype.kind == "c" else np.float64
+    a, b = expected.astype(wide), got.astype(wide)
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        error = np.where(same, 0.0, np.abs(a - b))
+        error = np.where(np.isnan(error), np.inf, error)
+        scale = np.abs(a)
+        relative = np.where(scale > 0, error / np.where(scale > 0, scale, 1.0), 0.0)
+    return Largest(name, float(error.max()), float(relative.max()))

@@ -7,6 +7,7 @@ __all__ = ["CheckReport", "Counterexample", "NodeReport", "WholeComparison", "ve
 import dataclasses
 from collections.abc import Sequence
 
+from revseq.equivalence.compare import Largest
 from revseq.equivalence.inputs import Inputs
 
 
@@ -31,12 +32,14 @@ class WholeComparison:
         example: The first difference, or None.
         where: Where it was, said whole ("" where there is none).
         set_aside: Runs whose difference says nothing of the rewrite.
+        largest: Each output's largest errors across runtimes (within a tolerance).
     """
 
     compared: int
     example: Counterexample | None
     where: str
     set_aside: tuple[str, ...]
+    largest: tuple[Largest, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +71,29 @@ class NodeReport:
     def ok(self) -> bool:
         """Whether every run was bit-identical to the native op."""
         return self.error is None and self.difference is None
+
+    @property
+    def verdict(self) -> str:
+        """OK, DIFFERENT, NOT CHECKED or INCONCLUSIVE (no reversal of 2 or more steps)."""
+        if self.error is not None:
+            return "NOT CHECKED"
+        if self.difference is not None:
+            return "DIFFERENT"
+        return "OK" if self.longest >= 2 else "INCONCLUSIVE"
+
+    def to_json(self) -> dict[str, object]:
+        """The node's outcome as JSON values (``revseq check --json``)."""
+        return {
+            "name": self.name,
+            "scope": self.scope,
+            "verdict": self.verdict,
+            "engine": self.engine,
+            "runs": self.runs,
+            "longest_reversal": self.longest,
+            "difference": self.difference,
+            "error": self.error,
+            "note": self.note.strip(" ;()") or None,
+        }
 
     def __str__(self) -> str:
         label = f"{self.name or '(unnamed)'} in {self.scope}"
@@ -107,6 +133,14 @@ class CheckReport:
             outputs there (the candidate matched them with optimisations off).
         domain: What the candidate declares itself exact on where that is not every
             value (its ``revseq.domain``: ``finite``); the check drew its data there.
+        largest: Each output's largest errors, where the whole models were compared
+            across runtimes.
+        runtime_differs: The whole models differ across runtimes beyond the tolerance,
+            but revseq's part is exact (the candidate is the reference bit for bit in
+            onnxruntime, each decomposition alone on the runtime too) and the
+            difference starts at one of the model's own ops: the runtime's own.
+        blame: Whose a whole-model difference across runtimes is, and where it starts
+            ("" where there is none).
     """
 
     ok: bool
@@ -122,13 +156,56 @@ class CheckReport:
     inputs: tuple[str, ...] = ()
     set_aside: tuple[str, ...] = ()
     domain: str | None = None
+    largest: tuple[Largest, ...] = ()
+    runtime_differs: bool = False
+    blame: str = ""
 
     @property
     def verdict(self) -> str:
-        """OK, DIFFERENT or INCONCLUSIVE (no difference, but no real reversal either)."""
+        """OK, DIFFERENT, RUNTIME-DIFFERS or INCONCLUSIVE.
+
+        RUNTIME-DIFFERS: revseq's part is exact, the runtime's own ops differ.
+        INCONCLUSIVE: no difference, but no real reversal either.
+        """
         if not self.ok:
-            return "DIFFERENT"
+            return "RUNTIME-DIFFERS" if self.runtime_differs else "DIFFERENT"
         return "OK" if self.exercised else "INCONCLUSIVE"
+
+    def to_json(self) -> dict[str, object]:
+        """The report as JSON values (``revseq check --json``)."""
+        c = self.counterexample
+        return {
+            "verdict": self.verdict,
+            "message": self.message,
+            "blame": self.blame or None,
+            "trials": self.trials,
+            "optimizations": list(self.optimizations),
+            "engines": dict(self.engines),
+            "tolerance": (
+                None
+                if self.tolerance is None
+                else {"rtol": self.tolerance[0], "atol": self.tolerance[1]}
+            ),
+            "outputs_compared": self.outputs_compared,
+            "largest_errors": [dataclasses.asdict(each) for each in self.largest],
+            "nodes": [node.to_json() for node in self.nodes],
+            "first_difference": None
+            if c is None
+            else {
+                "trial": c.trial,
+                "output": c.output_name,
+                "index": None if c.index is None else list(c.index),
+                "reference": repr(c.reference_value),
+                "candidate": repr(c.candidate_value),
+                "inputs": {
+                    name: {"dtype": str(v.dtype), "shape": list(v.shape)}
+                    for name, v in c.inputs.items()
+                },
+            },
+            "inputs": list(self.inputs),
+            "set_aside": list(self.set_aside),
+            "domain": self.domain,
+        }
 
     def __str__(self) -> str:
         engines = ", ".join(f"{k}: {v}" for k, v in self.engines.items())
@@ -141,6 +218,7 @@ class CheckReport:
         if self.domain is not None:
             lines.append(f"  domain: {self.domain}, the candidate's own: data drawn there")
         lines.extend(f"  {line}" for line in self.inputs)
+        lines.extend(f"  largest error: {each}" for each in self.largest)
         lines.extend(f"  set aside: {line}" for line in self.set_aside)
         lines.extend(f"  node {node}" for node in self.nodes)
         c = self.counterexample

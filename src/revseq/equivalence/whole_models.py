@@ -18,9 +18,15 @@ import onnx
 
 from revseq.equivalence._runners import Engine, Runner
 from revseq.equivalence.blame import AMBIGUOUS, fails_alike, refused_op
-from revseq.equivalence.compare import first_difference, first_difference_beyond
+from revseq.equivalence.compare import (
+    Largest,
+    first_difference,
+    first_difference_beyond,
+    largest,
+)
 from revseq.equivalence.inputs import Inputs
-from revseq.equivalence.reports import Counterexample
+from revseq.equivalence.progress import Progress, stage
+from revseq.equivalence.reports import Counterexample, WholeComparison
 from revseq.errors import CheckError, RevseqError, one_line
 
 
@@ -32,37 +38,46 @@ def compare_whole(
     levels: Sequence[str],
     *,
     tolerance: tuple[float, float] | None,
-    progress: Callable[[str], None] | None,
-) -> tuple[int, Counterexample | None, str, tuple[str, ...]]:
-    """Whole-model outputs: (compared, first counterexample, where it was, set aside).
+    progress: Progress | None,
+    engine: str = "onnxruntime",
+) -> WholeComparison:
+    """The whole models' outputs compared, trial by trial and level by level.
 
     A difference at a level with optimisations on is set aside, not reported, where
     the optimiser changes the reference's own outputs on the same inputs (they differ
     from its run with optimisations off, which the candidate matched): the optimiser
     then computes two different programs, and the difference says nothing of the
     rewrite. Each reversal alone is still compared with optimisations on.
+
+    Bit for bit, the first difference ends the comparison. Within a ``tolerance``
+    (across runtimes, the candidate on ``engine``), every trial is compared, and each
+    output's largest errors are measured over all of them.
     """
     compared = 0
     set_aside: list[str] = []
+    found: tuple[Counterexample, str] | None = None
+    errors: dict[str, Largest] = {}
     for trial, feeds in enumerate(input_sets):
         plain: list[np.ndarray] | None = None  # the reference, optimisations off
         for level in levels:
-            try:
-                expected = ref_runners[level](feeds)
-                got = cand_runners[level](feeds)
-            except RevseqError:
-                raise
-            except Exception as e:
-                raise CheckError(f"running trial {trial} failed: {one_line(e)}") from e
+            expected, got = _run_both(
+                ref_runners[level],
+                cand_runners[level],
+                feeds,
+                trial,
+                progress if tolerance is not None else None,
+                engine,
+            )
             if level == "off":
                 plain = expected
             for name, a, b in zip(output_names, expected, got, strict=True):
                 if tolerance is None:
                     difference = first_difference(a, b)
                 else:
+                    _measure(errors, name, a, b)
                     rtol, atol = tolerance
                     difference = first_difference_beyond(a, b, rtol=rtol, atol=atol)
-                if difference is None:
+                if difference is None or found is not None:
                     continue
                 moved = _moved_by_optimiser(plain, expected, output_names)
                 if tolerance is None and level != "off" and moved is not None:
@@ -76,12 +91,44 @@ def compare_whole(
                     trial, feeds, name, difference.index, difference.expected, difference.got
                 )
                 where = f"output {name!r} differs {difference.where} in trial {trial}"
-                return compared + 1, example, f"{where} (optimisations {level})", ()
+                found = (example, f"{where} (optimisations {level})")
+                if tolerance is None:
+                    return WholeComparison(compared + 1, example, found[1], ())
             else:
                 compared += len(output_names)
         if progress is not None:
             progress(f"check: trial {trial + 1}/{len(input_sets)} of the whole models done")
-    return compared, None, "", tuple(set_aside)
+    example, where = found if found is not None else (None, "")
+    return WholeComparison(
+        compared, example, where, () if found else tuple(set_aside), tuple(errors.values())
+    )
+
+
+def _run_both(
+    ref: Runner,
+    cand: Runner,
+    feeds: Inputs,
+    trial: int,
+    progress: Progress | None,
+    engine: str,
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Both models' outputs on ``feeds``; a failure to run is one line."""
+    try:
+        expected = ref(feeds)
+        with stage(progress, f"trial {trial + 1}: running the candidate on {engine}"):
+            got = cand(feeds)
+    except RevseqError:
+        raise
+    except Exception as e:
+        raise CheckError(f"running trial {trial} failed: {one_line(e)}") from e
+    return expected, got
+
+
+def _measure(errors: dict[str, Largest], name: str, a: np.ndarray, b: np.ndarray) -> None:
+    """Merge one output's largest errors into those measured so far."""
+    measured = largest(name, a, b)
+    if measured is not None:
+        errors[name] = errors[name].merged(measured) if name in errors else measured
 
 
 def _moved_by_optimiser(
@@ -107,7 +154,12 @@ def storage_hint(engine: Engine) -> str:
     )
 
 
-def prepared_whole(engine: Engine, ref: onnx.ModelProto, cand: onnx.ModelProto) -> Runner:
+def prepared_whole(
+    engine: Engine,
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    progress: Progress | None = None,
+) -> Runner:
     """CAND whole on the engine; a refusal says which op the runtime named, and whose.
 
     A backend may convert at the first run (pnnx): its runs are watched too.
@@ -122,5 +174,6 @@ def prepared_whole(engine: Engine, ref: onnx.ModelProto, cand: onnx.ModelProto) 
                 named = "; ".join(filter(None, [named, fails_alike(ref, engine, feeds)]))
             raise CheckError(f"{one_line(e, 300)}; {named}") from e
 
-    prepared = watched(engine.prepare, cand, None)
+    with stage(progress, f"preparing the candidate whole on {engine.label}"):
+        prepared = watched(engine.prepare, cand, None)
     return lambda feeds: watched(prepared, feeds, feeds)

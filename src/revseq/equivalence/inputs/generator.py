@@ -48,7 +48,7 @@ from revseq.equivalence.inputs.lengths import (
     zeros,
 )
 from revseq.equivalence.inputs.uses import IndexUse, index_uses, reversed_inputs
-from revseq.equivalence.inputs.values import drawn, random_array, ranged_array
+from revseq.equivalence.inputs.values import FLOATS, drawn, random_array, ranged_array
 from revseq.errors import CheckError, one_line
 from revseq.files import run_time_inputs
 
@@ -93,10 +93,12 @@ class InputGenerator:
         specials: bool = True,
         finite_because: str = "",
         given: GivenInputs | None = None,
+        unit_floats: bool = False,
     ) -> None:
         self.model = models[0]
         self.seed = seed
         self.specials = specials
+        self.unit_floats = unit_floats
         self.finite_because = finite_because or "asked for finite data"
         self.given = given if given is not None else GivenInputs()
         self._capture = capture
@@ -241,6 +243,8 @@ class InputGenerator:
             elif name in bounds:
                 top = max(bounds[name] - 1, 0)
                 feeds[name] = ranged_array(rng, elem, shapes[name], 0, top)
+            elif self.unit_floats and elem in FLOATS:
+                feeds[name] = ranged_array(rng, elem, shapes[name], 0.0, 1.0)
             else:
                 specials = self.specials and name in self._reversed
                 feeds[name] = random_array(rng, elem, shapes[name], specials=specials)
@@ -305,6 +309,11 @@ class InputGenerator:
             elif name in self._bounds:
                 how = f"generated in [0, {self._bounds[name] - 1}]: it " + "; ".join(
                     u.describe() for u in self._indices[name][:2]
+                )
+            elif self.unit_floats and info.type.tensor_type.elem_type in FLOATS:
+                how = (
+                    f"generated in [0, 1], as polygraphy draws floats (--val-range "
+                    f"{name}:[LO,HI] states their real range)"
                 )
             else:
                 how = drawn(

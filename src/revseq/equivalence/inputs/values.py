@@ -7,7 +7,7 @@ Floats hold a quiet NaN with a payload, a signalling NaN with its sign set, infi
 
 from __future__ import annotations
 
-__all__ = ["NAN_PAYLOADS", "drawn", "held", "random_array", "ranged_array"]
+__all__ = ["FLOATS", "NAN_PAYLOADS", "drawn", "held", "random_array", "ranged_array"]
 
 from collections.abc import Mapping
 
@@ -127,7 +127,7 @@ def _round_trip(array: np.ndarray, narrow: np.dtype) -> np.ndarray:
     return kept.astype(array.dtype)
 
 
-_FLOATS = frozenset({
+FLOATS = frozenset({
     onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
     onnx.TensorProto.BFLOAT16,
 })  # fmt: skip
@@ -140,7 +140,7 @@ def drawn(elem: int, *, reversed_: bool, specials: bool, finite_because: str) ->
     ``reversed_``: the input reaches a reversal and an output unchanged; ``specials``:
     the check draws NaN payloads, -0.0 and infinities there (else ``finite_because``).
     """
-    if elem not in _FLOATS:
+    if elem not in FLOATS:
         return "generated over its type's range"
     if not reversed_:
         return "generated finite, standard normal (no output holds it merely reversed)"

@@ -1,0 +1,118 @@
+"""Whose a whole-model difference across runtimes is: revseq's, or the runtime's own.
+
+A user who checks an inlined model on their runtime asks whether revseq changed
+anything. The runtime's own kernels (a MatMul, an LSTM) round differently from
+onnxruntime's, or compute some op wrong whatever revseq wrote; neither is revseq's. So
+where the whole candidate on the runtime differs from the reference in onnxruntime
+beyond the tolerance, three questions are asked in turn:
+
+1. Does the candidate compute the reference's outputs bit for bit in onnxruntime? If
+   not, what revseq wrote is wrong: the first tensor that differs there is named.
+2. Does each decomposition revseq wrote, run alone on the runtime, give the native op's
+   output bit for bit? If not, that node is named.
+3. Where does the difference start on the runtime? At one of the model's own ops
+   (then revseq's part is exact, and the runtime's own computation differs), or at a
+   decomposition in its context.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Whose", "whose_difference"]
+
+import dataclasses
+from collections.abc import Sequence
+
+import onnx
+
+from revseq.equivalence._node_check import nodes_report
+from revseq.equivalence._runners import Engine, runners
+from revseq.equivalence.blame import OWN, first_differing_tensor
+from revseq.equivalence.declared import fed_as_declared
+from revseq.equivalence.inputs import Inputs
+from revseq.equivalence.progress import Progress, stage
+from revseq.equivalence.whole_models import compare_whole
+
+
+@dataclasses.dataclass(frozen=True)
+class Whose:
+    """Whose a whole-model difference is, said whole.
+
+    Attributes:
+        text: Where it starts and why it is whose it is.
+        runtime: revseq's part is exact (bit for bit in onnxruntime, and each
+            decomposition alone on the runtime), and the difference starts at one of
+            the model's own ops: the runtime's own computation.
+    """
+
+    text: str
+    runtime: bool
+
+
+def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    example_inputs: Inputs,
+    input_sets: Sequence[Inputs],
+    engine: Engine,
+    tolerance: tuple[float, float],
+    *,
+    seed: int,
+    specials: bool,
+    progress: Progress | None,
+) -> Whose:
+    """Whose the difference found on ``example_inputs`` is (see the module)."""
+    with stage(progress, "comparing the candidate with the reference in onnxruntime"):
+        in_onnxruntime = _differs_in_onnxruntime(ref, cand, input_sets)
+    if in_onnxruntime is not None:
+        located = first_differing_tensor(ref, cand, in_onnxruntime, Engine(None), None)
+        return Whose(
+            "the candidate differs from the reference in onnxruntime too, bit for bit: "
+            f"{located}",
+            runtime=False,
+        )
+    with stage(progress, f"running each decomposition alone on {engine.label}"):
+        nodes = nodes_report(
+            ref, cand, input_sets, engine, seed=seed, progress=None, specials=specials
+        )
+    wrong = next((n for n in nodes if n.difference is not None), None)
+    if wrong is not None:
+        return Whose(
+            f"revseq's decomposition of node {wrong.name or '(unnamed)'} in {wrong.scope} "
+            f"differs alone on {engine.label}: {wrong.difference}",
+            runtime=False,
+        )
+    with stage(progress, f"finding the first tensor that differs on {engine.label}"):
+        located = first_differing_tensor(ref, cand, example_inputs, engine, tolerance)
+    unchecked = [n for n in nodes if n.error is not None]
+    if located.writer != OWN or unchecked:
+        alone = f" ({len(unchecked)} decomposition(s) not checked alone)" if unchecked else ""
+        return Whose(f"{located}{alone}", runtime=False)
+    alone = (
+        f", and its {len(nodes)} decomposition(s) run alone on {engine.label} bit for bit"
+        if nodes
+        else ""
+    )
+    return Whose(
+        "revseq's part is exact: the candidate computes the reference's outputs bit for "
+        f"bit in onnxruntime{alone}; {engine.name}'s own computation of the model's ops "
+        f"differs: {located} (on the inputs listed below: --val-range NAME:[LO,HI] states "
+        "an input's real range)",
+        runtime=True,
+    )
+
+
+def _differs_in_onnxruntime(
+    ref: onnx.ModelProto, cand: onnx.ModelProto, input_sets: Sequence[Inputs]
+) -> Inputs | None:
+    """The inputs on which the candidate differs from the reference in onnxruntime.
+
+    Both with optimisations off, bit for bit; None where it never does.
+    """
+    ref_runners, _ = runners(ref, ("off",))
+    cand_runners, _ = runners(cand, ("off",))
+    fed = {level: fed_as_declared(cand, r) for level, r in cand_runners.items()}
+    names = [o.name for o in ref.graph.output]
+    whole = compare_whole(
+        ref_runners, fed, input_sets, names, ("off",), tolerance=None, progress=None
+    )
+    return None if whole.example is None else whole.example.inputs
