@@ -43,10 +43,16 @@ from revseq.equivalence._runners import (
     to_proto,
     with_definition,
 )
-from revseq.equivalence.across import Whose, whose_difference
+from revseq.equivalence.across import (
+    Whose,
+    in_onnxruntime,
+    whose_difference,
+    wrong_in_onnxruntime,
+)
 from revseq.equivalence.declared import declared_domain, fed_as_declared
 from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.inputs.given import GivenInputs, fixed_by, given_inputs
+from revseq.equivalence.progress import stage
 from revseq.equivalence.reports import (
     CheckReport,
     NodeReport,
@@ -236,17 +242,16 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
     input_sets = generator.trials(sets, trials)
     engine = Engine(backend)  # a backend that is not installed fails here, first
     tolerance = (rtol, atol) if whole_model else None
-    whole, engines = _compare_models(
-        ref, cand, engine, levels, input_sets, tolerance, progress
-    )
-    whose = Whose("", runtime=False)
     if tolerance is not None:
-        whose = _located(
-            ref, cand, whole, input_sets, engine, tolerance,
+        whole, engines, nodes, whose = _across_runtimes(
+            ref, cand, engine, input_sets, tolerance,
             seed=seed, specials=domain is None, progress=progress,
         )  # fmt: skip
-    nodes: list[NodeReport] = []
-    if not whole_model:
+    else:
+        whole, engines = _compare_models(
+            ref, cand, engine, levels, input_sets, tolerance, progress
+        )
+        whose = Whose("", runtime=False)
         nodes = nodes_report(
             ref, cand, input_sets, engine, seed=seed, progress=progress, specials=specials
         )
@@ -279,6 +284,42 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
         runtime_differs=whose.runtime,
         blame=whose.text,
     )
+
+
+def _across_runtimes(
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    engine: Engine,
+    input_sets: Sequence[Inputs],
+    tolerance: tuple[float, float],
+    **how: Any,
+) -> tuple[WholeComparison, dict[str, str], list[NodeReport], Whose]:
+    """The whole candidate on the runtime, once what revseq wrote is exact at home.
+
+    First in onnxruntime, bit for bit: the whole models, and each decomposition alone
+    (lengths 0, 1 and T among them: a whole model's own may never reverse 2 steps).
+    What differs there is wrong on every runtime, and the runtime is not asked. Then
+    the whole candidate on the runtime within ``tolerance``, and whose a difference
+    is (``how``: the check's seed, specials and progress).
+    """
+    at_home = {"reference": "onnxruntime", "candidate": "onnxruntime"}
+    wrong = in_onnxruntime(ref, cand, input_sets)
+    if wrong.example is not None:
+        return wrong, at_home, [], wrong_in_onnxruntime(ref, cand, wrong, engine)
+    with stage(how["progress"], "running each decomposition alone in onnxruntime"):
+        nodes = nodes_report(
+            ref, cand, input_sets, Engine(None), seed=how["seed"], progress=None,
+            specials=how["specials"],
+        )  # fmt: skip
+    if any(node.difference is not None for node in nodes):
+        return wrong, {**at_home, "decompositions": "onnxruntime"}, nodes, Whose("", False)
+    whole, engines = _compare_models(
+        ref, cand, engine, ("on",), input_sets, tolerance, how["progress"]
+    )
+    if nodes:
+        engines["decompositions"] = "onnxruntime"
+    whose = _located(ref, cand, whole, input_sets, engine, tolerance, **how)
+    return whole, engines, nodes, whose
 
 
 def _at_sizes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:

@@ -3,13 +3,14 @@
 A user who checks an inlined model on their runtime asks whether revseq changed
 anything. The runtime's own kernels (a MatMul, an LSTM) round differently from
 onnxruntime's, or compute some op wrong whatever revseq wrote; neither is revseq's. So
-where the whole candidate on the runtime differs from the reference in onnxruntime
-beyond the tolerance, three questions are asked in turn:
+three questions are asked in turn:
 
-1. Does the candidate compute the reference's outputs bit for bit in onnxruntime? If
-   not, what revseq wrote is wrong: the first tensor that differs there is named.
-2. Does each decomposition revseq wrote, run alone on the runtime, give the native op's
-   output bit for bit? If not, that node is named.
+1. Does the candidate compute the reference's outputs bit for bit in onnxruntime
+   (:func:`in_onnxruntime`, before the runtime is asked anything)? If not, what revseq
+   wrote is wrong on every runtime: the first tensor that differs there is named.
+2. Where the whole candidate on the runtime differs beyond the tolerance: does each
+   decomposition revseq wrote, run alone on the runtime, give the native op's output
+   bit for bit? If not, that node is named.
 3. Where does the difference start on the runtime? At one of the model's own ops
    (then revseq's part is exact, and the runtime's own computation differs), or at a
    decomposition in its context.
@@ -17,7 +18,7 @@ beyond the tolerance, three questions are asked in turn:
 
 from __future__ import annotations
 
-__all__ = ["Whose", "whose_difference"]
+__all__ = ["Whose", "in_onnxruntime", "whose_difference", "wrong_in_onnxruntime"]
 
 import dataclasses
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from revseq.equivalence.blame import OWN, first_differing_tensor
 from revseq.equivalence.declared import fed_as_declared
 from revseq.equivalence.inputs import Inputs
 from revseq.equivalence.progress import Progress, stage
+from revseq.equivalence.reports import WholeComparison
 from revseq.equivalence.whole_models import compare_whole
 
 
@@ -60,16 +62,7 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
     specials: bool,
     progress: Progress | None,
 ) -> Whose:
-    """Whose the difference found on ``example_inputs`` is (see the module)."""
-    with stage(progress, "comparing the candidate with the reference in onnxruntime"):
-        in_onnxruntime = _differs_in_onnxruntime(ref, cand, input_sets)
-    if in_onnxruntime is not None:
-        located = first_differing_tensor(ref, cand, in_onnxruntime, Engine(None), None)
-        return Whose(
-            "the candidate differs from the reference in onnxruntime too, bit for bit: "
-            f"{located}",
-            runtime=False,
-        )
+    """Whose the difference found on ``example_inputs`` is (questions 2 and 3)."""
     with stage(progress, f"running each decomposition alone on {engine.label}"):
         nodes = nodes_report(
             ref, cand, input_sets, engine, seed=seed, progress=None, specials=specials
@@ -101,18 +94,27 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
     )
 
 
-def _differs_in_onnxruntime(
+def in_onnxruntime(
     ref: onnx.ModelProto, cand: onnx.ModelProto, input_sets: Sequence[Inputs]
-) -> Inputs | None:
-    """The inputs on which the candidate differs from the reference in onnxruntime.
-
-    Both with optimisations off, bit for bit; None where it never does.
-    """
+) -> WholeComparison:
+    """Both models in onnxruntime, optimisations off, bit for bit (question 1)."""
     ref_runners, _ = runners(ref, ("off",))
     cand_runners, _ = runners(cand, ("off",))
     fed = {level: fed_as_declared(cand, r) for level, r in cand_runners.items()}
     names = [o.name for o in ref.graph.output]
-    whole = compare_whole(
+    return compare_whole(
         ref_runners, fed, input_sets, names, ("off",), tolerance=None, progress=None
     )
-    return None if whole.example is None else whole.example.inputs
+
+
+def wrong_in_onnxruntime(
+    ref: onnx.ModelProto, cand: onnx.ModelProto, whole: WholeComparison, engine: Engine
+) -> Whose:
+    """What :func:`in_onnxruntime` found, said whole: revseq's output is wrong."""
+    assert whole.example is not None
+    located = first_differing_tensor(ref, cand, whole.example.inputs, Engine(None), None)
+    return Whose(
+        f"the candidate differs from the reference in onnxruntime, bit for bit, so on "
+        f"{engine.name} too: {located}",
+        runtime=False,
+    )
