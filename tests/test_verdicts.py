@@ -243,3 +243,42 @@ def test_the_largest_errors_count_nan_against_nan_as_none():
     assert measured.absolute == 0.5 and measured.relative == 0.25
     assert first_difference_beyond(a[:3], b[:3], rtol=0, atol=0) is None
     assert largest("y", a, np.array([1.0, 0.0, np.inf, 2.0], np.float32)).absolute == np.inf
+
+
+def test_input_options_without_check_are_refused_naming_the_fix(tmp_path, capsys):
+    onnx.save(_load("verdict_full_flips"), tmp_path / "m.onnx")
+    code = main(["inline", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"),
+                 "--input-shapes", "ids:[2,300]"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "o.onnx").exists()
+    assert "--overwrite-input-shape ids:[2,300]" in err and len(err.splitlines()) == 1, err
+    code = main(["restore", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"),
+                 "--dims", "batch=2"])  # fmt: skip
+    assert code == 2 and "add --check" in capsys.readouterr().err
+
+
+def test_info_describes_a_model_onnx_s_checker_fails_and_warns(tmp_path, capsys):
+    """A tf2onnx export may hold an op of another framework (CudnnRNN)."""
+    model = _load("verdict_time_major_batch1")
+    model.graph.node.append(onnx.helper.make_node("CudnnRNN", ["y"], ["z"]))
+    onnx.save(model, tmp_path / "m.onnx")
+    code = main(["info", str(tmp_path / "m.onnx")])
+    captured = capsys.readouterr()
+    assert code == 0 and "ReverseSequence nodes: 1" in captured.out, captured
+    assert "warning" in captured.err and "CudnnRNN" in captured.err
+
+
+def test_int32_lengths_openvinos_flavour_inline_into_valid_onnx(tmp_path, capsys):
+    from revseq.ops.reference import reverse_sequence_model
+
+    model = reverse_sequence_model(
+        ["T", "B", 3], onnx.TensorProto.FLOAT, lens_elem=onnx.TensorProto.INT32
+    )
+    inlined = revseq.inline(model)
+    onnx.checker.check_model(inlined, full_check=True)
+    report = revseq.check(model, inlined)
+    assert report.verdict == "OK", report
+    onnx.save(model, tmp_path / "m.onnx")
+    assert main(["info", str(tmp_path / "m.onnx")]) == 0
+    assert "OpenVINO's and TensorFlow's flavour" in capsys.readouterr().out
+    assert main(["check", str(tmp_path / "m.onnx"), "--per-node", "-q"]) == 0

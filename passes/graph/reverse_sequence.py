@@ -11,6 +11,7 @@ __all__ = [
     "node_label",
     "signature_of",
     "validate_all",
+    "FLAVOUR_LENGTH_TYPES",
     "LENGTH_TYPES",
 ]
 
@@ -36,6 +37,13 @@ LENGTH_TYPES = {
     REVSEQ_DOMAIN: (ir.DataType.INT64, ir.DataType.INT32),
 }
 """The ``sequence_lens`` element types each domain's op accepts."""
+
+FLAVOUR_LENGTH_TYPES = (ir.DataType.INT32,)
+"""Lengths types an ONNX-domain node is taken with though ONNX allows only int64.
+
+OpenVINO's and TensorFlow's flavour of the op takes int32 lengths, and models
+converted from them hold it (not valid ONNX: onnxruntime refuses it). revseq inlines
+such a node as the ``revseq`` domain's op, and what it writes is valid ONNX."""
 
 
 def is_reverse_sequence(node: ir.Node) -> bool:
@@ -173,7 +181,8 @@ def _lengths_type(
     lens = scoped.node.inputs[1]
     assert lens is not None
     lens_dtype = table.dtype(lens)
-    if lens_dtype is not None and lens_dtype not in LENGTH_TYPES[domain]:
+    accepted = LENGTH_TYPES[domain] + (FLAVOUR_LENGTH_TYPES if domain == "" else ())
+    if lens_dtype is not None and lens_dtype not in accepted:
         allowed_types = " or ".join(t.name.lower() for t in LENGTH_TYPES[domain])
         raise _fail(scoped, f"sequence_lens must be {allowed_types}, got {lens_dtype.name}")
     lens_dims = table.dims(lens)

@@ -29,7 +29,7 @@ import os
 import pathlib
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import google.protobuf.message
 import numpy as np
@@ -152,8 +152,15 @@ def _check_external_data(path: pathlib.Path, proto: onnx.ModelProto) -> None:
             )
 
 
-def load_model(path: str | os.PathLike) -> ir.Model:
+def load_model(
+    path: str | os.PathLike, *, checker_warning: Callable[[str], None] | None = None
+) -> ir.Model:
     """Load a model file as an ``onnx_ir.Model``, external tensors mapped lazily.
+
+    ``checker_warning``: where onnx's checker fails the model (a tf2onnx export holding
+    an op of another framework, CudnnRNN), it is called with the complaint and the model
+    is loaded all the same (``revseq info`` describes what such a model holds); without
+    it, that is an error.
 
     Raises:
         ModelLoadError: The path is missing, a folder, unreadable or empty; the file is
@@ -168,7 +175,9 @@ def load_model(path: str | os.PathLike) -> ir.Model:
     try:
         onnx.checker.check_model(str(path))
     except onnx.checker.ValidationError as e:
-        raise ModelLoadError(f"{path}: fails onnx's checker: {one_line(e)}") from e
+        if checker_warning is None:
+            raise ModelLoadError(f"{path}: fails onnx's checker: {one_line(e)}") from e
+        checker_warning(f"{path}: fails onnx's checker: {one_line(e)}")
     try:
         model = ir.serde.deserialize_model(proto)
     except Exception as e:

@@ -20,6 +20,7 @@ from revseq.passes import (
     signature_of,
     walk,
 )
+from revseq.passes.graph.reverse_sequence import FLAVOUR_LENGTH_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class NodeInfo:
             a size (static), a symbol name (symbolic) or None (unknown); None when the
             rank is unknown.
         invalid: Why the node breaks the operator's specification, None when it is valid.
+        note: What else a user should know of it (int32 lengths on the ONNX domain).
     """
 
     name: str
@@ -51,6 +53,7 @@ class NodeInfo:
     rank: int | None
     dims: tuple[int | str | None, ...] | None = None
     invalid: str | None = None
+    note: str | None = None
 
     def dim_kinds(self) -> str:
         """``static 1, symbolic 2, unknown 0``: how much of the shape is known."""
@@ -123,7 +126,9 @@ class ModelInfo:
                 f"  - {node.name or '(unnamed)'} [{node.domain}, {node.scope}]: "
                 f"batch_axis={node.batch_axis} time_axis={node.time_axis} rank={rank} "
                 f"dims={describe_dims(node.dims)} ({node.dim_kinds()}) "
-                f"lengths={lengths}" + (f" INVALID: {node.invalid}" if node.invalid else "")
+                f"lengths={lengths}"
+                + (f" INVALID: {node.invalid}" if node.invalid else "")
+                + (f" ({node.note})" if node.note else "")
             )
         lines.append("op types: " + ", ".join(f"{k} x{v}" for k, v in self.op_types.items()))
         return "\n".join(lines)
@@ -139,6 +144,17 @@ def describe_dims(dims: tuple[Dim, ...] | None) -> str:
 def _reason(message: str) -> str:
     """The problem alone: the message names the node, which the summary already does."""
     return message.split("): ", 1)[1] if "): " in message else message
+
+
+def _flavour(node: ir.Node) -> str | None:
+    """What an ONNX-domain node with int32 lengths is, and what revseq does with it."""
+    lens = node.inputs[1] if len(node.inputs) > 1 else None
+    if node.domain == REVSEQ_DOMAIN or lens is None or lens.dtype not in FLAVOUR_LENGTH_TYPES:
+        return None
+    return (
+        "int32 lengths: OpenVINO's and TensorFlow's flavour, not valid ONNX; revseq inline "
+        "writes valid ONNX"
+    )
 
 
 def _is_constant(value: ir.Value | None) -> bool:
@@ -197,6 +213,7 @@ def describe(model: ir.Model) -> ModelInfo:
                 rank=len(dims) if dims is not None else None,
                 dims=dims,
                 invalid=invalid,
+                note=_flavour(node),
             )
         )
     return ModelInfo(

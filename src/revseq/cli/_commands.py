@@ -112,9 +112,9 @@ def file_error(path: str | os.PathLike, error: Exception) -> RevseqError:
     return RevseqError(f"{path}: {text}")
 
 
-def load(path: str) -> ir.Model:
+def load(path: str, *, checker_warning: Callable[[str], None] | None = None) -> ir.Model:
     try:
-        return files.load_model(path)
+        return files.load_model(path, checker_warning=checker_warning)
     except RevseqError as e:
         raise file_error(path, e) from e
 
@@ -240,7 +240,36 @@ def check_models(
     return report
 
 
+def _inputs_need_check(args: argparse.Namespace) -> None:
+    """Refuse the check's input options where no check runs: they would do nothing."""
+    if args.check:
+        return
+    given = [
+        flag
+        for flag, value in (
+            ("--input-shapes", args.input_shapes), ("--dims", args.dims),
+            ("--input", args.input_values), ("--val-range", args.val_range),
+        )
+        if value
+    ]  # fmt: skip
+    if not given:
+        return
+    fix = ""
+    if args.command == "inline" and given[0] == "--input-shapes":
+        shapes = " ".join(
+            f"{name}:[{','.join(str(d) for d in dims)}]"
+            for group in args.input_shapes
+            for name, dims in group
+        )
+        fix = f"; to fix the model's own input sizes, --overwrite-input-shape {shapes}"
+    raise RevseqError(
+        f"{given[0]} gives the inputs of --check, which was not asked for: add --check"
+        f"{fix}"
+    )
+
+
 def cmd_inline(args: argparse.Namespace, console: Console) -> int:
+    _inputs_need_check(args)
     # --target repeats, and takes several names at once: --target tvm tract
     names = [name for group in args.target or () for name in group]
     # Resolved once, here: an unknown name is refused before any work.
@@ -263,6 +292,7 @@ def cmd_inline(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_restore(args: argparse.Namespace, console: Console) -> int:
+    _inputs_need_check(args)
     return rewrite_file(args, console, "restore", revseq.restore)
 
 
@@ -344,7 +374,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_info(args: argparse.Namespace, console: Console) -> int:
-    info = describe(load(args.input))
+    # A model onnx's checker fails (an op of another framework) is still described.
+    info = describe(load(args.input, checker_warning=console.warning))
     if args.json:
         console.result(json.dumps(info.to_json(), indent=2))
     else:

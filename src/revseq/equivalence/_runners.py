@@ -37,6 +37,7 @@ from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.function import definition
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 from revseq.passes import validate_all, walk
+from revseq.passes.graph.reverse_sequence import FLAVOUR_LENGTH_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,12 @@ def to_proto(model: ModelLike) -> onnx.ModelProto:
 
 
 def with_definition(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """Attach revseq's definition of the ``revseq`` domain op, if the model uses it."""
+    """Attach revseq's definition of the ``revseq`` domain op, if the model uses it.
+
+    An ONNX-domain node with int32 lengths (OpenVINO's and TensorFlow's flavour, which
+    onnxruntime refuses) is run on them cast to int64: the same lengths.
+    """
+    proto = _flavour_cast(proto)
     if not any(op.domain == REVSEQ_DOMAIN for op in proto.opset_import):
         return proto
     if any(f.domain == REVSEQ_DOMAIN and f.name == "ReverseSequence" for f in proto.functions):
@@ -85,6 +91,30 @@ def with_definition(proto: onnx.ModelProto) -> onnx.ModelProto:
             f"cannot run the revseq domain op at opset {default_opset(proto)}: {e}"
         ) from e
     return copy
+
+
+def _flavour_cast(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` with the int32 lengths of its ONNX-domain ReverseSequence nodes cast."""
+    model = ir.from_proto(proto)
+    flavoured = [
+        s.node
+        for s in walk(model)
+        if s.node.op_type == "ReverseSequence"
+        and s.node.domain in ("", "ai.onnx")
+        and len(s.node.inputs) == 2
+        and s.node.inputs[1] is not None
+        and s.node.inputs[1].dtype in FLAVOUR_LENGTH_TYPES
+    ]
+    if not flavoured:
+        return proto
+    for node in flavoured:
+        cast = ir.node("Cast", [node.inputs[1]], attributes={"to": ir.DataType.INT64})
+        cast.outputs[0].name = f"{node.inputs[1].name}_as_int64"
+        cast.outputs[0].dtype = ir.DataType.INT64
+        assert node.graph is not None
+        node.graph.insert_before(node, cast)
+        node.replace_input_with(1, cast.outputs[0])
+    return ir.to_proto(model)
 
 
 def _elem_types(proto: onnx.ModelProto) -> set[int]:
