@@ -461,8 +461,8 @@ MUTANTS = (
     Mutant(
         "a one-step per-node run taken as conclusive",
         "src/revseq/cli/_commands.py",
-        "        if not any(r.longest >= 2 for r in reports):",
-        "        if not any(r.longest >= 1 for r in reports):",
+        "not failed and not any(r.longest >= 2 for r in reports):",
+        "not failed and not any(r.longest >= 1 for r in reports):",
         aimed="tests/test_check_inputs.py::"
         "test_per_node_with_a_reversal_of_one_step_is_inconclusive",
     ),
@@ -540,6 +540,87 @@ MUTANTS = (
         "    reason = reason or _why_gathers_misfit(sig, strategy, found.gathers, profile)",
         aimed="tests/test_planner.py::"
         "test_a_target_that_moves_no_such_data_is_told_so_before_what_the_index_lacks",
+    ),
+    Mutant(
+        "blame: the bisection names the node before the one the runtime fails at",
+        "src/revseq/equivalence/blame.py",
+        "    return nodes[high]",
+        "    return nodes[max(high - 1, 0)]",
+        aimed="tests/test_verdict_mechanics.py::"
+        "test_the_bisection_names_the_very_node_the_runtime_fails_at",
+    ),
+    Mutant(
+        "RKNN's float16 storage: the truth made by truncation, not to nearest",
+        "src/revseq/equivalence/inputs/values.py",
+        "    kept = array.astype(narrow)",
+        "    kept = (array.view(np.uint32) & np.uint32(0xFFFFE000)).view(array.dtype)"
+        ".astype(narrow)",
+        aimed="tests/test_verdict_mechanics.py::"
+        "test_float32_held_as_float16_rounds_to_nearest_even_not_by_truncation",
+    ),
+    Mutant(
+        "ncnn: a flip read by an Unsqueeze put over the batch-leading view",
+        "passes/inline/simplify.py",
+        '_BATCH_DROPPING_READERS = frozenset({"Transpose", "LSTM", "GRU", "RNN"})',
+        '_BATCH_DROPPING_READERS = frozenset({"Transpose", "LSTM", "GRU", "RNN", '
+        '"Unsqueeze"})',
+        aimed="tests/test_verdict_mechanics.py::"
+        "test_ncnn_s_batch_leading_view_is_written_only_for_readers_pnnx_drops_the_batch_of",
+    ),
+    Mutant(
+        "Backend.rounding: RKNN's int64 rounding read from rank 5",
+        "src/revseq/backends/_adapter.py",
+        "rank >= found[0] else None",
+        "rank > found[0] else None",
+        aimed="tests/test_verdict_mechanics.py::test_rknn_s_int64_rounding_starts_at_rank_4_exactly",
+    ),
+    Mutant(
+        "check: the batch-1 retry tried for the first symbolic dim only",
+        "src/revseq/equivalence/inputs/fitting.py",
+        "    for key in above:",
+        "    for key in above[:1]:",
+        aimed="tests/test_verdicts.py::"
+        "test_a_time_major_export_with_its_batch_baked_to_1_is_checked_at_full_length",
+    ),
+    Mutant(
+        "whole model: NaN in both outputs counted as a difference",
+        "src/revseq/equivalence/compare.py",
+        "        close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)",
+        "        close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=False)",
+        aimed="tests/test_verdicts.py::test_nan_in_both_outputs_is_no_difference_across_runtimes",
+    ),
+    Mutant(
+        "check: lengths read from shapes alone varied like an input's",
+        "src/revseq/equivalence/_counterparts.py",
+        "        fixed = self.constant_lengths or "
+        '(self.shape_lengths and self.scope == "main")',
+        "        fixed = self.constant_lengths",
+        aimed="tests/test_verdicts.py::"
+        "test_a_decomposition_as_a_function_is_fed_only_the_lengths_its_model_gives",
+    ),
+    Mutant(
+        "check: a restored model's reversals not read from its run",
+        "src/revseq/equivalence/_check.py",
+        "    if any(_longest_reversal(m, input_sets) >= 2 for m in (cand, ref)):",
+        "    if False:",
+        aimed="tests/test_verdicts.py::"
+        "test_restore_after_inline_is_proven_by_the_restored_nodes_own_reversals",
+    ),
+    Mutant(
+        "whole model: a runtime's own rounding taken for revseq's",
+        "src/revseq/equivalence/across.py",
+        "    if located.writer != OWN or unchecked:",
+        "    if True:",
+        aimed="tests/test_verdicts.py::"
+        "test_a_runtime_that_rounds_otherwise_is_told_apart_from_a_wrong_rewrite",
+    ),
+    Mutant(
+        "whole model: a tensor the runtime did not give back compared",
+        "src/revseq/equivalence/blame.py",
+        "            if not _given_back(expected[name], got[name]):",
+        "            if False:",
+        aimed="tests/test_verdict_mechanics.py::"
+        "test_a_tensor_the_runtime_does_not_give_back_is_skipped_not_blamed",
     ),
 )
 

@@ -355,11 +355,12 @@ def _whole(reference: dict, candidate: dict, levels=("off", "on")):
     from revseq.equivalence.whole_models import compare_whole
 
     feeds = {"x": np.zeros(1, np.float32)}
-    return compare_whole(
+    whole = compare_whole(
         {level: (lambda f, v=reference[level]: [v]) for level in levels},
         {level: (lambda f, v=candidate[level]: [v]) for level in levels},
         [feeds], ["y"], levels, tolerance=None, progress=None,
     )  # fmt: skip
+    return whole.compared, whole.example, whole.where, whole.set_aside
 
 
 def test_a_difference_the_optimiser_makes_in_the_reference_itself_is_set_aside():

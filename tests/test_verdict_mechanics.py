@@ -1,0 +1,169 @@
+"""The parts a verdict rests on, each held exactly where a reader could get it wrong.
+
+The bisection that names the node a runtime fails at, the truth of a backend that holds
+float32 as float16, the rank RKNN's int64 rounding starts at, and the readers that let
+ncnn's batch-leading view be written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper as oh
+
+import revseq
+from revseq.backends import adapter
+from revseq.backends._adapter import Backend
+from revseq.equivalence.blame import _first_failing_node
+from revseq.equivalence.inputs.values import held
+
+
+class _Refusing:
+    """An engine standing in for a runtime that fails on one op type."""
+
+    def __init__(self, refused: str) -> None:
+        self.refused = refused
+        self.label = self.name = "fake"
+
+    def prepare(self, model: onnx.ModelProto):
+        if any(n.op_type == self.refused for n in model.graph.node):
+            raise RuntimeError(f"no {self.refused}")
+        return lambda feeds: []
+
+
+def _chain(ops: list[str]) -> onnx.ModelProto:
+    nodes, value = [], "x"
+    for i, op in enumerate(ops):
+        nodes.append(oh.make_node(op, [value], [f"v{i}"], name=f"n{i}"))
+        value = f"v{i}"
+    graph = oh.make_graph(
+        nodes,
+        "chain",
+        [oh.make_tensor_value_info("x", TP.FLOAT, [2])],
+        [oh.make_tensor_value_info(value, TP.FLOAT, [2])],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("at", range(7))
+def test_the_bisection_names_the_very_node_the_runtime_fails_at(at):
+    ops = ["Relu", "Neg", "Abs", "Exp", "Tanh", "Sqrt", "Sigmoid"]
+    failing = ops[at]
+    node = _first_failing_node(_chain(ops), _Refusing(failing), None)
+    assert node is not None and node.name == f"n{at}" and node.op_type == failing
+
+
+def test_nothing_is_named_where_the_last_cut_runs():
+    assert _first_failing_node(_chain(["Relu", "Neg"]), _Refusing("Sigmoid"), None) is None
+
+
+def test_float32_held_as_float16_rounds_to_nearest_even_not_by_truncation():
+    """1 + 2^-11 + 2^-23 rounds up; 1 + 3 * 2^-11 is a tie that rounds to the even."""
+    bits = [0x3F801001, 0x3F803000, 0x3F801000, 0xBF8017FF, 0x477FE000]
+    x = np.array(bits, np.uint32).view(np.float32)
+    got = held({"x": x}, {"float32": "float16"})["x"]
+    assert [hex(v) for v in got.view(np.uint32)] == [
+        "0x3f802000", "0x3f804000", "0x3f800000", "0xbf802000", "0x477fe000"
+    ]  # fmt: skip
+    assert got.tobytes() == x.astype(np.float16).astype(np.float32).tobytes()
+
+
+def test_rknn_s_int64_rounding_starts_at_rank_4_exactly():
+    rknn = Backend("rknn", adapter("rknn"))
+    assert rknn.rounding("int64", 4) is not None
+    assert rknn.rounding("int64", 5) is not None
+    assert rknn.rounding("int64", 3) is None
+    assert rknn.rounding("int32", 4) is None
+
+
+def _time_major_flip_read_by(reader: str) -> onnx.ModelProto:
+    """A batch-1 time-major full flip (tf2onnx's) whose output ``reader`` reads."""
+    reads = {
+        "Unsqueeze": oh.make_node("Unsqueeze", ["r", "axis"], ["y"], name="reader"),
+        "Transpose": oh.make_node("Transpose", ["r"], ["y"], name="reader", perm=[1, 0, 2]),
+    }
+    graph = oh.make_graph(
+        [
+            oh.make_node("Relu", ["x"], ["a"], name="pre"),
+            oh.make_node(
+                "ReverseSequence", ["a", "lens"], ["r"], name="flip", batch_axis=1, time_axis=0
+            ),
+            reads[reader],
+        ],
+        "flip",
+        [oh.make_tensor_value_info("x", TP.FLOAT, [6, 1, 4])],
+        [oh.make_tensor_value_info("y", TP.FLOAT, None)],
+        [
+            onnx.numpy_helper.from_array(np.array([6], np.int64), "lens"),
+            onnx.numpy_helper.from_array(np.array([0], np.int64), "axis"),
+        ],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize(("reader", "view"), [("Transpose", True), ("Unsqueeze", False)])
+def test_ncnn_s_batch_leading_view_is_written_only_for_readers_pnnx_drops_the_batch_of(
+    reader, view
+):
+    """A flip read by an Unsqueeze over the view crashed ncnn: it keeps the plain Slice."""
+    model = _time_major_flip_read_by(reader)
+    inlined = revseq.inline(model, target="ncnn")
+    written = [n.op_type for n in inlined.graph.node if n.name.startswith("flip")]
+    assert ("Transpose" in written) == view, written
+    assert revseq.check(model, inlined).ok
+
+
+class _Forgetful:
+    """An engine standing in for a runtime that gives one tensor back as an empty object."""
+
+    def __init__(self, forgets: str) -> None:
+        self.storage: dict[str, str] = {}
+        self.forgets = forgets
+        self.label = self.name = "forgetful"
+
+    def prepare(self, model: onnx.ModelProto):
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(model.SerializeToString())
+        names = [o.name for o in session.get_outputs()]
+
+        def run(feeds):
+            outputs = session.run(None, feeds)
+            empty = np.array([], dtype=object)
+            return [
+                empty if n == self.forgets else o for n, o in zip(names, outputs, strict=True)
+            ]
+
+        return run
+
+
+def test_a_tensor_the_runtime_does_not_give_back_is_skipped_not_blamed():
+    """OpenCV gives some tensors back as ``object []``: no difference, and said so."""
+    from revseq.equivalence.blame import REVSEQ, first_differing_tensor
+
+    graph = oh.make_graph(
+        [
+            oh.make_node("Relu", ["x"], ["a"], name="pre"),
+            oh.make_node("ReverseSequence", ["a", "lens"], ["r"], name="rs"),
+            oh.make_node("Neg", ["r"], ["y"], name="post"),
+        ],
+        "g",
+        [
+            oh.make_tensor_value_info("x", TP.FLOAT, [5, 2, 3]),
+            oh.make_tensor_value_info("lens", TP.INT64, [2]),
+        ],
+        [oh.make_tensor_value_info("y", TP.FLOAT, [5, 2, 3])],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    bad = revseq.inline(model)
+    gather = next(n for n in bad.graph.node if n.output[0] == "r")  # the index unturned
+    gather.input[1] = next(n for n in bad.graph.node if n.output[0] == gather.input[1]).input[
+        0
+    ]
+    feeds = {"x": np.arange(30, dtype=np.float32).reshape(5, 2, 3), "lens": np.array([5, 3])}
+    located = first_differing_tensor(model, bad, feeds, _Forgetful("a"), (1e-5, 1e-6))
+    assert located.writer == REVSEQ, located
+    assert "first differing tensor 'r'" in located.text, located
+    assert "not given back by forgetful" in located.text and "'a' first" in located.text
