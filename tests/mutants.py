@@ -579,8 +579,8 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/fitting.py",
         "    for key in above:",
         "    for key in above[:1]:",
-        aimed="tests/test_verdicts.py::"
-        "test_a_time_major_export_with_its_batch_baked_to_1_is_checked_at_full_length",
+        aimed="tests/test_verdict_mechanics.py::"
+        "test_where_no_larger_size_runs_each_symbolic_dim_is_tried_at_1_alone",
     ),
     Mutant(
         "whole model: NaN in both outputs counted as a difference",

@@ -167,3 +167,15 @@ def test_a_tensor_the_runtime_does_not_give_back_is_skipped_not_blamed():
     assert located.writer == REVSEQ, located
     assert "first differing tensor 'r'" in located.text, located
     assert "not given back by forgetful" in located.text and "'a' first" in located.text
+
+
+def test_where_no_larger_size_runs_each_symbolic_dim_is_tried_at_1_alone():
+    """A time-major export with its batch baked to 1: its batch is the second dim."""
+    from revseq.equivalence.inputs.fitting import sizes_of_one
+
+    tried = list(sizes_of_one({"steps": 4, "batch": 3, "fixed": 1}, ["steps", "batch"]))
+    assert tried == [
+        {"steps": 1, "batch": 3, "fixed": 1},
+        {"steps": 4, "batch": 1, "fixed": 1},
+        {"steps": 1, "batch": 1, "fixed": 1},
+    ]
