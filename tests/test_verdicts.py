@@ -282,3 +282,13 @@ def test_int32_lengths_openvinos_flavour_inline_into_valid_onnx(tmp_path, capsys
     assert main(["info", str(tmp_path / "m.onnx")]) == 0
     assert "OpenVINO's and TensorFlow's flavour" in capsys.readouterr().out
     assert main(["check", str(tmp_path / "m.onnx"), "--per-node", "-q"]) == 0
+
+
+def test_ncnn_s_target_refuses_a_flip_whose_batch_of_1_pnnx_may_drop_unproven():
+    """pnnx converts at fixed sizes and drops a batch of 1: a symbolic batch is refused."""
+    model = onnx.load(FIXTURES / "tf_go_backwards.onnx")
+    with pytest.raises(revseq.StrategyError, match=r"--overwrite-input-shape"):
+        revseq.inline(model, target="ncnn")
+    fixed = revseq.inline(model, target="ncnn", input_shapes={"x": [1, 10, 4]})
+    flips = [n.op_type for n in fixed.graph.node if "ReverseV2" in n.name]
+    assert flips == ["Transpose", "Slice", "Transpose"], flips

@@ -133,10 +133,19 @@ def runs_trivial(
     An Identity everywhere; a step -1 Slice where the profile lists ``Slice:reverse``
     for the node's dims, and over data of rank 4 and more (or of a rank unknown) its
     ``Slice:reverse:high_rank`` (some backends have the Slice with static dims only, or
-    up to rank 3: their profiles say which).
+    up to rank 3: their profiles say which). Not where the target's converter drops a
+    leading batch of 1 (``Profile.batch_leads``) and the batch is symbolic: whether the
+    batch-leading view is needed is known only at fixed sizes.
     """
     if kind != "Slice":
         return True
+    if (
+        profile.batch_leads
+        and sig.rank is not None
+        and sig.batch_axis != 0
+        and sig.dim(sig.batch_axis) is None  # 1 at run time: a view is not proven
+    ):
+        return False
     allowed = profile.allowed(dynamic=is_dynamic(sig))
     needed = forms.reversing_slice_variants(sig)
     if batch_leading(sig, profile, node) is not None:

@@ -27,7 +27,7 @@ import onnx
 
 from revseq.equivalence._node_check import nodes_report
 from revseq.equivalence._runners import Engine, runners
-from revseq.equivalence.blame import OWN, first_differing_tensor
+from revseq.equivalence.blame import OWN, REVSEQ, first_differing_tensor
 from revseq.equivalence.declared import fed_as_declared
 from revseq.equivalence.inputs import Inputs
 from revseq.equivalence.progress import Progress, stage
@@ -77,6 +77,16 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
     with stage(progress, f"finding the first tensor that differs on {engine.label}"):
         located = first_differing_tensor(ref, cand, example_inputs, engine, tolerance)
     unchecked = [n for n in nodes if n.error is not None]
+    if located.writer == REVSEQ and nodes and not unchecked and engine.storage:
+        # Each moves exactly what the runtime holds: what it holds (float32 as float16)
+        # differs from onnxruntime's values, the first tensor compared being its output.
+        narrower = ", ".join(f"{wide} as {narrow}" for wide, narrow in engine.storage.items())
+        return Whose(
+            f"revseq's part is exact: each of its {len(nodes)} decomposition(s) moves "
+            f"exactly what {engine.name} holds, alone on it; {engine.name} holds "
+            f"{narrower}, and what it holds differs: {located}",
+            runtime=True,
+        )
     if located.writer != OWN or unchecked:
         alone = f" ({len(unchecked)} decomposition(s) not checked alone)" if unchecked else ""
         return Whose(f"{located}{alone}", runtime=False)
