@@ -149,6 +149,48 @@ def test_floats_are_drawn_in_0_1_across_runtimes_unless_a_range_is_given():
     assert any("NaN payloads" in line for line in report.inputs) or report.verdict == "OK"
 
 
+# What each runtime makes of each fixture's default output, whole: "ok", or the words of
+# its verdict or one-line error (whose op it is). The default is not meant for ncnn (its
+# own target at fixed shapes is) nor RKNN's int32 arithmetic (its target is int64).
+WHOLE = {
+    "verdict_full_flips": {
+        "ncnn": "every reversal made an Identity: revseq's",
+        "rknn": "RUNTIME-DIFFERS: ",  # its float16 MatMul, beyond even float16's tolerance
+    },
+    "verdict_time_major_batch1": {
+        "tract": "Squeeze 'model/rnn/Squeeze' (the model's own)",
+        "tvm": "the model's own ops, first at Squeeze 'model/rnn/Squeeze'",
+        "ncnn": "revseq's decomposition of node model/rnn/ReverseV2 in main differs alone "
+        "on ncnn",
+    },
+    "verdict_nan_output": {
+        "ncnn": "the runtime names Gather (written by revseq)",
+        "rknn": "RKNN's build crashes on int32 Less",
+    },
+    "verdict_image_reader": {},
+}
+
+
+@pytest.mark.parametrize(
+    "runtime", [*RUNTIMES, pytest.param("x2paddle", marks=pytest.mark.backend)]
+)
+@pytest.mark.parametrize("name", MODELS)
+def test_the_whole_model_on_each_runtime_gets_the_true_verdict(name, runtime):
+    installed_or_skip(runtime)
+    model = _load(name)
+    expected = WHOLE[name].get(runtime, "ok")
+    tolerance = {"rtol": 1e-2, "atol": 1e-3} if runtime == "rknn" else {}  # float16
+    try:
+        report = revseq.check(
+            model, revseq.inline(model), backend=runtime, whole_model=True, **tolerance
+        )
+    except revseq.RevseqError as e:
+        assert expected in str(e) and len(str(e).splitlines()) == 1, e
+        return
+    said = f"{report.verdict}: {report.message}"
+    assert said.startswith("OK: ") if expected == "ok" else expected in said, report
+
+
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("name", ["verdict_full_flips", "verdict_nan_output"])
 def test_a_fault_planted_in_one_reversal_is_named_on_every_runtime(name, runtime):
