@@ -144,9 +144,6 @@ def test_floats_are_drawn_in_0_1_across_runtimes_unless_a_range_is_given():
         model, inlined, backend="onnxruntime", whole_model=True, value_ranges={"image": (2, 3)}
     )
     assert any("[2, 3] (value range given)" in line for line in report.inputs)
-    # Bit for bit, the data also holds what a copy must keep (NaN payloads, -0.0).
-    report = revseq.check(model, inlined)
-    assert any("NaN payloads" in line for line in report.inputs) or report.verdict == "OK"
 
 
 # What each runtime makes of each fixture's default output, whole: "ok", or the words of
@@ -171,27 +168,49 @@ WHOLE = {
 }
 
 
+# Each decomposition alone on each runtime (check --backend): "ok", or the words of its
+# verdict or error. ncnn's pnnx drops a batch of 1 at symbolic dims: its own target at
+# fixed shapes is what runs there.
+ALONE = {
+    "verdict_full_flips": {"ncnn": "differs in dtype/shape"},
+    "verdict_time_major_batch1": {"ncnn": "differs in dtype/shape"},
+    "verdict_nan_output": {
+        "ncnn": "pnnx wrote layers ncnn lacks",
+        "rknn": "RKNN's build crashes on int32 Less",
+    },
+    "verdict_image_reader": {},
+}
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["alone", "whole"])
 @pytest.mark.parametrize(
     "runtime", [*RUNTIMES, pytest.param("x2paddle", marks=pytest.mark.backend)]
 )
 @pytest.mark.parametrize("name", MODELS)
-def test_the_whole_model_on_each_runtime_gets_the_true_verdict(name, runtime):
+def test_each_runtime_gets_the_true_verdict(name, runtime, whole):
+    """``check --backend`` (each decomposition alone) and ``--whole-model``, per runtime."""
     installed_or_skip(runtime)
     model = _load(name)
-    expected = WHOLE[name].get(runtime, "ok")
-    tolerance = {"rtol": 1e-2, "atol": 1e-3} if runtime == "rknn" else {}  # float16
+    expected = (WHOLE if whole else ALONE)[name].get(runtime, "ok")
+    options = {"whole_model": True} if whole else {"trials": 2}
+    if whole and runtime == "rknn":
+        options.update(rtol=1e-2, atol=1e-3)  # it holds float32 as float16
     try:
-        report = revseq.check(
-            model, revseq.inline(model), backend=runtime, whole_model=True, **tolerance
-        )
+        report = revseq.check(model, revseq.inline(model), backend=runtime, **options)
     except revseq.RevseqError as e:
         assert expected in str(e) and len(str(e).splitlines()) == 1, e
         return
     said = f"{report.verdict}: {report.message}"
-    assert said.startswith("OK: ") if expected == "ok" else expected in said, report
+    if expected != "ok":
+        assert expected in said, report
+        return
+    assert said.startswith("OK: "), report
+    assert whole or all(n.longest >= 2 for n in report.nodes), report
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize(
+    "runtime", [*RUNTIMES, pytest.param("x2paddle", marks=pytest.mark.backend)]
+)
 @pytest.mark.parametrize("name", ["verdict_full_flips", "verdict_nan_output"])
 def test_a_fault_planted_in_one_reversal_is_named_on_every_runtime(name, runtime):
     installed_or_skip(runtime)

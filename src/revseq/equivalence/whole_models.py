@@ -170,7 +170,9 @@ def prepared_whole(
             return call(arg)
         except RevseqError as e:
             named = refused_op(str(e), ref, cand)
-            if named is None or AMBIGUOUS in named:  # what the model's own ops do alone
+            # Unless it names only what revseq wrote: what the model's own ops do alone
+            # (a message may name an op of the model's that is not where it failed).
+            if named is None or AMBIGUOUS in named or "the model's own" in named:
                 named = "; ".join(filter(None, [named, fails_alike(ref, engine, feeds)]))
             raise CheckError(f"{one_line(e, 300)}; {named}") from e
 
