@@ -69,6 +69,8 @@ def test_every_command_on_every_bad_input(corpus, command, tmp_path, capsys):
             assert captured.err.startswith("revseq: warning: ") and bad.keyword in captured.err
             continue
         errors = [line for line in captured.err.splitlines() if line.startswith("revseq:")]
+        if command == "info":  # what onnx's checker says is a warning beside the error
+            errors = [line for line in errors if not line.startswith("revseq: warning: ")]
         assert code == 2, (name, captured.err)
         assert "Traceback" not in captured.err, name
         assert len(errors) == 1 and "error:" in errors[0], (name, captured.err)
