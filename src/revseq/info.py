@@ -200,8 +200,8 @@ def describe(model: ir.Model) -> ModelInfo:
             invalid = None
         except InvalidNodeError as e:
             invalid = _reason(str(e))
-        except UnsupportedOpsetError:  # valid, but revseq needs more (a known rank)
-            invalid = None
+        except UnsupportedOpsetError as e:  # no such op in its opset: invalid there
+            invalid = _reason(str(e)) if scoped.node.domain != REVSEQ_DOMAIN else None
         nodes.append(
             NodeInfo(
                 name=node.name or "",
