@@ -179,3 +179,31 @@ def test_where_no_larger_size_runs_each_symbolic_dim_is_tried_at_1_alone():
         {"steps": 4, "batch": 1, "fixed": 1},
         {"steps": 1, "batch": 1, "fixed": 1},
     ]
+
+
+def test_a_long_stage_says_it_started_that_it_still_runs_and_how_long_it_took():
+    import time
+
+    from revseq.equivalence.progress import stage
+
+    said: list[str] = []
+    with stage(said.append, "converting on slow", every=0.05):
+        time.sleep(0.3)
+    assert said[0] == "check: converting on slow ..."
+    assert any("still running" in line for line in said[1:-1]), said
+    with stage(None, "nothing said"):
+        pass  # no progress callback: nothing to say, nothing waits
+
+
+def test_the_whole_model_check_says_each_stage_while_it_runs():
+    from revseq.ops.reference import reverse_sequence_model
+
+    model = reverse_sequence_model(["T", "B", 3], TP.FLOAT)
+    said: list[str] = []
+    revseq.check(model, revseq.inline(model), backend="onnxruntime", whole_model=True,
+                 progress=said.append)  # fmt: skip
+    assert any(line.startswith("check: preparing the candidate whole on") for line in said)
+    assert any(line.startswith("check: trial 1: running the candidate on") for line in said)
+    assert said.index(next(x for x in said if "trial 1/3" in x)) > said.index(
+        next(x for x in said if x.startswith("check: trial 1: running"))
+    )

@@ -28,6 +28,7 @@ from revseq.equivalence.inputs import Inputs
 from revseq.equivalence.inputs.lengths import MIN_TELLING_T, covering_lengths
 from revseq.equivalence.inputs.values import held, random_array
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
+from revseq.equivalence.progress import Progress, stage
 from revseq.equivalence.reports import NodeReport
 from revseq.errors import CheckError, RevseqError
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
@@ -99,7 +100,7 @@ def _check_counterparts(
     specials: bool,
 ) -> list[NodeReport]:
     """Run each counterpart alone against the native op on every input set."""
-    run = _Run(reference, candidate, Native(), engine, specials)
+    run = _Run(reference, candidate, Native(), engine, specials, progress)
     found = [_alone(cp) for cp in found]
     states = {id(cp): _NodeState(cp) for cp in found if cp.error is None}
     main = [s for s in states.values() if s.cp.scope == "main"]
@@ -232,6 +233,7 @@ class _Run:
     native: Native
     engine: Engine
     specials: bool
+    progress: Progress | None = None
 
 
 def _run_case(
@@ -268,7 +270,7 @@ def _run_case(
         )
         # The candidate's own input types: a -finite target's lengths are float32.
         fed = as_declared(feeds, declared)
-        runner = _counterpart_runner(state, fed, expected, run.candidate, run.engine)
+        runner = _counterpart_runner(state, fed, expected, run)
         if runner is None:  # placed off the device: state.difference says where
             return
         try:
@@ -359,18 +361,14 @@ def _declared_dims(
 
 
 def _counterpart_runner(
-    state: _NodeState,
-    feeds: Inputs,
-    expected: np.ndarray,
-    candidate: onnx.ModelProto,
-    engine: Engine,
+    state: _NodeState, feeds: Inputs, expected: np.ndarray, run: _Run
 ) -> Runner | None:
     """The cut model on the engine, prepared once per input signature.
 
     On an execution-provider backend, a placement that takes the work off the device is
     a failure of the form: it is recorded as the node's difference and None returned.
     """
-    cp = state.cp
+    cp, candidate, engine = state.cp, run.candidate, run.engine
     types = {n: onnx.helper.np_dtype_to_tensor_dtype(a.dtype) for n, a in feeds.items()}
     output_type = onnx.helper.np_dtype_to_tensor_dtype(expected.dtype)
     dims = tuple(
@@ -388,7 +386,10 @@ def _counterpart_runner(
             )
         )
         try:
-            runner = state.runners[key] = engine.prepare(model)
+            # A backend may convert for minutes (RKNN's build): said while it does.
+            said = run.progress if engine.name != "onnxruntime" else None
+            with stage(said, f"preparing the decomposition of {cp.label} on {engine.label}"):
+                runner = state.runners[key] = engine.prepare(model)
         except RevseqError as e:
             raise CheckError(f"{cp.label}: {e}") from e
         placement = getattr(runner, "placement", None)
