@@ -15,7 +15,7 @@ Two questions, answered on the same generated inputs:
   way.
 
 Comparing the whole model across runtimes is available too (``whole_model=True``), with
-an explicit tolerance, and is reported as such. A check in which no reversal of two or
+an explicit tolerance, and is reported as such, with whose a difference is. A check in which no reversal of two or
 more steps happened cannot tell a reversal from the identity: it says so (``exercised``)
 and never calls that "bit-identical".
 """
@@ -212,8 +212,12 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
             onnxruntime. The whole models are still compared in onnxruntime.
         whole_model: Instead of node by node, run the whole candidate on ``backend`` and
             compare its outputs with the reference's in onnxruntime within ``rtol`` and
-            ``atol`` (on finite generated inputs): a comparison across runtimes, whose
-            arithmetic may round differently; never reported as bit-identical.
+            ``atol`` (floats drawn in [0, 1]): a comparison across runtimes, whose
+            arithmetic may round differently; never reported as bit-identical. What
+            revseq wrote is proven in onnxruntime first (the whole models and each
+            decomposition alone, bit for bit); a difference on the runtime is said to
+            be revseq's or, where revseq's part is exact there, the runtime's own
+            (verdict ``RUNTIME-DIFFERS``: :mod:`~revseq.equivalence.across`).
         rtol: Relative tolerance of ``whole_model`` (by default float32 arithmetic's
             last digits: a MatMul may round them differently across runtimes).
         atol: Absolute tolerance of ``whole_model``.
