@@ -15,9 +15,9 @@ Two questions, answered on the same generated inputs:
   way.
 
 Comparing the whole model across runtimes is available too (``whole_model=True``), with
-an explicit tolerance, and is reported as such, with whose a difference is. A check in which no reversal of two or
-more steps happened cannot tell a reversal from the identity: it says so (``exercised``)
-and never calls that "bit-identical".
+an explicit tolerance, and is reported as such, with whose a difference is. A check in
+which no reversal of two or more steps happened cannot tell a reversal from the
+identity: it says so (``exercised``) and never calls that "bit-identical".
 """
 
 from __future__ import annotations
