@@ -50,10 +50,10 @@ def test_the_wheel_does_not_carry_the_page_writers():
 
 
 def test_the_map_counts_the_installed_modules():
-    """docs/measuring.md's map says how many modules the package has: it stays true."""
+    """docs/architecture.md's map says how many modules the package has: it stays true."""
     import re
 
-    page = (ROOT / "docs" / "measuring.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     said = re.search(r"The installed package is (\d+) modules \((\d+) besides", page)
     assert said is not None
     inits = [p for p in PACKAGE if p.name == "__init__.py"]

@@ -21,6 +21,6 @@ __all__ = [
 ]
 
 from revseq.equivalence._check import WHOLE_MODEL_ATOL, WHOLE_MODEL_RTOL, check
-from revseq.equivalence._check_nodes import check_nodes, generate_inputs
+from revseq.equivalence._per_node import check_nodes, generate_inputs
 from revseq.equivalence.reports import CheckReport, Counterexample, NodeReport
 from revseq.errors import CheckError

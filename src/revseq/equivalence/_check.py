@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from revseq.equivalence._node_check import nodes_report
+from revseq.equivalence._decompositions_alone import nodes_report
 from revseq.equivalence._runners import (
     Capturer,
     Engine,

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import onnx
 
-from revseq.equivalence._node_check import nodes_report
+from revseq.equivalence._decompositions_alone import nodes_report
 from revseq.equivalence._runners import Engine, runners
 from revseq.equivalence.blame import OWN, REVSEQ, first_differing_tensor
 from revseq.equivalence.declared import fed_as_declared

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from revseq.equivalence._node_check import nodes_report
+from revseq.equivalence._decompositions_alone import nodes_report
 from revseq.equivalence._runners import (
     Capturer,
     Engine,
