@@ -102,12 +102,12 @@ MUTANTS = (
         aimed="tests/test_tf_models.py::test_inline_check_and_restore_every_reversal",
     ),
     Mutant(
-        "check: whole models within tolerance but no reversal of 2 taken as inconclusive",
+        "check: whole models within tolerance taken as proof without a reversal of 2",
         "src/revseq/equivalence/_check.py",
-        "    exercised = whole_model or _exercised(",
-        "    exercised = _exercised(",
-        aimed="tests/test_cli_usage.py::"
-        "test_whole_models_that_agree_within_tolerance_exit_0_and_say_the_tolerance",
+        "    exercised = _exercised(ref, cand, checked, generator, input_sets)",
+        "    exercised = whole_model or _exercised(ref, cand, checked, generator, input_sets)",
+        aimed="tests/test_verdicts.py::"
+        "test_whole_models_that_agree_where_nothing_reversed_2_steps_are_inconclusive",
     ),
     Mutant(
         "check: a model that runs only at 1 never tried there",

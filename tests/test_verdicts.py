@@ -353,3 +353,17 @@ def test_ncnn_s_target_refuses_a_flip_whose_batch_of_1_pnnx_may_drop_unproven():
     fixed = revseq.inline(model, target="ncnn", input_shapes={"x": [1, 10, 4]})
     flips = [n.op_type for n in fixed.graph.node if "ReverseV2" in n.name]
     assert flips == ["Transpose", "Slice", "Transpose"], flips
+
+
+def test_whole_models_that_agree_where_nothing_reversed_2_steps_are_inconclusive(tmp_path):
+    """Across runtimes too: an identity agrees with a reversal of 1 step."""
+    from revseq.ops.reference import reverse_sequence_model
+
+    model = reverse_sequence_model([1, "B", 3], onnx.TensorProto.FLOAT)
+    report = revseq.check(model, revseq.inline(model), backend="onnxruntime", whole_model=True)
+    assert report.verdict == "INCONCLUSIVE" and "cannot tell a reversal" in report.message
+    onnx.save(model, tmp_path / "m.onnx")
+    onnx.save(revseq.inline(model), tmp_path / "i.onnx")
+    code = main(["check", str(tmp_path / "m.onnx"), str(tmp_path / "i.onnx"), "-q",
+                 "--backend", "onnxruntime", "--whole-model"])  # fmt: skip
+    assert code == 3

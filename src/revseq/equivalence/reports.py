@@ -123,8 +123,7 @@ class CheckReport:
         message: One line saying what happened.
         nodes: Each ReverseSequence's decomposition, run alone against the native op.
         exercised: Some reversal of two or more steps happened (else the check cannot
-            tell a reversal from the identity). True for models without the op and for
-            a comparison within a tolerance (a verdict on the outputs alone).
+            tell a reversal from the identity). True for models without the op.
         tolerance: (rtol, atol) where the whole models were compared across runtimes.
         inputs: What each input was fed (given, or generated how) and the sizes of
             the symbolic dims, trial by trial.
@@ -261,7 +260,7 @@ def verdict_message(
         return (
             f"{trials} trial(s), {whole.compared} whole-model outputs compared across "
             f"runtimes, within rtol={rtol:g}, atol={atol:g}"
-        )
+        ) + ("" if exercised else f", but {_NOT_EXERCISED}")
     message = (
         f"{trials} trial(s) x {len(levels)} optimisation level(s), "
         f"{whole.compared} outputs compared"
@@ -273,9 +272,10 @@ def verdict_message(
     if nodes:
         checked = f"{len(nodes)} ReverseSequence node(s) of the reference checked alone"
         message += f"; {checked} on {engine}"
-    return message + (
-        ", bit-identical"
-        if exercised
-        else ", identical, but no ReverseSequence reversed 2 or more steps: this "
-        "cannot tell a reversal from the identity"
-    )
+    return message + (", bit-identical" if exercised else f", identical, but {_NOT_EXERCISED}")
+
+
+_NOT_EXERCISED = (
+    "no ReverseSequence reversed 2 or more steps: this cannot tell a reversal from the "
+    "identity"
+)
