@@ -615,6 +615,14 @@ MUTANTS = (
         "test_a_runtime_that_rounds_otherwise_is_told_apart_from_a_wrong_rewrite",
     ),
     Mutant(
+        "check: int32 lengths an exporter cast not varied where the form reads them",
+        "src/revseq/equivalence/_counterparts.py",
+        "                lengths_source=source.name\n",
+        "                lengths_source=None\n",
+        aimed="tests/test_verdicts.py::"
+        "test_lengths_an_exporter_cast_from_int32_are_varied_where_the_form_reads_them",
+    ),
+    Mutant(
         "whole model: a tensor the runtime did not give back compared",
         "src/revseq/equivalence/blame.py",
         "            if not _given_back(expected[name], got[name]):",

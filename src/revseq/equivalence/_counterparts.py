@@ -22,6 +22,7 @@ import onnx_ir as ir
 
 from revseq.ops.domains import ONNX_DOMAINS
 from revseq.passes import ScopedNode, ShapeTable, is_reverse_sequence, node_label, walk
+from revseq.passes.graph.reverse_sequence import int32_source
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ class Counterpart:
             inputs alone (``Shape(x)[1]`` expanded to the batch: a full flip), never from
             an input's values: in the main graph, only the model's own lengths are tried
             then, as no other lengths can reach the node.
+        lengths_source: The cut model's input the lengths are cast from (int32 lengths
+            an exporter cast to int64, which a form may read instead), or None: other
+            lengths are fed there.
         inputs: The cut model's inputs, in order: values the reference has too.
         input_dims: Each input's dims as the candidate knows them (None: rank unknown).
         graph: The cut model's nodes and initializers, or None where no counterpart
@@ -75,6 +79,7 @@ class Counterpart:
     lengths_dtype: ir.DataType | None
     constant_lengths: bool
     shape_lengths: bool = False
+    lengths_source: str | None = None
     inputs: tuple[str, ...] = ()
     input_dims: tuple[Dims, ...] = ()
     graph: onnx.GraphProto | None = None
@@ -85,7 +90,7 @@ class Counterpart:
     def lengths_vary(self) -> bool:
         """Whether generated lengths may replace the model's own in the cut model."""
         fixed = self.constant_lengths or (self.shape_lengths and self.scope == "main")
-        return not fixed and self.lengths in self.inputs
+        return not fixed and (self.lengths in self.inputs or self.lengths_source is not None)
 
     def model(
         self,
@@ -315,10 +320,14 @@ def counterparts(reference: ir.Model, candidate: ir.Model) -> list[Counterpart]:
             if n not in (base.lengths, base.data)
             and base.lengths in _upstream_of(reference, n)
         ]
+        source = int32_source(lengths)
         found.append(
             dataclasses.replace(
                 base,
                 constant_lengths=base.constant_lengths or bool(tangled),
+                lengths_source=source.name
+                if source is not None and source.name in inputs and base.lengths not in inputs
+                else None,
                 inputs=tuple(inputs),
                 input_dims=tuple(dims),
                 graph=graph,

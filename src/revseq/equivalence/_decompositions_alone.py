@@ -256,6 +256,8 @@ def _run_case(
         feeds = {name: np.asarray(values[name]) for name in cp.inputs}
         if cp.lengths in feeds:
             feeds[cp.lengths] = lens
+        elif cp.lengths_source in feeds:  # the int32 lengths the node's are cast from
+            feeds[cp.lengths_source] = lens.astype(feeds[cp.lengths_source].dtype)
         if cp.data in feeds:
             feeds[cp.data] = case_data
         expected = np.asarray(
@@ -308,7 +310,7 @@ def _cases(
     cases = [(data, lens) for lens in variants]
     # Only where the cut model reads nothing but the data and the lengths: another
     # input may carry the same values (a restored node reads its own copy).
-    alone = set(cp.inputs) <= {cp.data, cp.lengths}
+    alone = set(cp.inputs) <= {cp.data, cp.lengths, cp.lengths_source}
     longer = _longer_in_time(cp, data) if alone and cp.lengths_vary else None
     if longer is not None:  # a short T cannot tell some wrong clamps from right ones
         longer_len = longer.shape[cp.time_axis % longer.ndim]
