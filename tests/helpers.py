@@ -3,6 +3,11 @@ bit, list ops."""
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import numpy as np
 import onnx
 import pytest
@@ -11,6 +16,38 @@ from revseq import backends
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
 from revseq.ops.vocabulary import ELEMENT_TYPES
+
+TESTS = pathlib.Path(__file__).resolve().parent
+"""The tests' folder: its sub-folders follow the package's."""
+ROOT = TESTS.parent
+"""The checkout."""
+FIXTURES = TESTS / "fixtures"
+"""The models the tests run on (each made by a script beside it)."""
+
+
+def revseq(
+    *args: str | os.PathLike, cwd: pathlib.Path | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python -m revseq`` with ``args``; never raises on a non-zero exit."""
+    return subprocess.run(
+        [sys.executable, "-m", "revseq", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    """Exit 2, one ``revseq: error:`` line on stderr holding each needle, no traceback."""
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("revseq: error:")]
+    assert len(errors) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in errors[0], errors[0]
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict, *, optimize: bool) -> list[np.ndarray]:

@@ -51,7 +51,7 @@ MUTANTS = (
     if node.op_type == "ReverseSequence":""",
         """    label = f"{node.op_type} {node.name!r}" if node.name else node.op_type
     if False:""",
-        aimed="tests/test_whole_model.py::"
+        aimed="tests/equivalence/test_whole_model.py::"
         "test_the_first_differing_tensor_is_blamed_on_who_wrote_it",
     ),
     Mutant(
@@ -59,7 +59,7 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/values.py",
         "    mantissa = (payload & ((1 << small.nmant) - 1)) | quiet",
         "    mantissa = payload & ((1 << small.nmant) - 1)",
-        aimed="tests/test_foreign_backends.py::"
+        aimed="tests/backends/test_foreign_backends.py::"
         "test_what_a_backend_holds_narrower_is_rounded_as_ieee_converts",
     ),
     Mutant(
@@ -67,7 +67,7 @@ MUTANTS = (
         "src/revseq/backends/environments.py",
         "    if crashing is not None:",
         "    if False:",
-        aimed="tests/test_foreign_backends.py::"
+        aimed="tests/backends/test_foreign_backends.py::"
         "test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on",
     ),
     Mutant(
@@ -91,7 +91,7 @@ MUTANTS = (
         "ops/targets/profile.py",
         '                    int(r["from_rank"]),',
         '                    int(r["from_rank"]) + 1,',
-        aimed="tests/test_profiles.py::"
+        aimed="tests/ops/targets/test_profiles.py::"
         "test_rknn_s_profile_says_what_it_rounds_as_its_adapter_does",
     ),
     Mutant(
@@ -106,7 +106,7 @@ MUTANTS = (
         "src/revseq/equivalence/_check.py",
         "    exercised = _exercised(ref, cand, checked, generator, input_sets)",
         "    exercised = whole_model or _exercised(ref, cand, checked, generator, input_sets)",
-        aimed="tests/test_verdicts.py::"
+        aimed="tests/equivalence/test_verdicts.py::"
         "test_whole_models_that_agree_where_nothing_reversed_2_steps_are_inconclusive",
     ),
     Mutant(
@@ -114,7 +114,7 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/fitting.py",
         "    above = [key for key in free if sizes[key] > 1]",
         "    above = []",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_a_model_that_runs_only_at_batch_1_is_checked_with_no_flag",
     ),
     Mutant(
@@ -122,7 +122,7 @@ MUTANTS = (
         "ops/forms/_slices.py",
         "        return op.Reshape(out, const(op, list(sig.static_dims() or ())))",
         "        return out",
-        aimed="tests/test_backends.py::"
+        aimed="tests/backends/test_adapters.py::"
         "test_ncnn_s_own_target_reverses_constant_lengths_by_slices_exactly",
     ),
     Mutant(
@@ -130,7 +130,7 @@ MUTANTS = (
         "ops/forms/_emit.py",
         "        return op.Sub(floor, op.Max(op.Sub(floor, top), zero))",
         "        return op.Sub(floor, op.Max(op.Sub(top, floor), zero))",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_check_with_no_flag_catches_a_clamp_wrong_only_strictly_between_1_and_t",
     ),
     Mutant(
@@ -138,7 +138,7 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/generator.py",
         "                bounds[name] = min(bounds.get(name, size), size)",
         "                bounds[name] = max(bounds.get(name, size), size)",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_ids_that_index_two_embeddings_stay_below_the_smaller",
     ),
     Mutant(
@@ -146,7 +146,7 @@ MUTANTS = (
         "src/revseq/backends/_isolated.py",
         "            if process is None or process.poll() is not None:",
         "            if process is None:",
-        aimed="tests/test_foreign_backends.py::"
+        aimed="tests/backends/test_foreign_backends.py::"
         "test_a_worker_that_died_while_idle_is_started_afresh_on_the_next_call",
     ),
     Mutant(
@@ -154,7 +154,7 @@ MUTANTS = (
         "passes/inline/inline.py",
         "        if any(plan.replacement == ONE_HOT for plan in plans):",
         "        if all(plan.replacement == ONE_HOT for plan in plans):",
-        aimed="tests/test_finite_target.py::"
+        aimed="tests/ops/forms/test_finite_target.py::"
         "test_a_model_where_one_node_takes_slices_and_another_one_hot_declares_the_domain",
     ),
     Mutant(
@@ -162,7 +162,7 @@ MUTANTS = (
         "ops/forms/_emit.py",
         "        floor = op.Max(lens, zero)",
         "        floor = lens",
-        aimed="tests/test_inline.py::"
+        aimed="tests/passes/inline/test_inline_targets.py::"
         "test_coreml_takes_symbolic_dims_with_its_ops_alone[float32-time-major]",
     ),
     Mutant(
@@ -178,14 +178,14 @@ MUTANTS = (
         "passes/inline/refusal.py",
         "        reasons = _symbolic_blockers(profile) or reasons",
         "        reasons = reasons or _symbolic_blockers(profile)",
-        aimed="tests/test_cli_usage.py::test_a_refusal_gives_its_reason_once",
+        aimed="tests/cli/test_cli_usage.py::test_a_refusal_gives_its_reason_once",
     ),
     Mutant(
         "check: the sizes CAND fixed ignored",
         "src/revseq/equivalence/_check.py",
         "    input_shapes = {**fixed_by(cand, ref), **(input_shapes or {})}",
         "    input_shapes = dict(input_shapes or {})",
-        aimed="tests/test_fixed_shapes.py::"
+        aimed="tests/passes/inline/test_fixed_shapes.py::"
         "test_check_feeds_an_input_the_candidate_fixed_at_its_sizes_unasked",
     ),
     Mutant(
@@ -194,7 +194,7 @@ MUTANTS = (
         "        cand_runners = {k: fed_as_declared(cand, r) for k, r in cand_runners.items()}"
         "\n",
         "\n",
-        aimed="tests/test_finite_target.py::"
+        aimed="tests/ops/forms/test_finite_target.py::"
         "test_outside_its_domain_the_form_differs_and_the_check_draws_inside_it",
     ),
     Mutant(
@@ -202,7 +202,7 @@ MUTANTS = (
         "src/revseq/cli/_commands.py",
         '    on = f" on {report.domain}" if report.domain else ""',
         '    on = ""',
-        aimed="tests/test_cli.py::"
+        aimed="tests/cli/test_cli.py::"
         "test_inline_for_the_finite_target_says_what_changed_and_what_was_checked",
     ),
     Mutant(
@@ -210,7 +210,7 @@ MUTANTS = (
         "src/revseq/measure/floor.py",
         "        if want is not None and any(",
         "        if False and any(",
-        aimed="tests/test_bench.py::"
+        aimed="tests/measure/test_bench.py::"
         "test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so",
     ),
     Mutant(
@@ -218,7 +218,7 @@ MUTANTS = (
         "src/revseq/measure/_timing.py",
         "    return result.seconds if isinstance(result, MeasuredOutputs) else elapsed",
         "    return elapsed",
-        aimed="tests/test_foreign_backends.py::"
+        aimed="tests/backends/test_foreign_backends.py::"
         "test_a_run_is_timed_where_it_ran_and_timing_counts_that_time",
     ),
     Mutant(
@@ -226,7 +226,7 @@ MUTANTS = (
         "ops/forms/_one_hot.py",
         "    column = unsqueeze(op, op.Clip(floats, zero, top), [1], sig)",
         "    column = unsqueeze(op, floats, [1], sig)",
-        aimed="tests/test_finite_target.py::"
+        aimed="tests/ops/forms/test_finite_target.py::"
         "test_invalid_lengths_are_clamped_as_the_exact_forms_clamp_them",
     ),
     Mutant(
@@ -234,14 +234,14 @@ MUTANTS = (
         "ops/forms/_one_hot.py",
         "    span = op.Sub(op.Sub(column, one), const(op, 2 * steps, np.float32))",
         "    span = op.Sub(column, const(op, 2 * steps, np.float32))",
-        aimed="tests/test_finite_target.py::test_one_hot_is_exact_on_finite_data",
+        aimed="tests/ops/forms/test_finite_target.py::test_one_hot_is_exact_on_finite_data",
     ),
     Mutant(
         "check ignores the candidate's finite domain",
         "src/revseq/equivalence/_check.py",
         "    specials = not whole_model and domain is None",
         "    specials = not whole_model",
-        aimed="tests/test_finite_target.py::"
+        aimed="tests/ops/forms/test_finite_target.py::"
         "test_outside_its_domain_the_form_differs_and_the_check_draws_inside_it",
     ),
     Mutant(
@@ -249,7 +249,7 @@ MUTANTS = (
         "passes/inline/inline.py",
         "        return int32_source(lens) or lens",
         "        return lens",
-        aimed="tests/test_finite_target.py::"
+        aimed="tests/ops/forms/test_finite_target.py::"
         "test_lengths_cast_from_int32_are_read_as_the_float32_input_they_came_from",
     ),
     Mutant(
@@ -257,7 +257,7 @@ MUTANTS = (
         "passes/inline/inline.py",
         "        return bool(uses) and all(",
         "        return bool(uses) and any(",
-        aimed="tests/test_finite_target.py::"
+        aimed="tests/ops/forms/test_finite_target.py::"
         "test_lengths_another_node_reads_keep_their_type_and_are_cast",
     ),
     Mutant(
@@ -265,28 +265,28 @@ MUTANTS = (
         "ops/forms/_emit.py",
         "    next_step = op.Add(steps, one)\n    bias = next_step",
         "    next_step = op.Add(steps, one)\n    bias = steps",
-        aimed="tests/test_inline.py::test_every_type[bfloat16-time_major-auto]",
+        aimed="tests/passes/inline/test_inline.py::test_every_type[bfloat16-time_major-auto]",
     ),
     Mutant(
         "select at t <= L",
         "ops/forms/_emit.py",
         "return op.Where(op.Less(lens, next_step), forward, backward)",
         "return op.Where(op.Less(lens, steps), forward, backward)",
-        aimed="tests/test_inline.py::test_every_type[bfloat16-time_major-auto]",
+        aimed="tests/passes/inline/test_inline.py::test_every_type[bfloat16-time_major-auto]",
     ),
     Mutant(
         "lengths not clamped at T",
         "ops/forms/_emit.py",
         "        return op.Where(op.Less(top, lens), top, lens)",
         "        return lens",
-        aimed="tests/test_inline.py::test_invalid_lengths_are_clamped[auto]",
+        aimed="tests/passes/inline/test_inline.py::test_invalid_lengths_are_clamped[auto]",
     ),
     Mutant(
         "negative lengths not clamped at 0",
         "ops/forms/_emit.py",
         "        return op.Where(op.Less(lens, zero), zero, lens)",
         "        return lens",
-        aimed="tests/test_inline.py::"
+        aimed="tests/passes/inline/test_inline.py::"
         "test_lengths_beyond_int32_are_clamped_before_any_narrowing[symbolic-None]",
     ),
     Mutant(
@@ -294,7 +294,7 @@ MUTANTS = (
         "ops/forms/__init__.py",
         "    last = op.Sub(time_len, const(op, [1]))",
         "    last = time_len",
-        aimed="tests/test_simplify.py::"
+        aimed="tests/passes/inline/test_simplify.py::"
         "test_tf_reverse_becomes_a_reversal_and_the_length_chain_goes[None-ops1]",
     ),
     Mutant(
@@ -302,14 +302,14 @@ MUTANTS = (
         "ops/signature.py",
         "clamped[None, :] - 1 - steps",
         "clamped[None, :] - steps",
-        aimed="tests/test_inline.py::test_onnx_backend_cases[test_reversesequence_time]",
+        aimed="tests/passes/inline/test_inline.py::test_onnx_backend_cases[test_reversesequence_time]",
     ),
     Mutant(
         "lengths of 2 taken as trivial",
         "passes/inline/simplify.py",
         "all(v <= 1 for v in sig.lens)",
         "all(v <= 2 for v in sig.lens)",
-        aimed="tests/test_simplify.py::"
+        aimed="tests/passes/inline/test_simplify.py::"
         "test_lengths_that_reverse_some_steps_are_no_trivial_node[lens0]",
     ),
     Mutant(
@@ -317,7 +317,7 @@ MUTANTS = (
         "passes/inline/simplify.py",
         "all(v >= time_len for v in sig.lens)",
         "all(v >= time_len - 1 for v in sig.lens)",
-        aimed="tests/test_simplify.py::"
+        aimed="tests/passes/inline/test_simplify.py::"
         "test_lengths_that_reverse_some_steps_are_no_trivial_node[lens1]",
     ),
     Mutant(
@@ -333,7 +333,7 @@ MUTANTS = (
         "ops/forms/_slices.py",
         "        return frozenset({REVERSING_SLICE, REVERSING_SLICE_HIGH_RANK})",
         "        return frozenset({REVERSING_SLICE})",
-        aimed="tests/test_simplify.py::"
+        aimed="tests/passes/inline/test_simplify.py::"
         "test_a_full_reversal_is_a_slice_where_the_target_steps_back_over_the_rank[None-4-False-False]",
     ),
     Mutant(
@@ -341,14 +341,14 @@ MUTANTS = (
         "passes/graph/reverse_sequence.py",
         "    if batch is not None and lens_size is not None and batch != lens_size:",
         "    if False:",
-        aimed="tests/test_inline.py::test_wrong_input_counts_and_batch_mismatch",
+        aimed="tests/passes/inline/test_inline_output.py::test_wrong_input_counts_and_batch_mismatch",
     ),
     Mutant(
         "int16 lengths read through a Cast as int32",
         "passes/graph/reverse_sequence.py",
         "return source if source is not None and source.dtype == ir.DataType.INT32 else None",
         "return source",
-        aimed="tests/test_inline.py::"
+        aimed="tests/passes/inline/test_inline_targets.py::"
         "test_int32_lengths_cast_to_int64_are_read_as_int32[5-webgpu-False-dims0-False]",
     ),
     Mutant(
@@ -358,14 +358,14 @@ MUTANTS = (
         "",
         equivalent="the same values: ONNX's lengths are int64, so a Cast that makes "
         "them casts to int64",
-        aimed="tests/test_inline.py::test_int32_lengths_cast_to_int64_are_read_as_int32",
+        aimed="tests/passes/inline/test_inline_targets.py::test_int32_lengths_cast_to_int64_are_read_as_int32",
     ),
     Mutant(
         "not a whole-axis Slice restored as a reversal",
         "passes/restore/full_reversals.py",
         "    if start != -1 or end != _INT64_MIN or step != -1 or axis is None:",
         "    if step != -1 or axis is None:",
-        aimed="tests/test_restore.py::"
+        aimed="tests/passes/restore/test_restore_exports.py::"
         "test_a_slice_of_part_of_the_axis_is_no_full_reversal[-2-None]",
     ),
     Mutant(
@@ -373,7 +373,7 @@ MUTANTS = (
         "passes/restore/match.py",
         "        if lengths.dtype is not None and lengths.dtype not in LENGTH_TYPES:",
         "        if False:",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_restore_fuses_no_lengths_of_a_type_the_op_refuses",
     ),
     Mutant(
@@ -381,7 +381,7 @@ MUTANTS = (
         "passes/graph/producers.py",
         "    return rest.pop() if len(rest) == 1 else None",
         "    return rest.pop() if len(rest) == 1 else keys[0]",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_broadcast_of_two_symbolic_dims_is_no_full_reversal",
     ),
     # The check.
@@ -390,7 +390,7 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/generator.py",
         "                    min(shape[t % len(shape)] for shape, t, _ in observed),",
         "                    max(shape[t % len(shape)] for shape, t, _ in observed),",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_check_gives_a_verdict_without_any_flag[two_time_lengths]",
     ),
     Mutant(
@@ -398,14 +398,14 @@ MUTANTS = (
         "src/revseq/equivalence/compare.py",
         "    if expected.shape != got.shape or expected.dtype != got.dtype:",
         "    if expected.shape != got.shape:",
-        aimed="tests/test_check_inputs.py::test_a_comparison_tells_element_types_apart",
+        aimed="tests/equivalence/inputs/test_check_inputs.py::test_a_comparison_tells_element_types_apart",
     ),
     Mutant(
         "token ids up to the embedding's size, not below it",
         "src/revseq/equivalence/inputs/generator.py",
         "                top = max(bounds[name] - 1, 0)",
         "                top = max(bounds[name], 0)",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_check_gives_a_verdict_without_any_flag[bidirectional_ids]",
     ),
     Mutant(
@@ -413,7 +413,7 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/uses.py",
         '        return integer and node.attributes.get_int("to", 0) in _INTEGER_TYPES',
         "        return False",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_int32_ids_through_a_cast_and_a_reshape_stay_within_the_embedding",
     ),
     Mutant(
@@ -421,7 +421,7 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/generator.py",
         "                specials = self.specials and name in self._reversed",
         "                specials = self.specials",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_special_floats_only_where_they_reach_a_reversal",
     ),
     Mutant(
@@ -429,7 +429,7 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/generator.py",
         "            itertools.islice(larger, MAX_FIT_RUNS), sizes_of_one(symbols, free)",
         "            itertools.islice(larger, 0), sizes_of_one(symbols, free)",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_check_gives_a_verdict_without_any_flag[broadcast_of_two_dims]",
     ),
     Mutant(
@@ -437,7 +437,7 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/fitting.py",
         "        for size in sorted({sizes[k] for k in free if sizes[k] > sizes[key]}):",
         "        for size in ():",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_dims_named_apart_but_broadcast_together_are_made_equal",
     ),
     Mutant(
@@ -447,14 +447,14 @@ MUTANTS = (
         "                continue\n"
         "            if name in self.lengths:",
         "                pass\n            if name in self.lengths:",
-        aimed="tests/test_equivalence.py::test_user_inputs_and_mismatched_signatures",
+        aimed="tests/equivalence/test_equivalence.py::test_user_inputs_and_mismatched_signatures",
     ),
     Mutant(
         "given values' sizes not pinned",
         "src/revseq/equivalence/inputs/given.py",
         "            pins.pin(dim, size, source)",
         "            pass",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_given_values_are_used_and_fix_the_sizes_of_the_rest",
     ),
     # The command line and the file writer.
@@ -463,7 +463,7 @@ MUTANTS = (
         "src/revseq/cli/_commands.py",
         "not failed and not any(r.longest >= 2 for r in reports):",
         "not failed and not any(r.longest >= 1 for r in reports):",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_per_node_with_a_reversal_of_one_step_is_inconclusive",
     ),
     Mutant(
@@ -471,14 +471,14 @@ MUTANTS = (
         "src/revseq/cli/_commands.py",
         "        dims.update(each)",
         "        pass",
-        aimed="tests/test_check_inputs.py::test_cli_takes_input_files_dims_shapes_and_ranges",
+        aimed="tests/equivalence/inputs/test_check_inputs.py::test_cli_takes_input_files_dims_shapes_and_ranges",
     ),
     Mutant(
         "no warning for a model without the op",
         "src/revseq/cli/_commands.py",
         '    if verb == "inline" and not before[0]:',
         "    if False:",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_a_model_without_the_op_is_copied_with_a_warning[inline]",
     ),
     Mutant(
@@ -489,14 +489,14 @@ MUTANTS = (
         "                _fsync(temporary)\n"
         "                os.replace(temporary, path)",
         "            path.write_bytes(proto.SerializeToString())",
-        aimed="tests/test_bad_inputs.py::test_atomic_save_leaves_previous_output",
+        aimed="tests/cli/test_bad_inputs.py::test_atomic_save_leaves_previous_output",
     ),
     Mutant(
         "ids not followed through arithmetic to their gather",
         "src/revseq/equivalence/inputs/uses.py",
         'elif arithmetic and node.domain in ("", "ai.onnx") and node.op_type in _ARITHMETIC:',
         "elif False:",
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_check_gives_a_verdict_without_any_flag[negative_id_wrap]",
     ),
     Mutant(
@@ -504,7 +504,7 @@ MUTANTS = (
         "src/revseq/equivalence/whole_models.py",
         'if tolerance is None and level != "off" and moved is not None:',
         'if tolerance is None and level != "off" and plain is not None:',
-        aimed="tests/test_check_inputs.py::"
+        aimed="tests/equivalence/inputs/test_check_inputs.py::"
         "test_a_difference_the_reference_does_not_share_is_reported[reference1-candidate1]",
     ),
     Mutant(
@@ -512,7 +512,7 @@ MUTANTS = (
         "passes/graph/fixed_shapes.py",
         "if symbol is not None and symbols.setdefault(symbol, size) != size:",
         "if symbol is not None and symbols.setdefault(symbol, size) != size and False:",
-        aimed="tests/test_fixed_shapes.py::"
+        aimed="tests/passes/inline/test_fixed_shapes.py::"
         "test_a_shape_that_does_not_fit_is_one_line_and_nothing_is_written",
     ),
     Mutant(
@@ -520,7 +520,7 @@ MUTANTS = (
         "ops/forms/_slices.py",
         "rest = op.Slice(part, const(op, [length]), const(op, [_LAST]), axis)",
         "rest = op.Slice(part, const(op, [length - 1]), const(op, [_LAST]), axis)",
-        aimed="tests/test_planner.py::"
+        aimed="tests/passes/inline/test_planner.py::"
         "test_constant_lengths_become_slices_where_no_gather_runs",
     ),
     Mutant(
@@ -528,7 +528,7 @@ MUTANTS = (
         "ops/forms/_emit.py",
         "    if noted is None:\n        raise StrategyError(reason)",
         "    if noted is None or noted is not None:\n        raise StrategyError(reason)",
-        aimed="tests/test_planner.py::"
+        aimed="tests/passes/inline/test_planner.py::"
         "test_what_a_form_does_with_the_data_is_seen_whatever_its_index_lacks",
     ),
     Mutant(
@@ -538,7 +538,7 @@ MUTANTS = (
         "    reason = reason or (lacks[0] if lacks else None)",
         "    reason = reason or (lacks[0] if lacks else None)\n"
         "    reason = reason or _why_gathers_misfit(sig, strategy, found.gathers, profile)",
-        aimed="tests/test_planner.py::"
+        aimed="tests/passes/inline/test_planner.py::"
         "test_a_target_that_moves_no_such_data_is_told_so_before_what_the_index_lacks",
     ),
     Mutant(
@@ -546,7 +546,7 @@ MUTANTS = (
         "src/revseq/equivalence/blame.py",
         "    return nodes[high]",
         "    return nodes[max(high - 1, 0)]",
-        aimed="tests/test_verdict_mechanics.py::"
+        aimed="tests/equivalence/test_verdict_mechanics.py::"
         "test_the_bisection_names_the_very_node_the_runtime_fails_at",
     ),
     Mutant(
@@ -555,7 +555,7 @@ MUTANTS = (
         "    kept = array.astype(narrow)",
         "    kept = (array.view(np.uint32) & np.uint32(0xFFFFE000)).view(array.dtype)"
         ".astype(narrow)",
-        aimed="tests/test_verdict_mechanics.py::"
+        aimed="tests/equivalence/test_verdict_mechanics.py::"
         "test_float32_held_as_float16_rounds_to_nearest_even_not_by_truncation",
     ),
     Mutant(
@@ -564,7 +564,7 @@ MUTANTS = (
         '_BATCH_DROPPING_READERS = frozenset({"Transpose", "LSTM", "GRU", "RNN"})',
         '_BATCH_DROPPING_READERS = frozenset({"Transpose", "LSTM", "GRU", "RNN", '
         '"Unsqueeze"})',
-        aimed="tests/test_verdict_mechanics.py::"
+        aimed="tests/equivalence/test_verdict_mechanics.py::"
         "test_ncnn_s_batch_leading_view_is_written_only_for_readers_pnnx_drops_the_batch_of",
     ),
     Mutant(
@@ -572,14 +572,14 @@ MUTANTS = (
         "src/revseq/backends/_adapter.py",
         "rank >= found[0] else None",
         "rank > found[0] else None",
-        aimed="tests/test_verdict_mechanics.py::test_rknn_s_int64_rounding_starts_at_rank_4_exactly",
+        aimed="tests/equivalence/test_verdict_mechanics.py::test_rknn_s_int64_rounding_starts_at_rank_4_exactly",
     ),
     Mutant(
         "check: the batch-1 retry tried for the first symbolic dim only",
         "src/revseq/equivalence/inputs/fitting.py",
         "    for key in above:",
         "    for key in above[:1]:",
-        aimed="tests/test_verdict_mechanics.py::"
+        aimed="tests/equivalence/test_verdict_mechanics.py::"
         "test_where_no_larger_size_runs_each_symbolic_dim_is_tried_at_1_alone",
     ),
     Mutant(
@@ -587,7 +587,7 @@ MUTANTS = (
         "src/revseq/equivalence/compare.py",
         "        close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)",
         "        close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=False)",
-        aimed="tests/test_verdicts.py::test_nan_in_both_outputs_is_no_difference_across_runtimes",
+        aimed="tests/equivalence/test_verdicts.py::test_nan_in_both_outputs_is_no_difference_across_runtimes",
     ),
     Mutant(
         "check: lengths read from shapes alone varied like an input's",
@@ -595,7 +595,7 @@ MUTANTS = (
         "        fixed = self.constant_lengths or "
         '(self.shape_lengths and self.scope == "main")',
         "        fixed = self.constant_lengths",
-        aimed="tests/test_verdicts.py::"
+        aimed="tests/equivalence/test_verdicts.py::"
         "test_a_decomposition_as_a_function_is_fed_only_the_lengths_its_model_gives",
     ),
     Mutant(
@@ -603,7 +603,7 @@ MUTANTS = (
         "src/revseq/equivalence/_check.py",
         "    if any(_longest_reversal(m, input_sets) >= 2 for m in (cand, ref)):",
         "    if False:",
-        aimed="tests/test_verdicts.py::"
+        aimed="tests/equivalence/test_verdicts.py::"
         "test_restore_after_inline_is_proven_by_the_restored_nodes_own_reversals",
     ),
     Mutant(
@@ -611,7 +611,7 @@ MUTANTS = (
         "src/revseq/equivalence/across.py",
         "    if located.writer != OWN or unchecked:",
         "    if True:",
-        aimed="tests/test_verdicts.py::"
+        aimed="tests/equivalence/test_verdicts.py::"
         "test_a_runtime_that_rounds_otherwise_is_told_apart_from_a_wrong_rewrite",
     ),
     Mutant(
@@ -619,7 +619,7 @@ MUTANTS = (
         "src/revseq/equivalence/_counterparts.py",
         "                lengths_source=source.name\n",
         "                lengths_source=None\n",
-        aimed="tests/test_verdicts.py::"
+        aimed="tests/equivalence/test_verdicts.py::"
         "test_lengths_an_exporter_cast_from_int32_are_varied_where_the_form_reads_them",
     ),
     Mutant(
@@ -627,7 +627,7 @@ MUTANTS = (
         "src/revseq/equivalence/blame.py",
         "            if not _given_back(expected[name], got[name]):",
         "            if False:",
-        aimed="tests/test_verdict_mechanics.py::"
+        aimed="tests/equivalence/test_verdict_mechanics.py::"
         "test_a_tensor_the_runtime_does_not_give_back_is_skipped_not_blamed",
     ),
 )

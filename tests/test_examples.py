@@ -18,6 +18,7 @@ import re
 import shlex
 import shutil
 
+import helpers
 import numpy as np
 import onnx
 import pytest
@@ -28,7 +29,7 @@ from revseq.cli import main
 from revseq.cli._parser import build_parser
 from revseq.ops.targets import TARGETS, resolve_target
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = helpers.ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _PARSED_ONLY = {"probe", "webgpu-setup"}
 

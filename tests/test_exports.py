@@ -7,8 +7,7 @@ for every kind of target and restored, each ReverseSequence comes back, bit-iden
 
 from __future__ import annotations
 
-import pathlib
-
+import helpers
 import onnx
 import onnx_ir as ir
 import pytest
@@ -16,7 +15,7 @@ import pytest
 import revseq
 from revseq.passes import walk
 
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+FIXTURES = helpers.FIXTURES
 EXPORTS = sorted(p.name for p in FIXTURES.glob("tf_*_opset*.onnx"))
 
 

@@ -16,4 +16,7 @@ import pytest
 def test_the_mutant_s_anchor_occurs_once(mutant):
     source = pathlib.Path(mutants.ROOT, mutant.path).read_text(encoding="utf-8")
     assert source.count(mutant.old) == 1
-    assert pathlib.Path(mutants.ROOT, mutant.aimed.split("::")[0]).is_file()
+    path, _, test = mutant.aimed.partition("::")
+    aimed = pathlib.Path(mutants.ROOT, path)
+    assert aimed.is_file()
+    assert f"def {test.split('[')[0]}(" in aimed.read_text(encoding="utf-8")

@@ -16,11 +16,12 @@ import pathlib
 import re
 import tokenize
 
+import helpers
 import pytest
 
 from revseq.ops.vocabulary import DOMAIN_KEY
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = helpers.ROOT
 SOURCES = sorted(
     p for folder in ("src", "ops", "passes", "bench") for p in (ROOT / folder).rglob("*.py")
 )

@@ -5,9 +5,9 @@ the numpy reference, at a second shape where dims are symbolic."""
 from __future__ import annotations
 
 import os
-import pathlib
 import shutil
 
+import helpers
 import numpy as np
 import onnx
 import pytest
@@ -20,7 +20,7 @@ from revseq.ops.reference import reverse_sequence
 from revseq.ops.vocabulary import ELEMENT_TYPES
 
 pytestmark = onnx2torch_here
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+FIXTURES = helpers.FIXTURES
 compiler_here = pytest.mark.skipif(
     shutil.which(os.environ.get("CXX", "g++")) is None,
     reason="torch.compile's CPU backend (inductor) needs g++ (or $CXX)",

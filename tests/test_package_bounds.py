@@ -10,9 +10,10 @@ from __future__ import annotations
 import ast
 import pathlib
 
+import helpers
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = helpers.ROOT
 PACKAGE = [
     p for folder in ("src", "ops", "passes", "models") for p in (ROOT / folder).rglob("*.py")
 ]

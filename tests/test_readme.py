@@ -7,9 +7,10 @@ import pathlib
 import re
 import shlex
 
+import helpers
 import pytest
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = helpers.ROOT
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
 PAGES = [README, *DOCS]

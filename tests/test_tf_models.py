@@ -8,15 +8,14 @@ names, or the model's own ops (it fails alike with every reversal made an Identi
 
 from __future__ import annotations
 
-import pathlib
-
+import helpers
 import onnx
 import pytest
 from helpers import installed_or_skip
 
 import revseq
 
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+FIXTURES = helpers.FIXTURES
 MODELS = {
     "tf_crnn_reader": {"image": [1, 40, 16, 1]},
     "tf_bilstm_tagger": {"ids": [1, 12]},

@@ -21,8 +21,6 @@ import revseq
 from revseq import files
 from revseq.cli import main
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-
 COMMANDS = ("inline", "restore", "check", "info", "check_per_node")
 
 

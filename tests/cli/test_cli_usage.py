@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import pathlib
 import subprocess
 import sys
 
+import helpers
 import numpy as np
 import onnx
 import pytest
@@ -18,7 +18,7 @@ from revseq.cli import main
 from revseq.ops.reference import reverse_sequence_model
 from revseq.ops.targets import PORTABLE, TARGETS
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = helpers.ROOT
 
 
 def _run(capsys, *args) -> tuple[int, str, str]:

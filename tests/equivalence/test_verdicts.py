@@ -11,8 +11,8 @@ every runtime, and a runtime that rounds differently is told apart from a wrong 
 from __future__ import annotations
 
 import json
-import pathlib
 
+import helpers
 import numpy as np
 import onnx
 import pytest
@@ -21,7 +21,7 @@ from helpers import installed_or_skip
 import revseq
 from revseq.cli import main
 
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+FIXTURES = helpers.FIXTURES
 MODELS = [
     "verdict_full_flips",
     "verdict_time_major_batch1",

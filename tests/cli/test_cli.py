@@ -5,41 +5,15 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import onnx
 import onnx.helper as oh
 import pytest
-from helpers import time_shorter_than_lengths_model
+from helpers import assert_one_line_error, revseq, time_shorter_than_lengths_model
 
 FLOAT = onnx.TensorProto.FLOAT
 INT64 = onnx.TensorProto.INT64
-
-
-def revseq(
-    *args: str | os.PathLike, cwd: pathlib.Path | None = None
-) -> subprocess.CompletedProcess:
-    """Run ``python -m revseq`` with ``args``; never raises on a non-zero exit."""
-    return subprocess.run(
-        [sys.executable, "-m", "revseq", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
-    assert result.returncode == 2, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("revseq: error:")]
-    assert len(errors) == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in errors[0], errors[0]
 
 
 def _model(batch_axis: int = 1, time_axis: int = 0) -> onnx.ModelProto:

@@ -3,14 +3,12 @@ on onnxruntime and on every installed backend, node by node, whatever feeds the 
 
 from __future__ import annotations
 
-import pathlib
-
+import helpers
 import numpy as np
 import onnx
 import onnx.helper as oh
 import pytest
-from helpers import time_shorter_than_lengths_model
-from test_cli import assert_one_line_error, revseq
+from helpers import assert_one_line_error, revseq, time_shorter_than_lengths_model
 
 import revseq as api
 from revseq import backends
@@ -298,7 +296,7 @@ def test_a_time_dim_no_input_sizes_still_fails_with_the_backends_word():
         api.check(model, api.inline(model), trials=1)
 
 
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+FIXTURES = helpers.FIXTURES
 
 
 @pytest.mark.backend

@@ -5,14 +5,12 @@ test session."""
 
 from __future__ import annotations
 
-import pathlib
-
+import helpers
 import numpy as np
 import onnx
 import onnx.helper as oh
 import pytest
-from helpers import model_of
-from test_cli import revseq
+from helpers import model_of, revseq
 
 import revseq as api
 from revseq import backends
@@ -21,7 +19,7 @@ from revseq.ops.reference import reverse_sequence
 from revseq.ops.vocabulary import ELEMENT_TYPES
 
 pytestmark = pytest.mark.backend
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+FIXTURES = helpers.FIXTURES
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,113 @@
+"""``revseq probe`` on onnxruntime: what it certifies and times, what it keeps."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from revseq.cli import main
+from revseq.ops.targets import TARGETS
+from revseq.ops.targets.profile import Profile
+
+
+def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(capsys):
+    """What ``revseq probe onnxruntime`` measures here is what ships (ops, types, forms),
+    and each form that ran gets a cost per shape class (values are not asserted)."""
+    from revseq.measure.costs import MATRIX_FORMS
+    from revseq.probe.backend import probe_backend
+
+    probed, results = probe_backend("onnxruntime")
+    shipped = TARGETS["onnxruntime"]
+    if probed.backend_version == shipped.backend_version:  # another release may differ
+        assert (probed.static_ops, probed.dynamic_ops) == (
+            shipped.static_ops,
+            shipped.dynamic_ops,
+        )
+        assert probed.dtypes == shipped.dtypes and probed.forms == shipped.forms
+    assert any(r.index == "int32" for r in results)  # the int32 twins ran
+    assert probed.costs is not None
+    assert set(probed.costs) == {"static", "time+batch", "all", "matrix", "matrix:static"}
+    for kind, costs in probed.costs.items():
+        ran = probed.forms["static" if kind.endswith("static") else "dynamic"]
+        assert set(costs) == (ran & MATRIX_FORMS if kind.startswith("matrix") else ran)
+        assert all(c.ratio > 0 and c.nodes > 0 for c in costs.values())
+    # The index layout timed per class, on batches of 1 to 256 (values not asserted).
+    assert set(probed.layouts or {}) <= set(probed.costs) and probed.layouts
+    assert all(
+        lay.swapped_ratio > 0 and lay.in_place_ratio > 0 for lay in probed.layouts.values()
+    )
+    again = Profile.from_json(json.loads(json.dumps(probed.to_json())))
+    assert again.costs == probed.costs and again.layouts == probed.layouts
+    assert main(["probe", "onnxruntime", "--no-costs", "--json"]) == 0
+    assert "costs" not in json.loads(capsys.readouterr().out)
+
+
+def test_a_gather_moves_a_type_where_it_ran_with_its_index_constant_and_at_run_time():
+    """Each gather's type probe runs twice, its index a constant and an input: a backend
+    may take another kernel for each (tinygrad 0.14's float16 Gather quiets a signalling
+    NaN with a run-time index only), and the forms feed both."""
+    from revseq.backends import get
+    from revseq.probe._runs import ProbeResult, moved, run_dtype_probes
+
+    results = run_dtype_probes(get("onnxruntime"))
+    passed = {r.certifies for r in results if r.failure is None}
+    assert len(results) == len(passed) + len({r.certifies for r in results})
+    assert {r.name for r in results} >= {"Gather[float16]", "Gather[float16] (run-time index)"}
+    ok = ProbeResult("Gather[float16]", "static", ("Gather", "float16"), None)
+    quieted = dataclasses.replace(ok, name="Gather[float16] (run-time index)", failure="x")
+    other = ProbeResult("GatherND[float16]", "static", ("GatherND", "float16"), None)
+    assert moved([ok, quieted, other]) == {("GatherND", "float16")}
+
+
+def test_probe_keeps_the_saved_costs_of_the_same_version_only(capsys):
+    """``--keep-costs`` probes what runs anew and keeps the shipped timings; a saved
+    profile of another version has its costs refused, in one line."""
+    from revseq.probe.backend import ProbeError, probe_backend
+
+    shipped = TARGETS["onnxruntime"]
+    assert main(["probe", "onnxruntime", "--keep-costs", "--json"]) == 0
+    kept = Profile.from_json(json.loads(capsys.readouterr().out))
+    assert kept.costs == shipped.costs
+    assert kept.layouts == shipped.layouts  # timed on the output the kept costs choose
+    assert kept.forms == shipped.forms
+    older = dataclasses.replace(shipped, backend_version="onnxruntime 0.1")
+    with pytest.raises(ProbeError, match=r"probed with onnxruntime 0\.1"):
+        probe_backend("onnxruntime", keep=older)
+
+
+def test_forms_are_probed_in_a_type_the_backend_moves():
+    """An NPU that stores float32 as float16 (RKNN) moves float32 (to that storage) with
+    GatherND alone: the other forms are probed in int32, which their gathers move, so
+    their index and ops are still certified."""
+    from revseq.probe._runs import form_probe_types
+
+    assert form_probe_types(TARGETS["onnxruntime"])[0] == "float32"
+    only_int64 = dataclasses.replace(
+        TARGETS["onnxruntime"], dtypes={"Gather": frozenset({"int64"})}
+    )
+    assert form_probe_types(only_int64) == ["int64"]
+    rknn = TARGETS["rknn"]
+    assert form_probe_types(rknn)[:2] == ["float32", "int32"]
+    assert {"gather_rows", "gather_nd"} <= rknn.forms["static"]
+
+
+def test_static_probes_build_their_index_as_the_static_forms_do():
+    """A row of a constant table gathered by the lengths: no comparison, select or slice
+    of a Shape on the way (x2paddle's Shape ignores start and end and its Where does not
+    broadcast: they hid every gather it runs); Where's own probe keeps its select."""
+    from revseq.probe._models import probe_model
+    from revseq.probe._ops import OP_PROBES
+
+    gathers = [p for p in OP_PROBES if any(c.startswith("Gather") for c in p.certifies)]
+    assert len(gathers) >= 6
+    for probe in gathers:
+        for itype in probe.index_types:
+            nodes = probe_model(probe, False, itype).graph.node
+            ops = {n.op_type for n in nodes}
+            assert not ops & {"Less", "Where", "Range"}, (probe.name, itype, ops)
+            sliced = [n for n in nodes if n.op_type == "Shape" and n.attribute]
+            assert not sliced, (probe.name, itype)
+    (where,) = [p for p in OP_PROBES if p.name == "Where"]
+    assert "Where" in {n.op_type for n in probe_model(where, False).graph.node}
