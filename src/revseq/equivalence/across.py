@@ -33,6 +33,7 @@ from revseq.equivalence.inputs import Inputs
 from revseq.equivalence.progress import Progress, stage
 from revseq.equivalence.reports import WholeComparison
 from revseq.equivalence.whole_models import compare_whole
+from revseq.errors import CheckError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,9 +113,14 @@ def in_onnxruntime(
     cand_runners, _ = runners(cand, ("off",))
     fed = {level: fed_as_declared(cand, r) for level, r in cand_runners.items()}
     names = [o.name for o in ref.graph.output]
-    return compare_whole(
-        ref_runners, fed, input_sets, names, ("off",), tolerance=None, progress=None
-    )
+    try:
+        return compare_whole(
+            ref_runners, fed, input_sets, names, ("off",), tolerance=None, progress=None
+        )
+    except CheckError as e:  # the reference ran on these inputs when they were drawn
+        raise CheckError(
+            f"the candidate fails in onnxruntime, where the reference runs: {e}"
+        ) from e
 
 
 def wrong_in_onnxruntime(
