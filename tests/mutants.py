@@ -623,6 +623,14 @@ MUTANTS = (
         "test_lengths_an_exporter_cast_from_int32_are_varied_where_the_form_reads_them",
     ),
     Mutant(
+        "whole model: a runtime's message naming the model's own op taken at its word",
+        "src/revseq/equivalence/whole_models.py",
+        """            if named is None or AMBIGUOUS in named or "the model's own" in named:""",
+        "            if named is None or AMBIGUOUS in named:",
+        aimed="tests/equivalence/test_verdict_mechanics.py::"
+        "test_a_runtime_naming_the_model_s_own_op_is_checked_against_the_model_alone",
+    ),
+    Mutant(
         "whole model: a tensor the runtime did not give back compared",
         "src/revseq/equivalence/blame.py",
         "            if not _given_back(expected[name], got[name]):",

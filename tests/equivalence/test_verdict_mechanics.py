@@ -207,3 +207,41 @@ def test_the_whole_model_check_says_each_stage_while_it_runs():
     assert said.index(next(x for x in said if "trial 1/3" in x)) > said.index(
         next(x for x in said if x.startswith("check: trial 1: running"))
     )
+
+
+class _Misnaming:
+    """A runtime that fails on ``refused`` but names another op in its message."""
+
+    def __init__(self, refused: str, named: str) -> None:
+        self.refused, self.named = refused, named
+        self.label = self.name = "misnaming"
+        self.storage: dict[str, str] = {}
+
+    def prepare(self, model: onnx.ModelProto):
+        from revseq.errors import RevseqError
+
+        if any(n.op_type == self.refused for n in model.graph.node):
+            raise RevseqError(f"misnaming: convert failed: while converting {self.named}")
+        return lambda feeds: []
+
+
+def test_a_runtime_naming_the_model_s_own_op_is_checked_against_the_model_alone():
+    """x2paddle failed in revseq's Range and named the model's LSTM: the model without its
+    reversals runs there, so the failure is revseq's decompositions'."""
+    from revseq.equivalence.whole_models import prepared_whole
+
+    model = _chain(["Relu"])
+    model.graph.node.append(oh.make_node("ReverseSequence", ["v0", "lens"], ["r"], name="rs"))
+    model.graph.input.append(oh.make_tensor_value_info("lens", TP.INT64, [2]))
+    model.graph.input[0].type.tensor_type.shape.dim.insert(
+        0, onnx.TensorShapeProto.Dimension()
+    )
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "T"
+    del model.graph.output[:]
+    model.graph.output.append(oh.make_tensor_value_info("r", TP.FLOAT, None))
+    inlined = revseq.inline(model, strategy="gather_elements")
+    with pytest.raises(revseq.RevseqError) as caught:
+        prepared_whole(_Misnaming("Range", "Relu"), model, inlined)
+    said = str(caught.value)
+    assert "the runtime names Relu (the model's own)" in said, said
+    assert "it runs the model with every reversal made an Identity: revseq's" in said, said
