@@ -19,6 +19,7 @@ __all__ = [
     "load_model",
     "run_time_inputs",
     "same_file",
+    "save_arrays",
     "save_model",
     "write_text_atomically",
 ]
@@ -392,6 +393,30 @@ def write_text_atomically(path: str | os.PathLike, text: str) -> None:
     try:
         with _temporary_next_to(path) as temporary:
             temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, path)
+    except OSError as e:
+        raise ModelSaveError(f"{path}: cannot write: {one_line(e)}") from e
+
+
+def save_arrays(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` as an ``.npz`` that :func:`load_arrays` reads back, atomically.
+
+    Strings are written as unicode arrays (no pickle), as ``load_arrays`` reads them.
+
+    Raises:
+        ModelSaveError: The file cannot be written.
+    """
+    path = pathlib.Path(path)
+    check_output_path(path)
+    plain = {
+        name: array.astype(str) if array.dtype == object else array
+        for name, array in ((n, np.asarray(a)) for n, a in arrays.items())
+    }
+    try:
+        with _temporary_next_to(path) as temporary:
+            with open(temporary, "wb") as f:
+                np.savez(f, **plain)
+            _fsync(temporary)
             os.replace(temporary, path)
     except OSError as e:
         raise ModelSaveError(f"{path}: cannot write: {one_line(e)}") from e

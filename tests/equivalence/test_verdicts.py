@@ -377,3 +377,25 @@ def test_lengths_an_exporter_cast_from_int32_are_varied_where_the_form_reads_the
     report = revseq.check(model, revseq.inline(model), trials=2)
     assert report.verdict == "OK", report
     assert report.nodes[0].runs > 2 and report.nodes[0].longest >= 2, report
+
+
+def test_the_inputs_of_a_difference_are_saved_and_fed_back(tmp_path, capsys):
+    model = _load("verdict_full_flips")
+    onnx.save(model, tmp_path / "m.onnx")
+    onnx.save(planted(model, revseq.inline(model)), tmp_path / "bad.onnx")
+    saved = tmp_path / "inputs.npz"
+    code = main(["check", str(tmp_path / "m.onnx"), str(tmp_path / "bad.onnx"),
+                 "--save-inputs", str(saved)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and f"--input {saved} feeds them back" in err, err
+    with np.load(saved, allow_pickle=False) as arrays:
+        assert set(arrays.files) == {"ids"} and arrays["ids"].shape[1] == 300
+    code = main(["check", str(tmp_path / "m.onnx"), str(tmp_path / "bad.onnx"), "-q",
+                 "--input", str(saved)])  # fmt: skip
+    assert code == 1 and "trials: 1" in capsys.readouterr().out
+    good = tmp_path / "good.onnx"
+    onnx.save(revseq.inline(model), good)
+    code = main(["check", str(tmp_path / "m.onnx"), str(good), "--trials", "1",
+                 "--save-inputs", str(tmp_path / "none.npz")])  # fmt: skip
+    assert code == 0 and not (tmp_path / "none.npz").exists()
+    assert "nothing written" in capsys.readouterr().err

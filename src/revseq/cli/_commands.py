@@ -263,8 +263,7 @@ def _inputs_need_check(args: argparse.Namespace) -> None:
         )
         fix = f"; to fix the model's own input sizes, --overwrite-input-shape {shapes}"
     raise RevseqError(
-        f"{given[0]} gives the inputs of --check, which was not asked for: add --check"
-        f"{fix}"
+        f"{given[0]} gives the inputs of --check, which was not asked for: add --check{fix}"
     )
 
 
@@ -341,6 +340,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         return _check_per_node(args, console)
     if args.candidate is None:
         raise RevseqError("check needs REF and CAND (or --per-node with one model)")
+    if args.save_inputs is not None:
+        files.check_output_path(args.save_inputs)  # before any work
     if args.whole_model and args.backend is None:
         raise RevseqError("--whole-model compares across runtimes: name a --backend")
     reference = load(args.reference)
@@ -370,7 +371,33 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         console.result(str(report))
     if report.verdict == "INCONCLUSIVE":
         console.warning(f"{args.reference}: inconclusive: {report.message}")
+    _save_counterexample(args, console, report)
     return EXIT_CODES[report.verdict]
+
+
+def _save_counterexample(
+    args: argparse.Namespace, console: Console, report: CheckReport
+) -> None:
+    """The inputs a difference was found on, written where ``--save-inputs`` says."""
+    example = report.counterexample
+    if example is None:
+        if args.save_inputs is not None:
+            console.progress(f"check: no difference: nothing written to {args.save_inputs}")
+        return
+    if args.save_inputs is None:
+        console.progress(
+            "check: --save-inputs FILE.npz writes the inputs of the first difference "
+            "(--input FILE.npz feeds them back)"
+        )
+        return
+    try:
+        files.save_arrays(args.save_inputs, dict(example.inputs))
+    except RevseqError as e:
+        raise file_error(args.save_inputs, e) from e
+    console.progress(
+        f"check: the inputs of the first difference written to {args.save_inputs} "
+        f"(--input {args.save_inputs} feeds them back)"
+    )
 
 
 def cmd_info(args: argparse.Namespace, console: Console) -> int:

@@ -270,6 +270,12 @@ def _add_check(commands, common: argparse.ArgumentParser) -> None:
             default=default,
             help=f"{kind} tolerance of --whole-model (0 for exact equality)",
         )
+    check.add_argument(
+        "--save-inputs",
+        metavar="FILE.npz",
+        help="where a check finds a difference, write the inputs it was found on (--input "
+        "FILE.npz feeds them back, to another tool or runtime too)",
+    )
     _add_json_option(check)
     _add_input_options(check)
     check.set_defaults(handler=cmd_check)
