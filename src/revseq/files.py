@@ -30,6 +30,7 @@ import os
 import pathlib
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator
 
 import google.protobuf.message
@@ -414,8 +415,11 @@ def save_arrays(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
     }
     try:
         with _temporary_next_to(path) as temporary:
-            with open(temporary, "wb") as f:
-                np.savez(f, **plain)
+            # Member by member, as np.savez writes them: any input name is a name.
+            with zipfile.ZipFile(temporary, "w") as archive:
+                for name, array in plain.items():
+                    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, array, allow_pickle=False)
             _fsync(temporary)
             os.replace(temporary, path)
     except OSError as e:

@@ -245,3 +245,60 @@ def test_a_runtime_naming_the_model_s_own_op_is_checked_against_the_model_alone(
     said = str(caught.value)
     assert "the runtime names Relu (the model's own)" in said, said
     assert "it runs the model with every reversal made an Identity: revseq's" in said, said
+
+
+def test_int32_lengths_two_flips_share_are_cast_once_and_read_where_they_are_computed():
+    from onnx import helper
+
+    shared = helper.make_graph(
+        [
+            helper.make_node("Cast", ["n"], ["lens"], to=TP.INT32),
+            helper.make_node(
+                "ReverseSequence", ["x", "lens"], ["a"], batch_axis=1, time_axis=0
+            ),
+            helper.make_node(
+                "ReverseSequence", ["a", "lens"], ["y"], batch_axis=1, time_axis=0
+            ),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TP.FLOAT, ["T", "B", 3]),
+            helper.make_tensor_value_info("n", TP.INT64, ["B"]),
+        ],
+        [helper.make_tensor_value_info("y", TP.FLOAT, ["T", "B", 3])],
+    )
+    model = helper.make_model(shared, opset_imports=[helper.make_opsetid("", 13)])
+    report = revseq.check(model, revseq.inline(model))
+    assert report.verdict == "OK" and report.engines["reference"] == "onnxruntime", report
+
+
+def test_inputs_of_any_name_are_saved_and_read_back(tmp_path):
+    from revseq import files
+
+    arrays = {"file": np.arange(3), "allow_pickle": np.array(["a", "bc"], dtype=object)}
+    files.save_arrays(tmp_path / "in.npz", arrays)
+    back = files.load_arrays(tmp_path / "in.npz")
+    assert back["file"].tolist() == [0, 1, 2] and back["allow_pickle"].tolist() == ["a", "bc"]
+
+
+def test_an_infinite_reference_gives_no_nan_relative_error():
+    from revseq.equivalence.compare import largest
+
+    measured = largest("y", np.array([-np.inf, 2.0]), np.array([-3e38, 2.0]))
+    assert measured.absolute == np.inf and measured.relative == 0.0
+
+
+def test_a_restored_node_that_differs_is_blamed_on_revseq():
+    """Restore writes a ReverseSequence where the reference computes a decomposition."""
+    from revseq.equivalence._runners import Engine
+    from revseq.equivalence.blame import REVSEQ, first_differing_tensor
+    from revseq.ops.reference import reverse_sequence_model
+
+    inlined = revseq.inline(reverse_sequence_model([5, 2, 3], TP.FLOAT))
+    restored = revseq.restore(inlined)
+    (node,) = [n for n in restored.graph.node if n.op_type == "ReverseSequence"]
+    restored.graph.initializer.append(onnx.numpy_helper.from_array(np.array([5, 5]), "full"))
+    node.input[1] = "full"  # every sequence reversed whole: wrong where lens are 3
+    feeds = {"x": np.arange(30, dtype=np.float32).reshape(5, 2, 3), "lens": np.array([5, 3])}
+    located = first_differing_tensor(inlined, restored, feeds, Engine(None), None)
+    assert located.writer == REVSEQ and "restored ReverseSequence" in located.text, located

@@ -399,3 +399,16 @@ def test_the_inputs_of_a_difference_are_saved_and_fed_back(tmp_path, capsys):
                  "--save-inputs", str(tmp_path / "none.npz")])  # fmt: skip
     assert code == 0 and not (tmp_path / "none.npz").exists()
     assert "nothing written" in capsys.readouterr().err
+
+
+def test_a_difference_only_a_decomposition_alone_shows_saves_no_inputs(tmp_path, capsys):
+    """Its lengths of 2 or more come from the node check, not from the whole model's."""
+    model = _load("verdict_nan_output")
+    onnx.save(model, tmp_path / "m.onnx")
+    onnx.save(planted(model, revseq.inline(model)), tmp_path / "bad.onnx")
+    code = main(["check", str(tmp_path / "m.onnx"), str(tmp_path / "bad.onnx"),
+                 "--save-inputs", str(tmp_path / "in.npz")])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 1 and captured.out.startswith("DIFFERENT: node ReverseSequence"), captured
+    assert "the difference is in a decomposition run alone" in captured.err
+    assert not (tmp_path / "in.npz").exists()

@@ -1,7 +1,8 @@
 """The ``revseq`` command line: a thin argparse front over the library.
 
 Exit codes: 0 success, 1 a check found a difference, 2 bad usage, bad input or a
-backend that failed, 3 an inconclusive check (``_commands.EXIT_MEANINGS``). Errors
+backend that failed, 3 an inconclusive check, 4 revseq's part exact but the runtime's
+own ops differ (``_commands.EXIT_MEANINGS``). Errors
 are one line on stderr naming the file and the problem (``--debug`` adds the
 traceback). Outputs are written atomically; progress and timings go to stderr unless
 ``--quiet``.
@@ -45,7 +46,7 @@ def _run(argv: Sequence[str] | None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"revseq: error: {one_line(e, None)}", file=sys.stderr)
-        _error_json(args, one_line(e, None))
+        _error_json(args, console, one_line(e, None))
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         raise
@@ -60,16 +61,16 @@ def _run(argv: Sequence[str] | None) -> int:
             "(rerun with --debug for a traceback)",
             file=sys.stderr,
         )
-        _error_json(args, one_line(e, None, typed=True))
+        _error_json(args, console, one_line(e, None, typed=True))
         return EXIT_BAD_INPUT
 
 
-def _error_json(args, message: str) -> None:
+def _error_json(args, console: Console, message: str) -> None:
     """Where a verdict was asked for as JSON, the error is one too (verdict ERROR)."""
     if getattr(args, "json", False) and args.command in {"check", "inline", "restore"}:
         if args.command != "check" and not args.check:
             return
-        Console.result(verdict_json("ERROR", command=args.command, error=message))
+        console.verdict(verdict_json("ERROR", command=args.command, error=message))
 
 
 def _silence_stdout() -> None:

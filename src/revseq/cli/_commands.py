@@ -10,6 +10,7 @@ import argparse
 import importlib.metadata
 import json
 import logging
+import math
 import os
 import pathlib
 import sys
@@ -53,8 +54,9 @@ EXIT_MEANINGS = {
     EXIT_BAD_INPUT: "bad usage, bad input, or a check that could not run",
     EXIT_INCONCLUSIVE: "no difference, but no reversal of 2 or more steps happened: "
     "it cannot tell a reversal from the identity",
-    EXIT_RUNTIME_DIFFERS: "revseq's part is exact, but the runtime's own computation of "
-    "the model's ops differs from onnxruntime's beyond the tolerance",
+    EXIT_RUNTIME_DIFFERS: "revseq's part is exact, but the runtime's own computation (its "
+    "kernels for the model's ops, or a type it holds narrower) differs from onnxruntime's "
+    "beyond the tolerance",
 }
 """What each exit code means (``--help``, ``--json``)."""
 
@@ -64,6 +66,13 @@ class Console:
 
     def __init__(self, *, quiet: bool) -> None:
         self.quiet = quiet
+        self.verdict_said = False  # a verdict's JSON document went to stdout
+
+    def verdict(self, document: str) -> None:
+        """A verdict's JSON document on stdout: one per command, errors included."""
+        if not self.verdict_said:
+            self.verdict_said = True
+            print(document, flush=True)
 
     def progress(self, message: str) -> None:
         if not self.quiet:
@@ -91,7 +100,10 @@ def versions() -> dict[str, str]:
 
 
 def verdict_json(verdict: str, /, **fields: object) -> str:
-    """One JSON document: the verdict, its exit code and meaning, ``fields``, versions."""
+    """One JSON document: the verdict, its exit code and meaning, ``fields``, versions.
+
+    Strict JSON: a value no JSON number holds (an infinite error) is written as a string.
+    """
     code = EXIT_CODES.get(verdict, EXIT_BAD_INPUT)
     fields.pop("verdict", None)  # a report's own, the same
     document = {
@@ -101,7 +113,18 @@ def verdict_json(verdict: str, /, **fields: object) -> str:
         **fields,
         "versions": versions(),
     }
-    return json.dumps(document, indent=2, default=str)
+    return json.dumps(_strict(document), indent=2, default=str, allow_nan=False)
+
+
+def _strict(value: object) -> object:
+    """``value`` with every float JSON cannot hold (inf, NaN) as its string."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
 
 
 def file_error(path: str | os.PathLike, error: Exception) -> RevseqError:
@@ -199,7 +222,7 @@ def _say(
     if not args.json:
         console.result(str(report))
         return
-    console.result(
+    console.verdict(
         verdict_json(
             report.verdict,
             command=args.command,
@@ -327,7 +350,7 @@ def _check_per_node(args: argparse.Namespace, console: Console) -> int:
         )
     if args.json:
         nodes = [r.to_json() for r in reports]
-        console.result(verdict_json(verdict, reference=args.reference, nodes=nodes))
+        console.verdict(verdict_json(verdict, reference=args.reference, nodes=nodes))
     else:
         for report in reports:
             console.result(str(report))
@@ -358,8 +381,9 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         rtol=args.rtol,
         atol=args.atol,
     )
+    _save_counterexample(args, console, report)  # before the verdict: one document
     if args.json:
-        console.result(
+        console.verdict(
             verdict_json(
                 report.verdict,
                 reference=args.reference,
@@ -371,7 +395,6 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         console.result(str(report))
     if report.verdict == "INCONCLUSIVE":
         console.warning(f"{args.reference}: inconclusive: {report.message}")
-    _save_counterexample(args, console, report)
     return EXIT_CODES[report.verdict]
 
 
@@ -382,7 +405,13 @@ def _save_counterexample(
     example = report.counterexample
     if example is None:
         if args.save_inputs is not None:
-            console.progress(f"check: no difference: nothing written to {args.save_inputs}")
+            why = (
+                "no difference"
+                if report.ok
+                else "the difference is in a decomposition run alone (its report says on "
+                "what): no whole-model inputs"
+            )
+            console.progress(f"check: {why}: nothing written to {args.save_inputs}")
         return
     if args.save_inputs is None:
         console.progress(

@@ -26,6 +26,7 @@ __all__ = ["WHOLE_MODEL_ATOL", "WHOLE_MODEL_RTOL", "check"]
 
 import dataclasses
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -60,7 +61,7 @@ from revseq.equivalence.reports import (
     verdict_message,
 )
 from revseq.equivalence.whole_models import compare_whole, prepared_whole, storage_hint
-from revseq.errors import CheckError
+from revseq.errors import CheckError, RevseqError
 from revseq.files import run_time_inputs
 from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.ops.vocabulary import FINITE, FINITE_DOMAIN
@@ -333,7 +334,10 @@ def _at_sizes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> on
     the user gave, as it will in their deployment, not at symbolic dims.
     """
     model = ir.from_proto(proto)
-    FixInputShapesPass(shapes)(model)
+    try:
+        FixInputShapesPass(shapes)(model)
+    except RevseqError as e:  # a name the model lacks, another rank: said as the check's
+        raise CheckError(str(e)) from e
     return ir.to_proto(model)
 
 
@@ -351,8 +355,8 @@ def _check_options(
         raise CheckError(f"trials must be at least 1, got {trials}")
     if whole_model and backend is None:
         raise CheckError("a whole-model comparison across runtimes needs a backend")
-    if rtol < 0 or atol < 0:
-        raise CheckError(f"tolerances must be >= 0, got rtol={rtol}, atol={atol}")
+    if not (0 <= rtol < math.inf and 0 <= atol < math.inf):  # NaN compares False too
+        raise CheckError(f"tolerances must be finite and >= 0, got rtol={rtol}, atol={atol}")
 
 
 def _comparable(

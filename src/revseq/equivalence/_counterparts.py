@@ -23,12 +23,12 @@ import onnx_ir as ir
 from revseq.ops.domains import ONNX_DOMAINS
 from revseq.passes import ScopedNode, ShapeTable, is_reverse_sequence, node_label, walk
 from revseq.passes.graph.reverse_sequence import int32_source
+from revseq.passes.graph.shape_reads import scalar_dim
 
 logger = logging.getLogger(__name__)
 
 Dims = tuple[int | str | None, ...] | None
 
-_SHAPE_READS = frozenset({"Shape", "Size"})
 _GRAPH_ATTRS = (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS)
 
 
@@ -51,10 +51,10 @@ class Counterpart:
         lengths_dtype: The lengths' element type where known.
         constant_lengths: Whether the reference computes the lengths from constants alone
             (then only the model's own lengths are tried).
-        shape_lengths: Whether it computes them from constants and the shapes of its
-            inputs alone (``Shape(x)[1]`` expanded to the batch: a full flip), never from
-            an input's values: in the main graph, only the model's own lengths are tried
-            then, as no other lengths can reach the node.
+        shape_lengths: Whether they are its data's time length whatever the inputs
+            hold (``Shape(x)[1]`` expanded to the batch: a full flip): in the main
+            graph, only the model's own lengths are tried then, as no other lengths can
+            reach the node.
         lengths_source: The cut model's input the lengths are cast from (int32 lengths
             an exporter cast to int64, which a form may read instead), or None: other
             lengths are fed there.
@@ -179,12 +179,8 @@ def _names(model: ir.Model) -> set[str]:
     return names
 
 
-def _upstream(value: ir.Value, *, through_shapes: bool = True) -> list[ir.Value]:
-    """``value`` and every value it is computed from, in its scope and the outer ones.
-
-    Not ``through_shapes``: the values a ``Shape`` or ``Size`` reads are left out (its
-    output depends on their dims, not on what they hold).
-    """
+def _upstream(value: ir.Value) -> list[ir.Value]:
+    """``value`` and every value it is computed from, in its scope and the outer ones."""
     found: list[ir.Value] = []
     stack, seen = [value], set()
     while stack:
@@ -194,24 +190,20 @@ def _upstream(value: ir.Value, *, through_shapes: bool = True) -> list[ir.Value]
         seen.add(id(v))
         found.append(v)
         producer = v.producer()
-        if producer is None or (
-            not through_shapes and producer.op_type in _SHAPE_READS and producer.domain == ""
-        ):
-            continue
-        stack.extend(i for i in producer.inputs if i is not None)
+        if producer is not None:
+            stack.extend(i for i in producer.inputs if i is not None)
     return found
 
 
-def _depends_on_input(value: ir.Value, *, through_shapes: bool = True) -> bool:
+def _depends_on_input(value: ir.Value) -> bool:
     """Whether ``value`` reads some input (else constants alone make it).
 
     An input is a graph input, an outer-scope value or a function parameter: a value
-    that nothing in reach produces and that is no initializer. Not ``through_shapes``:
-    whether it reads some input's values (not only its dims).
+    that nothing in reach produces and that is no initializer.
     """
     return any(
         v.is_graph_input() or (v.producer() is None and not v.is_initializer())
-        for v in _upstream(value, through_shapes=through_shapes)
+        for v in _upstream(value)
     )
 
 
@@ -356,8 +348,27 @@ def _described(scoped: ScopedNode, shapes: ShapeTable) -> Counterpart:
         data_dims=shapes.dims(data),
         lengths_dtype=shapes.dtype(lengths),
         constant_lengths=not _depends_on_input(lengths),
-        shape_lengths=not _depends_on_input(lengths, through_shapes=False),
+        shape_lengths=_full_length(scoped, shapes),
     )
+
+
+def _full_length(scoped: ScopedNode, shapes: ShapeTable) -> bool:
+    """Whether the node's lengths are its data's time length, whatever the inputs hold.
+
+    tf2onnx's full flip (``Expand(Gather(Shape(x), t), ...)``): a shape read of the
+    very dim the node reverses along, seen as the inliner sees it (``scalar_dim``).
+    """
+    data, lengths = scoped.node.inputs
+    if data is None or lengths is None:
+        return False
+    time_axis = scoped.node.attributes.get_int("time_axis", 0)
+    if time_axis < 0:  # the revseq domain's: from the end, where the rank is known
+        rank = shapes.rank(data)
+        if rank is None:
+            return False
+        time_axis %= rank
+    read = scalar_dim(lengths, shapes)
+    return read is not None and read == shapes.dim_key(data, time_axis)
 
 
 def _upstream_of(model: ir.Model, name: str) -> set[str]:

@@ -36,7 +36,7 @@ from revseq.errors import CheckError, RevseqError, one_line
 from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.function import definition
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
-from revseq.passes import validate_all, walk
+from revseq.passes import ShapeTable, validate_all, walk
 from revseq.passes.graph.reverse_sequence import FLAVOUR_LENGTH_TYPES
 
 logger = logging.getLogger(__name__)
@@ -94,27 +94,41 @@ def with_definition(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _flavour_cast(proto: onnx.ModelProto) -> onnx.ModelProto:
-    """``proto`` with the int32 lengths of its ONNX-domain ReverseSequence nodes cast."""
+    """``proto`` with the int32 lengths of its ONNX-domain ReverseSequence nodes cast.
+
+    One Cast per lengths value and graph, named apart (two flips often share lengths);
+    the lengths' type as shape inference knows it (an intermediate value has none
+    declared).
+    """
     model = ir.from_proto(proto)
-    flavoured = [
-        s.node
-        for s in walk(model)
-        if s.node.op_type == "ReverseSequence"
-        and s.node.domain in ("", "ai.onnx")
-        and len(s.node.inputs) == 2
-        and s.node.inputs[1] is not None
-        and s.node.inputs[1].dtype in FLAVOUR_LENGTH_TYPES
-    ]
-    if not flavoured:
-        return proto
-    for node in flavoured:
-        cast = ir.node("Cast", [node.inputs[1]], attributes={"to": ir.DataType.INT64})
-        cast.outputs[0].name = f"{node.inputs[1].name}_as_int64"
-        cast.outputs[0].dtype = ir.DataType.INT64
-        assert node.graph is not None
-        node.graph.insert_before(node, cast)
-        node.replace_input_with(1, cast.outputs[0])
-    return ir.to_proto(model)
+    shapes: ShapeTable | None = None
+    casts: dict[tuple[int, int], ir.Value] = {}
+    for scoped in list(walk(model)):
+        node = scoped.node
+        if (
+            node.op_type != "ReverseSequence"
+            or node.domain not in ("", "ai.onnx")
+            or len(node.inputs) != 2
+            or node.inputs[1] is None
+        ):
+            continue
+        lens = node.inputs[1]
+        if lens.dtype is None and shapes is None:
+            shapes = ShapeTable.infer(model)
+        dtype = lens.dtype if lens.dtype is not None else shapes.dtype(lens)  # type: ignore[union-attr]
+        if dtype not in FLAVOUR_LENGTH_TYPES:
+            continue
+        graph = node.graph
+        assert graph is not None
+        key = (id(graph), id(lens))
+        if key not in casts:
+            cast = ir.node("Cast", [lens], attributes={"to": ir.DataType.INT64})
+            cast.outputs[0].name = f"{lens.name}_as_int64_{len(casts)}"
+            cast.outputs[0].dtype = ir.DataType.INT64
+            graph.insert_before(node, cast)
+            casts[key] = cast.outputs[0]
+        node.replace_input_with(1, casts[key])
+    return ir.to_proto(model) if casts else proto
 
 
 def _elem_types(proto: onnx.ModelProto) -> set[int]:

@@ -47,12 +47,15 @@ class Located:
 
     Attributes:
         text: What was found, for a report.
-        writer: ``REVSEQ`` (a decomposition revseq wrote), ``OWN`` (one of the model's
-            own nodes), or None where no tensor inside could be compared or none differs.
+        writer: ``REVSEQ`` (a decomposition revseq wrote, or restored), ``OWN`` (one of
+            the model's own nodes), or None where nothing said whose; where no tensor
+            inside differs, what the model without its reversals does says it.
+        dtype: The element type of the tensor that differs, where one does.
     """
 
     text: str
     writer: str | None = None
+    dtype: str | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -105,14 +108,21 @@ def first_differing_tensor(
             if difference is None:
                 continue
             writer = writers[name]
-            whose = REVSEQ if writer.op_type == "ReverseSequence" else OWN
-            if whose == OWN and tuple(node.output) in ours:
-                whose = REVSEQ
+            restored = node.op_type == "ReverseSequence" != writer.op_type
+            ours_too = (
+                writer.op_type == "ReverseSequence"
+                or restored
+                or node.op_type != writer.op_type
+                or tuple(node.output) in ours
+                or (writer.op_type in _SUBGRAPH_OPS and _holds_reversal(writer))
+            )
+            who = f"revseq's restored ReverseSequence {node.name!r}" if restored else None
             return Located(
-                f"first differing tensor {name!r}, written by {_writer(writer)}, "
+                f"first differing tensor {name!r}, written by {who or _writer(writer)}, "
                 f"{difference.where}: reference {difference.expected!r}, candidate "
                 f"{difference.got!r}{_skipped(skipped, engine)}",
-                whose,
+                REVSEQ if ours_too else OWN,
+                np.asarray(expected[name]).dtype.name,
             )
     # Marked as outputs, the runtime may compute otherwise (fuse less, round alike).
     alike = _differs_alike(ref, feeds, engine, tolerance)
@@ -134,11 +144,11 @@ def _float_values(model: onnx.ModelProto, names: list[str]) -> list[str]:
 
 
 def _given_back(expected: object, got: object) -> bool:
-    """Whether the runtime gave the value back (an empty object array is no value)."""
-    expected, got = np.asarray(expected), np.asarray(got)
-    if got.dtype == object and expected.dtype != object:
-        return False
-    return not (got.size == 0 and expected.size != 0)
+    """Whether the runtime gave the value back (OpenCV's ``object []`` is no value).
+
+    An empty array of numbers is a value, and a wrong one where the reference's is not.
+    """
+    return not (np.asarray(got).dtype == object and np.asarray(expected).dtype != object)
 
 
 def _skipped(names: list[str], engine: Engine) -> str:

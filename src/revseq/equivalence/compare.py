@@ -115,7 +115,8 @@ class Largest:
         output: The output's name.
         absolute: The largest ``|expected - got|`` (inf where one side is NaN or inf
             and the other is not).
-        relative: The largest ``|expected - got| / |expected|`` over nonzero expected.
+        relative: The largest ``|expected - got| / |expected|`` over the expected values
+            that are finite and nonzero.
     """
 
     output: str
@@ -153,5 +154,6 @@ def largest(name: str, expected: np.ndarray, got: np.ndarray) -> Largest | None:
         error = np.where(same, 0.0, np.abs(a - b))
         error = np.where(np.isnan(error), np.inf, error)
         scale = np.abs(a)
-        relative = np.where(scale > 0, error / np.where(scale > 0, scale, 1.0), 0.0)
+        finite = (scale > 0) & np.isfinite(scale)  # the relative error is defined there
+        relative = np.where(finite, error / np.where(finite, scale, 1.0), 0.0)
     return Largest(name, float(error.max()), float(relative.max()))

@@ -92,7 +92,7 @@ class NodeReport:
             "longest_reversal": self.longest,
             "difference": self.difference,
             "error": self.error,
-            "note": self.note.strip(" ;()") or None,
+            "note": self.note.strip() or None,
         }
 
     def __str__(self) -> str:
