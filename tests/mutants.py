@@ -718,7 +718,7 @@ def main(argv: list[str] | None = None) -> int:
             if mutant.equivalent:
                 verdict += f" (computes the same: {mutant.equivalent})"
         print(f"{mutant.name}: {verdict} ({seconds:.0f} s)", flush=True)
-        test = mutant.aimed.removeprefix("tests/")
+        test = mutant.aimed  # its path from the checkout: tests/ follows the package
         rows.append(
             f"| {mutant.name} | `{mutant.path}` | {_changes(mutant)} | `{test}` | {verdict} |"
         )
