@@ -207,7 +207,9 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
         optimize: Run onnxruntime with graph optimisations only off (False) or only on
             (True); by default both.
         labels: How errors name the two models (the CLI passes their paths).
-        progress: Called with a line after each trial (the CLI prints it to stderr).
+        progress: Called with a line as each stage starts and after each trial, and
+            every 15 s from a heartbeat thread while a slow stage runs (the CLI prints
+            each to stderr): it should only print.
         backend: Run each ReverseSequence's decomposition alone on this backend (a name
             in ``revseq.backends.ADAPTERS``), in a child process, instead of in
             onnxruntime. The whole models are still compared in onnxruntime.
