@@ -190,7 +190,7 @@ MUTANTS = (
     ),
     Mutant(
         "check: CAND fed REF's input types",
-        "src/revseq/equivalence/_check.py",
+        "src/revseq/equivalence/whole_models.py",
         "        cand_runners = {k: fed_as_declared(cand, r) for k, r in cand_runners.items()}"
         "\n",
         "\n",

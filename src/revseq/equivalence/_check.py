@@ -24,11 +24,9 @@ from __future__ import annotations
 
 __all__ = ["WHOLE_MODEL_ATOL", "WHOLE_MODEL_RTOL", "check"]
 
-import dataclasses
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import onnx
@@ -40,33 +38,23 @@ from revseq.equivalence._runners import (
     Engine,
     ModelLike,
     refuse_invalid_nodes,
-    runners,
     to_proto,
     with_definition,
 )
-from revseq.equivalence.across import (
-    Whose,
-    in_onnxruntime,
-    whose_difference,
-    wrong_in_onnxruntime,
-)
-from revseq.equivalence.declared import declared_domain, fed_as_declared
+from revseq.equivalence.across import Whose, across_runtimes, at_sizes
+from revseq.equivalence.declared import declared_domain
 from revseq.equivalence.inputs import InputGenerator, Inputs
 from revseq.equivalence.inputs.given import GivenInputs, fixed_by, given_inputs
-from revseq.equivalence.progress import stage
 from revseq.equivalence.reports import (
     CheckReport,
     NodeReport,
-    WholeComparison,
     verdict_message,
 )
-from revseq.equivalence.whole_models import compare_whole, prepared_whole, storage_hint
-from revseq.errors import CheckError, RevseqError
+from revseq.equivalence.whole_models import compare_models
+from revseq.errors import CheckError
 from revseq.files import run_time_inputs
-from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.ops.vocabulary import FINITE, FINITE_DOMAIN
 from revseq.passes import is_reverse_sequence, walk
-from revseq.passes.graph import FixInputShapesPass
 
 logger = logging.getLogger(__name__)
 
@@ -93,16 +81,14 @@ def _longest_reversal(proto: onnx.ModelProto, input_sets: Sequence[Inputs]) -> i
     decomposition's own, an input). 0 where the model cannot be run that way.
     """
     nodes = [
-        n
-        for n in proto.graph.node
-        if n.op_type == "ReverseSequence"
-        and (n.domain in ONNX_DOMAINS or n.domain == REVSEQ_DOMAIN)
-        and len(n.input) == 2
+        s.node
+        for s in walk(ir.from_proto(proto))
+        if s.scope == "main" and is_reverse_sequence(s.node) and len(s.node.inputs) == 2
     ]
     if not nodes:
         return 0
     capturer = Capturer()
-    names = sorted({name for n in nodes for name in n.input})
+    names = sorted({v.name for n in nodes for v in n.inputs if v is not None and v.name})
     longest = 0
     for feeds in input_sets:
         try:
@@ -110,9 +96,8 @@ def _longest_reversal(proto: onnx.ModelProto, input_sets: Sequence[Inputs]) -> i
         except CheckError:
             return longest  # a model only the reference evaluator runs: said otherwise
         for node in nodes:
-            data, lengths = (np.asarray(values[name]) for name in node.input)
-            attributes = {a.name: a.i for a in node.attribute}
-            time_len = data.shape[attributes.get("time_axis", 0) % data.ndim]
+            data, lengths = (np.asarray(values[v.name]) for v in node.inputs if v)
+            time_len = data.shape[node.attributes.get_int("time_axis", 0) % data.ndim]
             if lengths.size:
                 longest = max(longest, int(np.clip(lengths, 0, time_len).max()))
     return longest
@@ -148,27 +133,6 @@ def _exercised(
         )
         or generator.constant_steps >= 2
     )
-
-
-def _located(
-    ref: onnx.ModelProto,
-    cand: onnx.ModelProto,
-    whole: WholeComparison,
-    input_sets: Sequence[Inputs],
-    engine: Engine,
-    tolerance: tuple[float, float],
-    **how: Any,
-) -> Whose:
-    """Whose a whole-model difference across runtimes is, and what the backend stores.
-
-    ``how``: the check's seed, specials and progress.
-    """
-    if whole.example is None:
-        return Whose("", runtime=False)
-    whose = whose_difference(
-        ref, cand, whole.example.inputs, input_sets, engine, tolerance, **how
-    )
-    return dataclasses.replace(whose, text=f"{whose.text}{storage_hint(engine)}")
 
 
 def check(  # noqa: PLR0913 (the public API's keyword options)
@@ -241,7 +205,7 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
     # Sizes CAND fixed (inlined with input_shapes=) are the sizes it is run at.
     input_shapes = {**fixed_by(cand, ref), **(input_shapes or {})}
     if whole_model and input_shapes:  # a runtime converts at the sizes it is given
-        ref, cand = _at_sizes(ref, input_shapes), _at_sizes(cand, input_shapes)
+        ref, cand = at_sizes(ref, input_shapes), at_sizes(cand, input_shapes)
     given, sets = given_inputs(inputs, dims, input_shapes, value_ranges)
     domain = declared_domain(cand)  # a candidate exact on finite data only is drawn such
     specials = not whole_model and domain is None
@@ -250,12 +214,12 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
     engine = Engine(backend)  # a backend that is not installed fails here, first
     tolerance = (rtol, atol) if whole_model else None
     if tolerance is not None:
-        whole, engines, nodes, whose = _across_runtimes(
+        whole, engines, nodes, whose = across_runtimes(
             ref, cand, engine, input_sets, tolerance,
             seed=seed, specials=domain is None, progress=progress,
         )  # fmt: skip
     else:
-        whole, engines = _compare_models(
+        whole, engines = compare_models(
             ref, cand, engine, levels, input_sets, tolerance, progress
         )
         whose = Whose("", runtime=False)
@@ -291,56 +255,6 @@ def check(  # noqa: PLR0913 (the public API's keyword options)
         runtime_differs=whose.runtime,
         blame=whose.text,
     )
-
-
-def _across_runtimes(
-    ref: onnx.ModelProto,
-    cand: onnx.ModelProto,
-    engine: Engine,
-    input_sets: Sequence[Inputs],
-    tolerance: tuple[float, float],
-    **how: Any,
-) -> tuple[WholeComparison, dict[str, str], list[NodeReport], Whose]:
-    """The whole candidate on the runtime, once what revseq wrote is exact at home.
-
-    First in onnxruntime, bit for bit: the whole models, and each decomposition alone
-    (lengths 0, 1 and T among them: a whole model's own may never reverse 2 steps).
-    What differs there is wrong on every runtime, and the runtime is not asked. Then
-    the whole candidate on the runtime within ``tolerance``, and whose a difference
-    is (``how``: the check's seed, specials and progress).
-    """
-    at_home = {"reference": "onnxruntime", "candidate": "onnxruntime"}
-    wrong = in_onnxruntime(ref, cand, input_sets)
-    if wrong.example is not None:
-        return wrong, at_home, [], wrong_in_onnxruntime(ref, cand, wrong, engine)
-    with stage(how["progress"], "running each decomposition alone in onnxruntime"):
-        nodes = nodes_report(
-            ref, cand, input_sets, Engine(None), seed=how["seed"], progress=None,
-            specials=how["specials"],
-        )  # fmt: skip
-    if any(node.difference is not None for node in nodes):
-        return wrong, {**at_home, "decompositions": "onnxruntime"}, nodes, Whose("", False)
-    whole, engines = _compare_models(
-        ref, cand, engine, ("on",), input_sets, tolerance, how["progress"]
-    )
-    if nodes:
-        engines["decompositions"] = "onnxruntime"
-    whose = _located(ref, cand, whole, input_sets, engine, tolerance, **how)
-    return whole, engines, nodes, whose
-
-
-def _at_sizes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
-    """``proto`` with the given inputs' sizes fixed, and every symbol they bind.
-
-    A runtime that converts for fixed shapes (tract, pnnx) then converts at the sizes
-    the user gave, as it will in their deployment, not at symbolic dims.
-    """
-    model = ir.from_proto(proto)
-    try:
-        FixInputShapesPass(shapes)(model)
-    except RevseqError as e:  # a name the model lacks, another rank: said as the check's
-        raise CheckError(str(e)) from e
-    return ir.to_proto(model)
 
 
 def _check_options(
@@ -415,34 +329,6 @@ def _levels(optimize: bool | None, *, whole_model: bool) -> tuple[str, ...]:
     if optimize is None:
         return ("on",) if whole_model else ("off", "on")
     return ("on",) if optimize else ("off",)
-
-
-def _compare_models(
-    ref: onnx.ModelProto,
-    cand: onnx.ModelProto,
-    engine: Engine,
-    levels: tuple[str, ...],
-    input_sets: Sequence[Inputs],
-    tolerance: tuple[float, float] | None,
-    progress: Callable[[str], None] | None,
-) -> tuple[WholeComparison, dict[str, str]]:
-    """The whole models' outputs compared, and what ran each.
-
-    Both in onnxruntime at each level, bit for bit; with a ``tolerance``, the candidate
-    whole on ``engine`` (a comparison across runtimes).
-    """
-    ref_runners, ref_engine = runners(ref, levels)
-    if tolerance is not None:
-        runner = fed_as_declared(cand, prepared_whole(engine, ref, cand, progress))
-        cand_runners, cand_engine = dict.fromkeys(levels, runner), engine.label
-    else:
-        cand_runners, cand_engine = runners(cand, levels)
-        cand_runners = {k: fed_as_declared(cand, r) for k, r in cand_runners.items()}
-    whole = compare_whole(
-        ref_runners, cand_runners, input_sets, [o.name for o in ref.graph.output], levels,
-        tolerance=tolerance, progress=progress, engine=cand_engine,
-    )  # fmt: skip
-    return whole, {"reference": ref_engine, "candidate": cand_engine}
 
 
 def _require_checked(nodes: Sequence[NodeReport], backend: str, label: str) -> None:

@@ -6,7 +6,7 @@ onnxruntime's, or compute some op wrong whatever revseq wrote; neither is revseq
 three questions are asked in turn:
 
 1. Does the candidate compute the reference's outputs bit for bit in onnxruntime
-   (:func:`in_onnxruntime`, before the runtime is asked anything)? If not, what revseq
+   (before the runtime is asked anything)? If not, what revseq
    wrote is wrong on every runtime: the first tensor that differs there is named.
 2. Where the whole candidate on the runtime differs beyond the tolerance: does each
    decomposition revseq wrote, run alone on the runtime, give the native op's output
@@ -18,22 +18,24 @@ three questions are asked in turn:
 
 from __future__ import annotations
 
-__all__ = ["Whose", "in_onnxruntime", "whose_difference", "wrong_in_onnxruntime"]
+__all__ = ["Whose", "across_runtimes", "at_sizes", "whose_difference"]
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import onnx
+import onnx_ir as ir
 
 from revseq.equivalence._decompositions_alone import nodes_report
-from revseq.equivalence._runners import Engine, runners
+from revseq.equivalence._runners import Engine
 from revseq.equivalence.blame import OWN, REVSEQ, first_differing_tensor
-from revseq.equivalence.declared import fed_as_declared
 from revseq.equivalence.inputs import Inputs
 from revseq.equivalence.progress import Progress, stage
-from revseq.equivalence.reports import WholeComparison
-from revseq.equivalence.whole_models import compare_whole
+from revseq.equivalence.reports import NodeReport, WholeComparison
+from revseq.equivalence.whole_models import compare_models, storage_hint
 from revseq.errors import CheckError, RevseqError
+from revseq.passes.graph import FixInputShapesPass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,28 +120,22 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
     )
 
 
-def in_onnxruntime(
+def _in_onnxruntime(
     ref: onnx.ModelProto, cand: onnx.ModelProto, input_sets: Sequence[Inputs]
 ) -> WholeComparison:
     """Both models in onnxruntime, optimisations off, bit for bit (question 1)."""
-    ref_runners, _ = runners(ref, ("off",))
-    cand_runners, _ = runners(cand, ("off",))
-    fed = {level: fed_as_declared(cand, r) for level, r in cand_runners.items()}
-    names = [o.name for o in ref.graph.output]
     try:
-        return compare_whole(
-            ref_runners, fed, input_sets, names, ("off",), tolerance=None, progress=None
-        )
+        return compare_models(ref, cand, Engine(None), ("off",), input_sets, None, None)[0]
     except CheckError as e:  # the reference ran on these inputs when they were drawn
         raise CheckError(
             f"the candidate fails in onnxruntime, where the reference runs: {e}"
         ) from e
 
 
-def wrong_in_onnxruntime(
+def _wrong_in_onnxruntime(
     ref: onnx.ModelProto, cand: onnx.ModelProto, whole: WholeComparison, engine: Engine
 ) -> Whose:
-    """What :func:`in_onnxruntime` found, said whole: revseq's output is wrong."""
+    """What :func:`_in_onnxruntime` found, said whole: revseq's output is wrong."""
     assert whole.example is not None
     located = first_differing_tensor(ref, cand, whole.example.inputs, Engine(None), None)
     return Whose(
@@ -147,3 +143,74 @@ def wrong_in_onnxruntime(
         f"{engine.name} too: {located}",
         runtime=False,
     )
+
+
+def across_runtimes(
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    engine: Engine,
+    input_sets: Sequence[Inputs],
+    tolerance: tuple[float, float],
+    **how: Any,
+) -> tuple[WholeComparison, dict[str, str], list[NodeReport], Whose]:
+    """The whole candidate on the runtime, once what revseq wrote is exact at home.
+
+    First in onnxruntime, bit for bit: the whole models, and each decomposition alone
+    (lengths 0, 1 and T among them: a whole model's own may never reverse 2 steps).
+    What differs there is wrong on every runtime, and the runtime is not asked. Then
+    the whole candidate on the runtime within ``tolerance``, and whose a difference
+    is (``how``: the check's seed, specials and progress).
+    """
+    at_home = {"reference": "onnxruntime", "candidate": "onnxruntime"}
+    wrong = _in_onnxruntime(ref, cand, input_sets)
+    if wrong.example is not None:
+        return wrong, at_home, [], _wrong_in_onnxruntime(ref, cand, wrong, engine)
+    with stage(how["progress"], "running each decomposition alone in onnxruntime"):
+        nodes = nodes_report(
+            ref, cand, input_sets, Engine(None), seed=how["seed"], progress=None,
+            specials=how["specials"],
+        )  # fmt: skip
+    if any(node.difference is not None for node in nodes):
+        return wrong, {**at_home, "decompositions": "onnxruntime"}, nodes, Whose("", False)
+    whole, engines = compare_models(
+        ref, cand, engine, ("on",), input_sets, tolerance, how["progress"]
+    )
+    if nodes:
+        engines["decompositions"] = "onnxruntime"
+    whose = _located(ref, cand, whole, input_sets, engine, tolerance, **how)
+    return whole, engines, nodes, whose
+
+
+def _located(
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    whole: WholeComparison,
+    input_sets: Sequence[Inputs],
+    engine: Engine,
+    tolerance: tuple[float, float],
+    **how: Any,
+) -> Whose:
+    """Whose a whole-model difference across runtimes is, and what the backend stores.
+
+    ``how``: the check's seed, specials and progress.
+    """
+    if whole.example is None:
+        return Whose("", runtime=False)
+    whose = whose_difference(
+        ref, cand, whole.example.inputs, input_sets, engine, tolerance, **how
+    )
+    return dataclasses.replace(whose, text=f"{whose.text}{storage_hint(engine)}")
+
+
+def at_sizes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
+    """``proto`` with the given inputs' sizes fixed, and every symbol they bind.
+
+    A runtime that converts for fixed shapes (tract, pnnx) then converts at the sizes
+    the user gave, as it will in their deployment, not at symbolic dims.
+    """
+    model = ir.from_proto(proto)
+    try:
+        FixInputShapesPass(shapes)(model)
+    except RevseqError as e:  # a name the model lacks, another rank: said as the check's
+        raise CheckError(str(e)) from e
+    return ir.to_proto(model)

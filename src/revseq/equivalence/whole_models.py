@@ -8,7 +8,7 @@ programs differing says nothing of the rewrite.
 
 from __future__ import annotations
 
-__all__ = ["compare_whole", "prepared_whole", "storage_hint"]
+__all__ = ["compare_models", "compare_whole", "prepared_whole", "storage_hint"]
 
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from revseq.equivalence._runners import Engine, Runner
+from revseq.equivalence._runners import Engine, Runner, runners
 from revseq.equivalence.blame import AMBIGUOUS, fails_alike, refused_op
 from revseq.equivalence.compare import (
     Largest,
@@ -24,6 +24,7 @@ from revseq.equivalence.compare import (
     first_difference_beyond,
     largest,
 )
+from revseq.equivalence.declared import fed_as_declared
 from revseq.equivalence.inputs import Inputs
 from revseq.equivalence.progress import Progress, stage
 from revseq.equivalence.reports import Counterexample, WholeComparison
@@ -179,3 +180,31 @@ def prepared_whole(
     with stage(progress, f"preparing the candidate whole on {engine.label}"):
         prepared = watched(engine.prepare, cand, None)
     return lambda feeds: watched(prepared, feeds, feeds)
+
+
+def compare_models(
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    engine: Engine,
+    levels: tuple[str, ...],
+    input_sets: Sequence[Inputs],
+    tolerance: tuple[float, float] | None,
+    progress: Progress | None,
+) -> tuple[WholeComparison, dict[str, str]]:
+    """The whole models' outputs compared, and what ran each.
+
+    Both in onnxruntime at each level, bit for bit; with a ``tolerance``, the candidate
+    whole on ``engine`` (a comparison across runtimes).
+    """
+    ref_runners, ref_engine = runners(ref, levels)
+    if tolerance is not None:
+        runner = fed_as_declared(cand, prepared_whole(engine, ref, cand, progress))
+        cand_runners, cand_engine = dict.fromkeys(levels, runner), engine.label
+    else:
+        cand_runners, cand_engine = runners(cand, levels)
+        cand_runners = {k: fed_as_declared(cand, r) for k, r in cand_runners.items()}
+    whole = compare_whole(
+        ref_runners, cand_runners, input_sets, [o.name for o in ref.graph.output], levels,
+        tolerance=tolerance, progress=progress, engine=cand_engine,
+    )  # fmt: skip
+    return whole, {"reference": ref_engine, "candidate": cand_engine}
