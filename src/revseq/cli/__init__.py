@@ -2,7 +2,7 @@
 
 Exit codes: 0 success, 1 a check found a difference, 2 bad usage, bad input or a
 backend that failed, 3 an inconclusive check, 4 revseq's part exact but the runtime's
-own ops differ (``_commands.EXIT_MEANINGS``). Errors
+own ops differ (``_verdicts.EXIT_MEANINGS``). Errors
 are one line on stderr naming the file and the problem (``--debug`` adds the
 traceback). Outputs are written atomically; progress and timings go to stderr unless
 ``--quiet``.
@@ -18,8 +18,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from revseq.cli._commands import EXIT_BAD_INPUT, Console, verdict_json
+from revseq.cli._commands import Console
 from revseq.cli._parser import build_parser
+from revseq.cli._verdicts import EXIT_BAD_INPUT, verdict_json
 from revseq.errors import RevseqError, one_line
 
 

@@ -7,7 +7,8 @@ __all__ = ["cmd_probe"]
 import argparse
 import json
 
-from revseq.cli._commands import EXIT_OK, Console
+from revseq.cli._commands import Console
+from revseq.cli._verdicts import EXIT_OK
 from revseq.ops.vocabulary import DYNAMIC, MATRIX, MATRIX_STATIC, STATIC
 
 _COST_CLASS_LABELS = {
