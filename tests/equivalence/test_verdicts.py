@@ -35,7 +35,16 @@ RUNTIMES = [
     "onnxruntime",
     *(
         pytest.param(name, marks=pytest.mark.backend)
-        for name in ("tract", "opencv", "ncnn", "onnx2torch", "tvm", "openvino", "rknn")
+        for name in (
+            "tract",
+            "opencv",
+            "ncnn",
+            "onnx2torch",
+            "tvm",
+            "openvino",
+            "rknn",
+            "webgpu",
+        )
     ),
 ]
 
