@@ -68,9 +68,9 @@ def _models() -> Iterator[tuple[str, onnx.ModelProto]]:
         yield name, _small(rank, batch_axis, static, constant, dtype)
 
 
-def _written(call) -> str:
+def _written(call, *args, **options) -> str:
     try:
-        model = call()
+        model = call(*args, **options)
     except Exception as e:  # a refusal is an output too: its message must not change
         return f"{type(e).__name__}: {' '.join(str(e).split())}"
     return hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest()
@@ -84,16 +84,13 @@ def lines() -> Iterator[str]:
     for name, model in _models():
         for strategy, target in itertools.product(revseq.STRATEGIES, targets):
             call = f"inline strategy={strategy} target={target}"
-            yield f"{name} | {call} | " + _written(
-                lambda: revseq.inline(model, strategy=strategy, target=target)
-            )
-        yield f"{name} | inline as_function | " + _written(
-            lambda: revseq.inline(model, as_function=True)
-        )
-        yield f"{name} | restore(inline) | " + _written(
-            lambda: revseq.restore(revseq.inline(model))
-        )
-        yield f"{name} | restore | " + _written(lambda: revseq.restore(model))
+            written = _written(revseq.inline, model, strategy=strategy, target=target)
+            yield f"{name} | {call} | {written}"
+        written = _written(revseq.inline, model, as_function=True)
+        yield f"{name} | inline as_function | {written}"
+        written = _written(lambda m: revseq.restore(revseq.inline(m)), model)
+        yield f"{name} | restore(inline) | {written}"
+        yield f"{name} | restore | {_written(revseq.restore, model)}"
 
 
 def compare(before: pathlib.Path, now: pathlib.Path, new_targets: set[str]) -> int:
@@ -113,18 +110,25 @@ def compare(before: pathlib.Path, now: pathlib.Path, new_targets: set[str]) -> i
     for key in added:
         print(f"added: {keyed_new[key]}")
     same = len(keyed_old) - len(changed)
-    print(f"{same} of {len(keyed_old)} cases the same, {len(changed)} changed, {len(added)} new")
+    print(f"{same} of {len(keyed_old)} cases the same, {len(changed)} changed, ", end="")
+    print(f"{len(added)} new")
     return 1 if changed or added else 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print the listing, or compare two."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--compare", nargs=2, type=pathlib.Path, metavar=("BEFORE", "NOW"),
+        "--compare",
+        nargs=2,
+        type=pathlib.Path,
+        metavar=("BEFORE", "NOW"),
         help="compare two listings this command printed",
     )
     parser.add_argument(
-        "--new-target", action="append", default=[],
+        "--new-target",
+        action="append",
+        default=[],
         help="a target the earlier version lacked: its cases are left out of --compare",
     )
     args = parser.parse_args(argv)
