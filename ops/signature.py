@@ -21,7 +21,16 @@ forms' constants and the builder's folded results alike."""
 
 
 class OpBuilder(Protocol):
-    """What a form needs from a builder: ``op.<OpType>(*inputs, **attributes)``."""
+    """What a form needs from a builder: ``op.<OpType>(*inputs, **attributes)``.
+
+    ``op.lacking(reason)`` is how a form says it cannot be written for its target: the
+    builder gathers the reasons, and the value returned stands for what the form could
+    not compute, so that it emits on and shows the rest of what it does.
+    """
+
+    def lacking(self, reason: str) -> ir.Value:
+        """Note why the form cannot be written; a value for what it could not make."""
+        ...
 
     def __getattr__(self, op_type: str) -> Callable[..., ir.Value]: ...
 

@@ -2,50 +2,20 @@
 
 Each is opset-aware (Squeeze/Unsqueeze axes as an input from opset 13, Shape's start from
 15) and emits a constant wherever the signature makes a value static. What the target
-lacks to compute an index is raised, or noted where the planner traces a form
-(:func:`noting_lacks`).
+lacks to compute an index it says through the builder (``op.lacking``), which the
+template's recording gathers.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import onnx_ir as ir
 
-from revseq.errors import StrategyError
 from revseq.ops.signature import MAX_FOLDED_ELEMENTS, OpBuilder, Signature
 from revseq.ops.vocabulary import CLIP_CAST, SCALAR_BY_SUM, SHAPE_ARITHMETIC
-
-_NOTED_LACKS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
-    "noted_lacks", default=None
-)
-
-
-@contextlib.contextmanager
-def noting_lacks() -> Iterator[list[str]]:
-    """Within it, what a form lacks to compute its index is noted, not raised.
-
-    The form is emitted on through a stand-in, so that what it does with the data (its
-    view, its gathers) is still seen: what the planner reads first, unemitted otherwise.
-    """
-    noted: list[str] = []
-    token = _NOTED_LACKS.set(noted)
-    try:
-        yield noted
-    finally:
-        _NOTED_LACKS.reset(token)
-
-
-def lacking(reason: str) -> None:
-    """Raise StrategyError(``reason``), or note it within :func:`noting_lacks`."""
-    noted = _NOTED_LACKS.get()
-    if noted is None:
-        raise StrategyError(reason)
-    noted.append(reason)
 
 
 def const(
@@ -263,16 +233,14 @@ def _at_most(
     if sig.target_has("Less", "Where"):
         return op.Where(op.Less(top, lens), top, lens)
     if sig.opset < 12:
-        lacking("clamping the lengths needs Less+Where, or Min or Max from opset 12")
-        return lens
+        return op.lacking("clamping the lengths needs Less+Where, or Min or Max from opset 12")
     if sig.target_has("Min"):
         return op.Min(lens, top)
     if sig.target_has("Max", "Sub"):
         zero = const(op, [0], dtype)
         floor = op.Max(lens, zero)
         return op.Sub(floor, op.Max(op.Sub(floor, top), zero))
-    lacking("clamping the lengths needs Less+Where, Min, or Max and Sub")
-    return lens
+    return op.lacking("clamping the lengths needs Less+Where, Min, or Max and Sub")
 
 
 def _at_least_zero(op: OpBuilder, lens: ir.Value, dtype: type, sig: Signature) -> ir.Value:
@@ -285,8 +253,7 @@ def _at_least_zero(op: OpBuilder, lens: ir.Value, dtype: type, sig: Signature) -
         return op.Where(op.Less(lens, zero), zero, lens)
     if sig.target_has("Max") and sig.opset >= 12:
         return op.Max(lens, zero)
-    lacking("clamping the lengths at 0 needs Less+Where or Max (opset >= 12)")
-    return lens
+    return op.lacking("clamping the lengths at 0 needs Less+Where or Max (opset >= 12)")
 
 
 def clamps(sig: Signature) -> bool:
@@ -334,8 +301,7 @@ def iota(
         ones = op.ConstantOfShape(size, value=ir.Tensor(np.array([1], np.int64)))
         steps = op.Sub(op.CumSum(ones, const(op, 0)), const(op, 1))
     else:
-        lacking(runtime_index_lack(sig.allowed) or "no run-time index")
-        steps = size
+        steps = op.lacking(runtime_index_lack(sig.allowed) or "no run-time index")
     return steps if itype is np.int64 else op.Cast(steps, to=_INDEX_TYPES[itype])
 
 
@@ -393,5 +359,6 @@ def select_source(
         # The same clamp by one Clip with constant bounds (a target without Min).
         inside = op.Clip(op.Sub(lens, steps), const(op, 0, itype), one)
         return op.Add(forward, op.Mul(inside, op.Sub(backward, forward)))
-    lacking("selecting the source step needs Less+Where, Min+Max+Mul+Add or Clip+Mul+Add")
-    return backward
+    return op.lacking(
+        "selecting the source step needs Less+Where, Min+Max+Mul+Add or Clip+Mul+Add"
+    )

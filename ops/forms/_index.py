@@ -25,7 +25,6 @@ from revseq.ops.forms._emit import (
     const,
     dim_vector,
     iota,
-    lacking,
     lengths_in_range,
     place_along,
     select_source,
@@ -199,7 +198,7 @@ def typed_source_index(
         return src, np.int32
     folds = sig.lens is not None and sig.lead_dims() is not None  # a constant index
     if not int64_arithmetic(sig) and not folds:
-        lacking(
+        op.lacking(
             "the source index needs int64 arithmetic (its values may not fit in int32), "
             "which the target lacks"
         )
@@ -218,8 +217,9 @@ def _as_int64_factor(op: OpBuilder, value: ir.Value | None, sig: Signature) -> i
     if value is None or value.const_value is not None or sig.target_has(MUL_DIM):
         return value
     if not sig.target_has("ConstantOfShape", "ReduceSum"):
-        lacking("a run-time stride needs Mul by a dim (Mul:dim) or ConstantOfShape+ReduceSum")
-        return value
+        return op.lacking(
+            "a run-time stride needs Mul by a dim (Mul:dim) or ConstantOfShape+ReduceSum"
+        )
     ones = op.ConstantOfShape(value, value=ir.Tensor(np.array([1], np.int64)))
     return op.ReduceSum(ones, keepdims=1)
 

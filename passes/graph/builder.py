@@ -103,6 +103,22 @@ class NodeBuilder:
         self._nodes: list[ir.Node] = []
         self._constants: list[ir.Value] = []
         self._seen: dict[tuple[object, ...], ir.Value] = {}
+        self._lacks: list[str] = []
+
+    def lacking(self, reason: str) -> ir.Value:
+        """Note why the form cannot be written for its target; the value it could not make.
+
+        The value has no producer: a form emits on through it, so that what it does
+        with the data (its view, its gathers) is still recorded for the planner to read,
+        but a template that holds one is never replayed (:attr:`Template.lacks`).
+        """
+        self._lacks.append(reason)
+        return ir.Value(name=f"lacking{len(self._lacks)}")
+
+    @property
+    def lacks(self) -> tuple[str, ...]:
+        """What the form lacked, in the order it found out (:meth:`lacking`)."""
+        return tuple(self._lacks)
 
     def __getattr__(self, op_type: str) -> Callable[..., ir.Value]:
         if op_type.startswith("_"):
@@ -216,11 +232,21 @@ class Template:
     ReverseSequence nodes is rewritten at the cost of the node creation alone.
     """
 
-    def __init__(self, nodes: list[ir.Node], data: ir.Value, lens: ir.Value, output: ir.Value):
+    def __init__(
+        self,
+        nodes: list[ir.Node],
+        data: ir.Value,
+        lens: ir.Value,
+        output: ir.Value,
+        lacks: tuple[str, ...] = (),
+    ):
         self._nodes = nodes
         self._data = data
         self._lens = lens
         self._output = output
+        self.lacks = lacks
+        """Why the form cannot be written for its target (``NodeBuilder.lacking``);
+        a template with any is read by the planner, never replayed."""
 
     @property
     def nodes(self) -> tuple[ir.Node, ...]:
@@ -243,7 +269,7 @@ class Template:
         data, lens = ir.Value(name="input"), ir.Value(name="sequence_lens")
         op = NodeBuilder("template")
         output = emit(op, data, lens)
-        return cls(op.finish(output), data, lens, output)
+        return cls(op.finish(output), data, lens, output, op.lacks)
 
     def instantiate(
         self,

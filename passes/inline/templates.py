@@ -38,19 +38,18 @@ from revseq.passes.graph.builder import Template
 def traced(sig: Signature, strategy: str) -> tuple[Template, tuple[str, ...]]:
     """The form emitted for ``sig`` once, and what it lacked to compute its index.
 
-    A lack does not stop the emission (``forms.noting_lacks``): the template still shows
-    the form's view of the data and its gathers. Without lacks it is the form as
-    inline replays it.
+    A lack does not stop the emission (the form says it through ``op.lacking`` and
+    emits on): the template still shows the form's view of the data and its gathers.
+    Without lacks it is the form as inline replays it.
 
     Raises:
         StrategyError: The form does not fit ``sig`` whatever the index (a name, an
             opset, a precondition of the form).
     """
-    with forms.noting_lacks() as lacks:
-        template = Template.record(
-            lambda op, data, lens: forms.emit(op, data, lens, sig, strategy)
-        )
-    return template, tuple(lacks)
+    template = Template.record(
+        lambda op, data, lens: forms.emit(op, data, lens, sig, strategy)
+    )
+    return template, template.lacks
 
 
 @functools.lru_cache(maxsize=1024)
