@@ -24,6 +24,9 @@ _FIX_SHAPES = (
 )
 """How a user fixes the sizes a runtime that converts for fixed shapes needs."""
 
+_KEEP_THE_OP = "keep the op (not inlined: its own ReverseSequence ran exactly when probed)"
+"""What serves a runtime whose own op is exact where no form ran (LiteRT)."""
+
 
 def refusal(
     sig: Signature,
@@ -47,6 +50,8 @@ def refusal(
         options.append(_FIX_SHAPES)
     if profile.members:
         options.append("name the backend you run on (target=...)")
+    if profile.native and profile.verified and not profile.ran_any(dynamic=shapes == DYNAMIC):
+        options.append(_KEEP_THE_OP)
     hint = f"; {', or '.join(options)}" if options else ""
     why = "; ".join(dict.fromkeys([*reasons, *finite]))  # forms that fail alike say it once
     return StrategyError(f"{node_label(scoped)}: no decomposition fits {where}: {why}{hint}")

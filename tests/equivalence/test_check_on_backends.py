@@ -305,10 +305,12 @@ FIXTURES = helpers.FIXTURES
     "name",
     # torch.export cannot trace onnx2torch's conversion of symbolic dims (Range, Squeeze
     # read values): ExecuTorch takes the op itself (test_executorch.py). RKNN and
-    # x2paddle run static dims only (test_foreign_backends.py), ncnn no gather.
+    # x2paddle run static dims only (test_foreign_backends.py), ncnn no gather; LiteRT
+    # takes its own target there (foreign/test_litert.py).
     sorted(
         set(backends.ADAPTERS)
         - {"onnx2torch-cuda", "executorch", "executorch-portable", "rknn", "x2paddle", "ncnn"}
+        - {"litert"}
     ),
 )
 def test_tf2onnx_s_reverse_sequence_checks_on_the_backend(name, per_node, tmp_path):

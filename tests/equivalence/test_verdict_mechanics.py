@@ -169,6 +169,52 @@ def test_a_tensor_the_runtime_does_not_give_back_is_skipped_not_blamed():
     assert "not given back by forgetful" in located.text and "'a' first" in located.text
 
 
+class _Narrowing(_Forgetful):
+    """An engine standing in for LiteRT, whose Shape gives int32: every int64 narrowed."""
+
+    def __init__(self) -> None:
+        super().__init__(forgets="")
+        self.label = self.name = "narrowing"
+
+    def prepare(self, model: onnx.ModelProto):
+        run = super().prepare(model)
+
+        def narrowed(feeds):
+            return [o.astype(np.int32) if o.dtype == np.int64 else o for o in run(feeds)]
+
+        return narrowed
+
+
+def test_integers_given_back_in_a_narrower_type_are_not_where_a_difference_starts():
+    """LiteRT gives a Shape's int64 back as int32: the same values, so the blame goes
+    on to the tensor that differs (a planted fault in the gather's index)."""
+    from revseq.equivalence.blame import REVSEQ, first_differing_tensor
+
+    graph = oh.make_graph(
+        [
+            oh.make_node("Shape", ["x"], ["s"], name="shape"),
+            oh.make_node("ReverseSequence", ["x", "lens"], ["r"], name="rs"),
+            oh.make_node("Reshape", ["r", "s"], ["y"], name="post"),
+        ],
+        "g",
+        [
+            oh.make_tensor_value_info("x", TP.FLOAT, [5, 2, 3]),
+            oh.make_tensor_value_info("lens", TP.INT64, [2]),
+        ],
+        [oh.make_tensor_value_info("y", TP.FLOAT, [5, 2, 3])],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    bad = revseq.inline(model)
+    gather = next(n for n in bad.graph.node if n.output[0] == "r")  # the index unturned
+    gather.input[1] = next(n for n in bad.graph.node if n.output[0] == gather.input[1]).input[
+        0
+    ]
+    feeds = {"x": np.arange(30, dtype=np.float32).reshape(5, 2, 3), "lens": np.array([5, 3])}
+    located = first_differing_tensor(model, bad, feeds, _Narrowing(), (1e-5, 1e-6))
+    assert located.writer == REVSEQ, located
+    assert "first differing tensor 'r'" in located.text, located
+
+
 def test_where_no_larger_size_runs_each_symbolic_dim_is_tried_at_1_alone():
     """A time-major export with its batch baked to 1: its batch is the second dim."""
     from revseq.equivalence.inputs.fitting import sizes_of_one

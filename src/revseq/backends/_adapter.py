@@ -171,6 +171,11 @@ _REGISTRY: dict[str, _Row] = {
         "x2paddle's conversion to a Paddle inference model, run by PaddlePaddle on the CPU, "
         "in an environment of its own",
     ),
+    "litert": _Row(
+        "environments:LITERT",
+        "onnx2tf's conversion to a .tflite, run by LiteRT's interpreter (XNNPACK delegate) "
+        "on the CPU, in an environment of its own",
+    ),
     "executorch": _Row(
         "executorch",
         "onnx2torch's module through torch.export to ExecuTorch, XNNPACK delegate and "

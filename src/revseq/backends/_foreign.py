@@ -123,6 +123,8 @@ def prepare(name: str, variable: str, runner: str, model: onnx.ModelProto) -> Ru
     """Prepare ``model`` in the environment's worker; the runner runs it there.
 
     Its runs come back as ``MeasuredOutputs``: timed in the worker, the pipe left out.
+    Where the runner says what a delegate took of the model (its ``delegation``), the
+    runner here says it too, from its last run.
     """
     worker = _worker(name, variable, runner)
     payload = model.SerializeToString()
@@ -131,13 +133,16 @@ def prepare(name: str, variable: str, runner: str, model: onnx.ModelProto) -> Ru
 
     def run(feeds: Inputs) -> MeasuredOutputs:
         request = ("run", key, {k: _npy(v) for k, v in feeds.items()})
-        found, outputs, seconds = worker.call("run", request)
+        found, outputs, seconds, delegation = worker.call("run", request)
         if not found:  # let go, or a restarted worker never saw it
             worker.call("convert", ("prepare", key, payload))
-            found, outputs, seconds = worker.call("run", request)
+            found, outputs, seconds, delegation = worker.call("run", request)
+        run.delegation.clear()  # type: ignore[attr-defined]
+        run.delegation.update(delegation or {})  # type: ignore[attr-defined]
         arrays = [np.load(io.BytesIO(o), allow_pickle=False) for o in outputs]
         return MeasuredOutputs(arrays, seconds)
 
+    run.delegation = {}  # type: ignore[attr-defined]  # what a delegate took, once run
     return run
 
 

@@ -1,17 +1,19 @@
-"""Runtimes installed in a Python environment of their own: RKNN-Toolkit2 and x2paddle.
+"""Runtimes installed in a Python environment of their own: RKNN-Toolkit2, x2paddle, LiteRT.
 
 Their pins clash with revseq's: the RKNN toolkit (its NPU simulator, rk3588) pins numpy
-1, onnx 1.18 and protobuf 4; x2paddle 1.6 needs onnx 1.17 (it reads ``onnx.version``).
+1, onnx 1.18 and protobuf 4; x2paddle 1.6 needs onnx 1.17 (it reads ``onnx.version``);
+onnx2tf 2.x, the converter to LiteRT, needs Python 3.12 and pins onnxruntime 1.26.
 Each is installed in an environment of its own that a variable names
-(``REVSEQ_RKNN_PYTHON``, ``REVSEQ_X2PADDLE_PYTHON``: docs/backends.md says how), and its
-runner (``foreign/rknn.py``, ``foreign/x2paddle.py``) is served there (``_foreign.py``).
+(``REVSEQ_RKNN_PYTHON``, ``REVSEQ_X2PADDLE_PYTHON``, ``REVSEQ_LITERT_PYTHON``:
+docs/backends.md says how), and its runner (``foreign/rknn.py``, ...) is served there
+(``_foreign.py``).
 A model travels with the lowest IR version its opsets allow (their onnx is older). Their
 failures are Python errors in their own process: the worker is kept after one.
 """
 
 from __future__ import annotations
 
-__all__ = ["CRASHING_INT32", "RKNN", "X2PADDLE"]
+__all__ = ["CRASHING_INT32", "LITERT", "RKNN", "X2PADDLE"]
 
 import functools
 
@@ -26,19 +28,34 @@ def _served(name: str, variable: str, script: str, model: onnx.ModelProto):
     return _foreign.prepare(name, variable, script, lowest_ir(model))
 
 
+def _versions(variable: str, distribution: str, converter: str | None) -> str:
+    """``distribution``'s version, and ``converter``'s in brackets where there is one."""
+    own = _foreign.version(variable, distribution)
+    if converter is None:
+        return own
+    return f"{own} ({converter} {_foreign.version(variable, converter)})"
+
+
 def _foreign_adapter(
-    name: str, variable: str, distribution: str, module: str, prepare=None, **fields
+    name: str,
+    variable: str,
+    distribution: str,
+    module: str,
+    prepare=None,
+    converter: str | None = None,
+    **fields,
 ) -> Adapter:
     """The adapter of a runtime served in the environment ``variable`` names.
 
     ``prepare`` where it checks a model before it travels; ``module`` is what the
-    environment must import.
+    environment must import; ``converter`` the distribution that converts the model for
+    ``distribution`` to run, where they differ (its version is said beside).
     """
     return Adapter(
         prepare=prepare or functools.partial(_served, name, variable, f"{name}.py"),
         distribution=distribution,
         extra=None,  # no extra: an environment of its own
-        version=functools.partial(_foreign.version, variable, distribution),
+        version=functools.partial(_versions, variable, distribution, converter),
         missing_requirement=functools.partial(_foreign.missing, name, variable, module),
         survives_failures=True,
         yields=True,
@@ -112,3 +129,12 @@ RKNN = _foreign_adapter(
 X2PADDLE = _foreign_adapter(
     "x2paddle", "REVSEQ_X2PADDLE_PYTHON", "x2paddle", "x2paddle.convert"
 )
+
+LITERT = _foreign_adapter(
+    "litert",
+    "REVSEQ_LITERT_PYTHON",
+    "ai-edge-litert",
+    "onnx2tf, ai_edge_litert.interpreter",
+    converter="onnx2tf",
+)
+"""onnx2tf's conversion run by LiteRT's interpreter with XNNPACK (``foreign/litert.py``)."""

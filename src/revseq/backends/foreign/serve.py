@@ -75,9 +75,11 @@ def main(runner_path: str) -> int:
                 start = time.perf_counter()
                 outputs = prepared[key](feeds)
                 seconds = time.perf_counter() - start  # the run here, the pipe left out
-                answer = (True, [_npy(o) for o in outputs], seconds)
+                # Where a delegate took part of the model, what it took (LiteRT's XNNPACK).
+                delegation = getattr(prepared[key], "delegation", None)
+                answer = (True, [_npy(o) for o in outputs], seconds, delegation)
             else:
-                answer = (False, None, None)
+                answer = (False, None, None, None)
             reply = ("ok", answer)
         except Exception as e:  # the runtime's own errors, one line each
             traceback.print_exc()
