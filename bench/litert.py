@@ -30,6 +30,8 @@ from revseq.ops.reference import reverse_sequence_model
 
 _TYPES = {"float32": onnx.TensorProto.FLOAT, "int32": onnx.TensorProto.INT32}
 _OUTPUTS = ("the op kept", "default", "--target litert")
+"""The outputs each case is run as (the target at the case's sizes where they are
+symbolic, as ``--overwrite-input-shape`` fixes them)."""
 CASES = list(
     itertools.product(["time-major", "batch-major"], ["constant", "run-time"],
                       ["static", "symbolic"], ["float32", "int32"])
@@ -50,10 +52,22 @@ def case_model(layout: str, lengths: str, dims: str, dtype: str) -> onnx.ModelPr
     )
 
 
+_SIZES = {"T": 6, "B": 3}
+"""The sizes a symbolic case runs at: its constant lengths are three."""
+
+
+def _fixed(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """The data's shape at ``_SIZES``: what ``--overwrite-input-shape`` would fix."""
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    return {"x": [d.dim_value or _SIZES[d.dim_param] for d in dims]}
+
+
 def _output(model: onnx.ModelProto, which: str) -> onnx.ModelProto:
     if which == "the op kept":
         return model
-    return revseq.inline(model, target="litert" if which == "--target litert" else None)
+    if which == "default":
+        return revseq.inline(model)
+    return revseq.inline(model, target="litert", input_shapes=_fixed(model))
 
 
 def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
@@ -80,8 +94,12 @@ def row(case: tuple[str, str, str, str], which: str) -> list[str]:
         candidate = _output(model, which)
     except revseq.RevseqError as e:
         return [*case, which, f"refused: {e}", "", "", ""]
+    symbolic = case[2] == "symbolic"
+    sizes = {"dims": _SIZES} if symbolic else {}
+    if symbolic and which == "--target litert":  # inlined at fixed shapes, run there
+        sizes = {"input_shapes": _fixed(model)}
     try:
-        report = revseq.check(model, candidate, backend="litert", trials=2)
+        report = revseq.check(model, candidate, backend="litert", trials=2, **sizes)
         verdict = "exact" if report.ok else f"DIFFERENT: {report.message}"
     except revseq.RevseqError as e:
         verdict = f"fails: {' '.join(str(e).split())[:160]}"
@@ -121,7 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Each small case (T 6, B 3, 4 features; lengths 6, 0 and 2) with the op kept, "
         "the default output and LiteRT's own target, converted by onnx2tf (every input "
         "keeping its layout) and run by LiteRT's interpreter with its default XNNPACK "
-        'delegate. "on LiteRT" is `revseq check REF CAND --backend litert` (two '
+        "delegate; a symbolic case runs at T 6 and B 3, where `--target litert` is "
+        "inlined with its shapes fixed (`--overwrite-input-shape`). "
+        '"on LiteRT" is `revseq check REF CAND --backend litert` (two '
         "trials, bit for bit against onnxruntime); the ops are the `.tflite`'s, by "
         "who runs them at these sizes.\n\n" + table
     )

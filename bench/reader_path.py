@@ -21,7 +21,7 @@ _DEFAULT_MODEL = _ROOT / "models" / "bidirectional_rnn.onnx"
 
 
 def modules_run(call: Callable[[], object]) -> tuple[list[str], int]:
-    """revseq's modules whose functions ``call`` enters, first entered first; re-entries.
+    """The modules of revseq whose functions ``call`` enters, first entered first; re-entries.
 
     A re-entry is a call into a module other than the one the walk is in, which the walk
     had entered before.

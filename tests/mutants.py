@@ -525,9 +525,11 @@ MUTANTS = (
     ),
     Mutant(
         "an index lack raised while the form is traced",
-        "ops/forms/_emit.py",
-        "    if noted is None:\n        raise StrategyError(reason)",
-        "    if noted is None or noted is not None:\n        raise StrategyError(reason)",
+        "passes/graph/builder.py",
+        "        self._lacks.append(reason)\n",
+        "        self._lacks.append(reason)\n"
+        "        from revseq.errors import StrategyError\n\n"
+        "        raise StrategyError(reason)\n",
         aimed="tests/passes/inline/test_planner.py::"
         "test_what_a_form_does_with_the_data_is_seen_whatever_its_index_lacks",
     ),

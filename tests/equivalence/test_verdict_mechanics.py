@@ -215,6 +215,50 @@ def test_integers_given_back_in_a_narrower_type_are_not_where_a_difference_start
     assert "first differing tensor 'r'" in located.text, located
 
 
+class _WrongInContext(_Forgetful):
+    """An engine standing in for a runtime with the op that gets a whole model holding a
+    reversal wrong, native or inlined, but not with its tensors marked as outputs."""
+
+    def __init__(self) -> None:
+        super().__init__(forgets="")
+        self.label = self.name = "wrong-in-context"
+
+    def prepare(self, model: onnx.ModelProto):
+        run = super().prepare(model)
+        reversal = any("lens" in node.input for node in model.graph.node)
+        whole = len(model.graph.output) == 1
+
+        def perturbed(feeds):
+            outputs = run(feeds)
+            return [o + 1 for o in outputs] if reversal and whole else outputs
+
+        return perturbed
+
+
+def test_a_runtime_that_gets_the_reference_itself_wrong_is_blamed_not_revseq():
+    from revseq.equivalence.blame import OWN, first_differing_tensor
+
+    graph = oh.make_graph(
+        [
+            oh.make_node("ReverseSequence", ["x", "lens"], ["r"], name="rs"),
+            oh.make_node("Neg", ["r"], ["y"], name="post"),
+        ],
+        "g",
+        [
+            oh.make_tensor_value_info("x", TP.FLOAT, [5, 2, 3]),
+            oh.make_tensor_value_info("lens", TP.INT64, [2]),
+        ],
+        [oh.make_tensor_value_info("y", TP.FLOAT, [5, 2, 3])],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    feeds = {"x": np.arange(30, dtype=np.float32).reshape(5, 2, 3), "lens": np.array([5, 3])}
+    located = first_differing_tensor(
+        model, revseq.inline(model), feeds, _WrongInContext(), (1e-5, 1e-6)
+    )
+    assert located.writer == OWN, located
+    assert "the reference itself, its ReverseSequence kept, differs there too" in str(located)
+
+
 def test_where_no_larger_size_runs_each_symbolic_dim_is_tried_at_1_alone():
     """A time-major export with its batch baked to 1: its batch is the second dim."""
     from revseq.equivalence.inputs.fitting import sizes_of_one

@@ -9,7 +9,8 @@ then transposes that input after all), kept in the ``.tflite``
 (``copy_onnx_input_output_names_to_tflite``). A symbolic dim is -1 in the
 ``.tflite``: each run resizes the inputs to what it is given. The interpreter applies
 its default delegate, XNNPACK, as an app's does; the runner's ``delegation`` says which
-of the model's ops XNNPACK took and which the interpreter's own kernels run.
+of the model's ops XNNPACK took and which the interpreter's own kernels run. A
+converted LSTM keeps its state in variable tensors across runs: each run resets them.
 """
 
 from __future__ import annotations
@@ -142,6 +143,9 @@ def prepare(model_bytes: bytes):
             run.delegation = _delegation(interpreter)  # type: ignore[attr-defined]
         for name, value in given.items():
             interpreter.set_tensor(fed[name]["index"], value)
+        # A converted LSTM keeps its state in variable tensors from one run to the
+        # next: each run starts from the model's initial state, as ONNX's does.
+        interpreter.reset_all_variables()
         try:
             interpreter.invoke()
         except Exception:  # a node that failed to prepare: the next run prepares again
