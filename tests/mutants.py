@@ -627,7 +627,7 @@ MUTANTS = (
     Mutant(
         "whole model: a runtime's message naming the model's own op taken at its word",
         "src/revseq/equivalence/whole_models.py",
-        "or AMBIGUOUS in named or \"the model's own\" in named:",
+        'or AMBIGUOUS in named or "the model\'s own" in named:',
         "or AMBIGUOUS in named:",
         aimed="tests/equivalence/test_verdict_mechanics.py::"
         "test_a_runtime_naming_the_model_s_own_op_is_checked_against_the_model_alone",
