@@ -1,6 +1,6 @@
 """The names revseq's layers share: forms, op variants, gathers, element types, classes.
 
-A profile (``ops/targets/profiles/*.json``) lists what a backend runs as ONNX op types and as
+A profile (each runtime room's ``NAME.json``) lists what a backend runs as ONNX op types and as
 *variants*: an op used one particular way (``GatherND:batch_dims``), or a way of
 computing the index (``Index:int32``). Forms, the planner, the probes and the profiles
 all name these through the constants below, so a misspelt name is an error where it is

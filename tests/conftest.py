@@ -1,7 +1,7 @@
 """Each test that runs a runtime carries that runtime's marker: ``pytest -m tract``.
 
 A test is marked with a runtime where a parameter of it names one (``backend="tract"``),
-or where its module is named after one (``test_webgpu.py``, ``foreign/test_litert.py``).
+or where its module is named after one (``webgpu/test_webgpu.py``).
 The marker is the name ``--backend`` takes, ``-`` written ``_`` (``onnx2torch_cuda``).
 """
 

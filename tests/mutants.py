@@ -64,7 +64,7 @@ MUTANTS = (
     ),
     Mutant(
         "RKNN: int32 arithmetic built (its build crashes)",
-        "src/revseq/backends/environments.py",
+        "src/revseq/backends/rknn/__init__.py",
         "    if crashing is not None:",
         "    if False:",
         aimed="tests/backends/test_foreign_backends.py::"

@@ -32,7 +32,7 @@ _PATH = re.compile(rf"(?<![\w/.-]){_FOLDERS}/[\w./-]*\w")
 _BARE_FILE = re.compile(r"`([\w-]+\.(?:py|md|json|mjs|toml))`")
 _MODULE = re.compile(r"(?<![\w.])revseq(?:\.\w+)+")
 _LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
-_PLACEHOLDER = re.compile(r"NAME|\*")
+_PLACEHOLDER = re.compile(r"NAME|ROOM|\*")
 
 _FILES = {p.name for p in ROOT.rglob("*") if ".venv" not in p.parts and ".git" not in p.parts}
 
@@ -86,7 +86,7 @@ def _missing(path: pathlib.Path) -> list[str]:
         if not _PLACEHOLDER.search(named) and not (ROOT / named).exists():
             missing.append(named)
     for found in _BARE_FILE.finditer(text):
-        if found.group(1) not in _FILES:
+        if found.group(1) not in _FILES and not _PLACEHOLDER.search(found.group(1)):
             missing.append(found.group(1))
     for found in _MODULE.finditer(text):
         if found.group(0) != DOMAIN_KEY and not _resolves(found.group(0)):

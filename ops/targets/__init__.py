@@ -1,8 +1,9 @@
 """Target profiles: what each backend runs exactly, as data that the forms and planner read.
 
-A profile (``profiles/NAME.json``, written by ``revseq probe``) lists the op types and
-variants a backend ran exactly, the element types it carries and what each form costs
-there. ``revseq.ops.vocabulary`` names everything a profile may say (and every layer
+A profile (written by ``revseq probe`` into its runtime's room,
+``src/revseq/backends/ROOM/NAME.json``; the documented ones in ``profiles/``) lists the
+op types and variants a backend ran exactly, the element types it carries and what each
+form costs there. ``revseq.ops.vocabulary`` names everything a profile may say (and every layer
 speaks it); ``profile`` is the model of one; ``registry`` loads them (``TARGETS``) and
 resolves what a user asks for (``resolve_target``); ``carriers`` and ``tuning`` hold the
 element-type carriers and the measured thresholds the forms switch at.
@@ -18,6 +19,7 @@ __all__ = [
     "combine",
     "load_profiles",
     "resolve_target",
+    "shipped_profile_files",
     "user_profiles",
 ]
 
@@ -29,5 +31,6 @@ from revseq.ops.targets.registry import (
     combine,
     load_profiles,
     resolve_target,
+    shipped_profile_files,
     user_profiles,
 )

@@ -17,6 +17,7 @@ __all__ = [
     "combine",
     "load_profiles",
     "resolve_target",
+    "shipped_profile_files",
     "user_profiles",
 ]
 
@@ -26,6 +27,7 @@ import importlib.resources
 import os
 import pathlib
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import onnx.defs
 
@@ -41,6 +43,9 @@ from revseq.ops.vocabulary import (
     REVERSING_SLICE_HIGH_RANK,
     STATIC,
 )
+
+if TYPE_CHECKING:  # importlib.resources.abc from Python 3.11
+    from importlib.resources.abc import Traversable
 
 PORTABLE = "portable"
 """The name of the computed default profile."""
@@ -73,6 +78,26 @@ def user_profiles() -> pathlib.Path:
     return pathlib.Path(config) / "revseq" / "profiles"
 
 
+def _name(entry: Traversable) -> str:
+    return entry.name
+
+
+def shipped_profile_files() -> list[Traversable]:
+    """The profile files shipped with revseq, by file name.
+
+    Each runtime's room holds its probed profile (``src/revseq/backends/ROOM/NAME.json``,
+    written there by ``revseq probe NAME --write``); ``profiles/`` here holds the
+    documented ones (WebNN, QNN, CoreML, NNAPI: no runtime of theirs runs here). The
+    rooms are data to the targets: read as files, never imported.
+    """
+    documented = importlib.resources.files("revseq.ops.targets") / "profiles"
+    found = [e for e in documented.iterdir() if e.name.endswith(".json")]
+    for room in (importlib.resources.files("revseq") / "backends").iterdir():
+        if room.is_dir():
+            found.extend(e for e in room.iterdir() if e.name.endswith(".json"))
+    return sorted(found, key=_name)
+
+
 @functools.cache
 def load_profiles() -> dict[str, Profile]:
     """Every profile by name: revseq's own, the user's over them, and the portable one.
@@ -90,14 +115,14 @@ def load_profiles() -> dict[str, Profile]:
     Raises:
         ProfileError: A profile file names something unknown.
     """
-    shipped = importlib.resources.files("revseq.ops.targets") / "profiles"
     own = user_profiles()
+    entries = shipped_profile_files()
+    if own.is_dir():
+        entries += sorted((e for e in own.iterdir() if e.name.endswith(".json")), key=_name)
     profiles = {}
-    for folder in (shipped, own) if own.is_dir() else (shipped,):
-        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-            if entry.name.endswith(".json"):
-                profile = Profile.read(entry)
-                profiles[profile.name] = profile
+    for entry in entries:
+        profile = Profile.read(entry)
+        profiles[profile.name] = profile
     hosted = (p for p in profiles.values() if p.verified and p.device is None and not p.yields)
     profiles[PORTABLE] = combine(hosted)
     finite = (p.finite() for p in list(profiles.values()))

@@ -350,13 +350,13 @@ def test_what_a_backend_holds_narrower_is_rounded_as_ieee_converts():
 
 
 def test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on():
-    from revseq.backends import environments
+    from revseq.backends import rknn
 
     symbolic = reverse_sequence_model(["T", "B", 4], _TYPES["float32"])
     with pytest.raises(ValueError, match=r"int32 Less .*target='rknn'"):
-        environments.RKNN.prepare(revseq.inline(symbolic))  # the default: int32 index
+        rknn.ADAPTER.prepare(revseq.inline(symbolic))  # the default: int32 index
     ids = reverse_sequence_model(["T", "B"], _TYPES["int32"])
-    assert environments._int32_arithmetic(revseq.inline(ids, target="rknn")) is None
+    assert rknn._int32_arithmetic(revseq.inline(ids, target="rknn")) is None
 
 
 @pytest.mark.backend

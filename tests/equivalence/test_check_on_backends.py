@@ -306,7 +306,7 @@ FIXTURES = helpers.FIXTURES
     # torch.export cannot trace onnx2torch's conversion of symbolic dims (Range, Squeeze
     # read values): ExecuTorch takes the op itself (test_executorch.py). RKNN and
     # x2paddle run static dims only (test_foreign_backends.py), ncnn no gather; LiteRT
-    # takes its own target there (foreign/test_litert.py).
+    # takes its own target there (litert/test_litert.py).
     sorted(
         set(backends.ADAPTERS)
         - {"onnx2torch-cuda", "executorch", "executorch-portable", "rknn", "x2paddle", "ncnn"}

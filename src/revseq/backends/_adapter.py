@@ -162,17 +162,17 @@ _REGISTRY: dict[str, _Row] = {
         "ncnn", "Tencent's ncnn, converted by pnnx from ONNX, run on the CPU in float32"
     ),
     "rknn": _Row(
-        "environments:RKNN",
+        "rknn",
         "Rockchip's RKNN-Toolkit2 simulator (rk3588), float models unquantised (float32 "
         "held as float16: exact means exact to that storage), in an environment of its own",
     ),
     "x2paddle": _Row(
-        "environments:X2PADDLE",
+        "x2paddle",
         "x2paddle's conversion to a Paddle inference model, run by PaddlePaddle on the CPU, "
         "in an environment of its own",
     ),
     "litert": _Row(
-        "environments:LITERT",
+        "litert",
         "onnx2tf's conversion to a .tflite, run by LiteRT's interpreter (XNNPACK delegate) "
         "on the CPU, in an environment of its own",
     ),

@@ -1,16 +1,18 @@
 """Adapters whose runtime lives in a Python environment of its own.
 
-A runtime whose pins clash with revseq's (RKNN's toolkit: numpy 1, onnx 1.18; x2paddle:
-onnx 1.17) is installed in an environment of its own, and an environment variable names
-that environment's interpreter (``REVSEQ_RKNN_PYTHON=/path/to/venv/bin/python``). Its
-runner (a script in :mod:`revseq.backends.foreign`) is served there by
-``foreign/serve.py``, in a process that a crash takes down alone: models travel as
-bytes, arrays in numpy's ``.npy`` format.
+A runtime whose pins clash with revseq's is installed in an environment of its own, and
+an environment variable names that environment's interpreter
+(``REVSEQ_RKNN_PYTHON=/path/to/venv/bin/python``). Its runner (the ``runner.py`` of
+its room, a plain script that imports nothing from revseq) is served there by
+``_serve.py``, in a process that a crash takes down alone: models travel as bytes,
+arrays in numpy's ``.npy`` format, with the lowest IR version their opsets allow (the
+environment's onnx is older). Its failures are Python errors in their own process: the
+worker is kept after one.
 """
 
 from __future__ import annotations
 
-__all__ = ["missing", "prepare", "version"]
+__all__ = ["missing", "prepare", "served", "served_adapter", "version"]
 
 import atexit
 import functools
@@ -24,10 +26,10 @@ import subprocess
 import numpy as np
 import onnx
 
-from revseq.backends._adapter import Inputs, MeasuredOutputs, Runner
+from revseq.backends._adapter import Adapter, Inputs, MeasuredOutputs, Runner, lowest_ir
 from revseq.backends._isolated import _Worker
 
-_FOLDER = pathlib.Path(__file__).parent / "foreign"
+_FOLDER = pathlib.Path(__file__).parent  # the rooms, and the server beside them
 _WORKERS: dict[str, _Worker] = {}
 _KEYS = itertools.count()
 
@@ -108,7 +110,7 @@ def _worker(name: str, variable: str, runner: str) -> _Worker:
     if name not in _WORKERS:
         python = _interpreter(variable)
         assert python is not None, f"{variable} is checked before a model is prepared"
-        command = [python, str(_FOLDER / "serve.py"), str(_FOLDER / runner)]
+        command = [python, str(_FOLDER / "_serve.py"), str(_FOLDER / runner)]
         _WORKERS[name] = _Worker(name, command)
     return _WORKERS[name]
 
@@ -144,6 +146,46 @@ def prepare(name: str, variable: str, runner: str, model: onnx.ModelProto) -> Ru
 
     run.delegation = {}  # type: ignore[attr-defined]  # what a delegate took, once run
     return run
+
+
+def served(name: str, variable: str, model: onnx.ModelProto) -> Runner:
+    """``model`` prepared by room ``name``'s runner, in the environment ``variable`` names."""
+    return prepare(name, variable, f"{name}/runner.py", lowest_ir(model))
+
+
+def _versions(variable: str, distribution: str, converter: str | None) -> str:
+    """``distribution``'s version, and ``converter``'s in brackets where there is one."""
+    own = version(variable, distribution)
+    if converter is None:
+        return own
+    return f"{own} ({converter} {version(variable, converter)})"
+
+
+def served_adapter(
+    name: str,
+    variable: str,
+    distribution: str,
+    module: str,
+    own_prepare=None,
+    converter: str | None = None,
+    **fields,
+) -> Adapter:
+    """The adapter of a runtime served in the environment ``variable`` names.
+
+    ``own_prepare`` where it checks a model before it travels; ``module`` is what the
+    environment must import; ``converter`` the distribution that converts the model for
+    ``distribution`` to run, where they differ (its version is said beside).
+    """
+    return Adapter(
+        prepare=own_prepare or functools.partial(served, name, variable),
+        distribution=distribution,
+        extra=None,  # no extra: an environment of its own
+        version=functools.partial(_versions, variable, distribution, converter),
+        missing_requirement=functools.partial(missing, name, variable, module),
+        survives_failures=True,
+        yields=True,
+        **fields,
+    )
 
 
 @atexit.register

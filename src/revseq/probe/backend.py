@@ -12,7 +12,8 @@ Three kinds of probe, each a small ONNX model compared bit for bit with the trut
 Then each form that ran exactly is timed against the backend's copy floor
 (:mod:`revseq.measure.costs`), and its own output in both index layouts
 (:mod:`revseq.measure.layouts`). ``revseq probe NAME`` prints the resulting profile;
-``--write`` saves it where the planner reads it (``ops/targets/profiles/NAME.json``).
+``--write`` saves it where the planner reads it (the user's profiles, or a folder given:
+revseq's own in the runtime's room, ``src/revseq/backends/ROOM/NAME.json``).
 """
 
 from __future__ import annotations

@@ -3,21 +3,20 @@
 ``revseq probe NAME --write`` saves the profile it measured in the user's profile folder
 (``revseq.ops.targets.user_profiles``), which the planner reads over the profiles
 shipped with revseq; ``--write FOLDER`` saves it elsewhere (revseq's own are refreshed
-with ``--write ops/targets/profiles`` in a source tree). ``--keep-costs`` reads the
-saved one first.
+in a source tree with ``--write src/revseq/backends/ROOM``, the runtime's room).
+``--keep-costs`` reads the saved one first.
 """
 
 from __future__ import annotations
 
 __all__ = ["profile_path", "saved_profile", "write_profile"]
 
-import importlib.resources
 import json
 import os
 import pathlib
 
 from revseq import files
-from revseq.ops.targets import user_profiles
+from revseq.ops.targets import shipped_profile_files, user_profiles
 from revseq.ops.targets.profile import Profile
 from revseq.probe.backend import ProbeError
 
@@ -33,10 +32,12 @@ def saved_profile(name: str, folder: str | os.PathLike | None = None) -> Profile
     Raises:
         ProbeError: None is saved.
     """
-    shipped = importlib.resources.files("revseq.ops.targets") / "profiles" / f"{name}.json"
-    for path in (profile_path(name, folder), shipped):
-        if path.is_file():
-            return Profile.read(path)
+    path = profile_path(name, folder)
+    if path.is_file():
+        return Profile.read(path)
+    for shipped in shipped_profile_files():
+        if shipped.name == f"{name}.json":
+            return Profile.read(shipped)
     raise ProbeError(f"no saved profile of {name!r} ({profile_path(name, folder)})")
 
 

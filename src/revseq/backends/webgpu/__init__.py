@@ -73,9 +73,9 @@ _TYPES = {
 }
 _NUMPY = {ort_type: np.dtype(name) for name, (ort_type, _) in _TYPES.items()}
 
-# The worker's script (``webgpu_worker.mjs``, shipped beside this module): JSON requests
+# The worker's script (``worker.mjs``, shipped beside this module): JSON requests
 # on stdin, one a line, each answer a line of stdout after _MARK.
-_SCRIPT = "webgpu_worker.mjs"
+_SCRIPT = "worker.mjs"
 _MARK = "@@revseq "
 
 
@@ -201,7 +201,7 @@ class _Worker:
     def __init__(self) -> None:
         script = cache_folder() / "revseq_worker.mjs"
         arrays = json.dumps({t: a for t, a in _TYPES.values()}).replace('"', "")
-        template = importlib.resources.files("revseq.backends") / _SCRIPT
+        template = importlib.resources.files("revseq.backends.webgpu") / _SCRIPT
         source = template.read_text(encoding="utf-8").replace("{ARRAYS}", arrays)
         if not script.exists() or script.read_text(encoding="utf-8") != source:
             script.write_text(source, encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The loop a runner in another environment is served by: ``python serve.py RUNNER.py``.
+"""The loop a runner in another environment is served by: ``python _serve.py RUNNER.py``.
 
 It imports only the standard library, numpy and the runner file, so that it runs under
 any interpreter that has the runtime. Requests and replies are pickles of plain Python
