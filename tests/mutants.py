@@ -92,7 +92,7 @@ MUTANTS = (
         '                    int(r["from_rank"]),',
         '                    int(r["from_rank"]) + 1,',
         aimed="tests/ops/targets/test_profiles.py::"
-        "test_rknn_s_profile_says_what_it_rounds_as_its_adapter_does",
+        "test_rknn_s_profile_says_what_it_rounds_and_its_adapter_reads_it_there",
     ),
     Mutant(
         "restore: a flip of data of unknown rank proven at no rank",
@@ -572,8 +572,8 @@ MUTANTS = (
     Mutant(
         "Backend.rounding: RKNN's int64 rounding read from rank 5",
         "src/revseq/backends/_adapter.py",
-        "rank >= found[0] else None",
-        "rank > found[0] else None",
+        "if rounded == dtype and rank >= from_rank:",
+        "if rounded == dtype and rank > from_rank:",
         aimed="tests/equivalence/test_verdict_mechanics.py::test_rknn_s_int64_rounding_starts_at_rank_4_exactly",
     ),
     Mutant(

@@ -414,3 +414,39 @@ def test_ncnn_s_own_target_reverses_constant_lengths_by_slices_exactly(elem, axe
     assert {n.op_type for n in inlined.graph.node} <= {"Slice", "Concat", "Constant", *views}
     report = revseq.check(model, inlined, backend="ncnn", trials=2)
     assert report.ok and report.exercised, report
+
+
+def test_each_runtime_is_one_room_with_its_adapter_and_profile():
+    """A runtime is one folder of ``revseq.backends`` (its adapter, its probed profile, a
+    runner where it has an environment of its own) and one registry row: no module of
+    the package beside the rooms belongs to one runtime."""
+    import pathlib
+
+    from revseq.backends import _adapter
+
+    folder = pathlib.Path(_adapter.__file__).parent
+    rooms = {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    registered = {row.where.partition(":")[0] for row in _adapter._REGISTRY.values()}
+    assert registered == rooms
+    modules = {p.name for p in folder.glob("*.py")}
+    assert all(m == "__init__.py" or m.startswith("_") for m in modules), modules
+    for room in rooms:
+        for profile in (folder / room).glob("*.json"):
+            assert profile.stem.replace("-", "_") == room, profile
+
+
+def test_a_runtime_s_declared_quirks_are_stated_once_in_its_profile():
+    """What the planner reads of a runtime beyond what it ran (it falls back off its
+    device, yields the default, takes a leading batch, rounds a type, lives on a device)
+    is stated in its profile alone: the adapter declares none of it, and reads it there."""
+    import dataclasses
+
+    from revseq.backends._adapter import Adapter, quirks_of
+    from revseq.ops.targets.profile import Profile
+
+    stated = {"falls_back", "yields", "batch_leads", "rounding", "device"}
+    assert stated <= {f.name for f in dataclasses.fields(Profile)}
+    assert not (stated | {"placed"}) & {f.name for f in dataclasses.fields(Adapter)}
+    assert quirks_of("ncnn").batch_leads and quirks_of("ncnn").yields
+    assert quirks_of("webgpu").falls_back and quirks_of("onnx2torch-cuda").device == "cuda"
+    assert not quirks_of("executorch").yields  # no profile: none declared

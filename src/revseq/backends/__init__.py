@@ -32,6 +32,7 @@ __all__ = [
     "installed",
     "isolated",
     "node_key",
+    "quirks_of",
     "unavailable",
     "write_model",
 ]
@@ -51,6 +52,7 @@ from revseq.backends._adapter import (
     input_names,
     installed,
     node_key,
+    quirks_of,
     unavailable,
     write_model,
 )

@@ -18,6 +18,7 @@ __all__ = [
     "installed",
     "lowest_ir",
     "node_key",
+    "quirks_of",
     "unavailable",
 ]
 
@@ -34,6 +35,8 @@ import onnx
 
 from revseq.errors import RevseqError, install_hint, one_line
 from revseq.files import run_time_inputs
+from revseq.ops.targets import TARGETS
+from revseq.ops.targets.profile import Profile
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +78,10 @@ class Adapter:
     ``prepare`` converts or compiles a model and returns a function of the inputs by
     name that returns the outputs; everything else says how revseq may use it. Every
     field is read as declared here: a backend states what differs from these defaults.
+    What the planner reads too (whether it falls back off its device, yields the
+    default, takes a leading batch, rounds a type, lives on a device) is stated once,
+    in the profile its room holds (``revseq.ops.targets.profile.Profile``), and read
+    from there (:meth:`Backend.quirks`).
 
     Attributes:
         prepare: The model to a runner (see :meth:`Backend.prepare`).
@@ -89,9 +96,6 @@ class Adapter:
         resident: Its data lives on a device: its copy floor is its own Identity there.
         storage: Element types it holds in a narrower one (RKNN: float32 as float16):
             the truth there is the reversal of what it holds.
-        rounding: Element types it moves inexactly from some rank on: the rank, and
-            what it does (RKNN's int64 of rank 4 through float64), said with a
-            difference of that type there.
         survives_failures: A model that failed leaves it as it was: its worker process
             is kept after one (a crash still ends it).
         own_process: It runs in a worker process even where a test could run it in
@@ -99,17 +103,10 @@ class Adapter:
             crashed).
         builds_for_shapes: It builds the model for the input sizes it is run at:
             symbolic dims are static there, shape arithmetic folded at build.
-        batch_leads: Its converter takes a leading axis of size 1 for the batch
-            (``Profile.batch_leads``).
-        device: The accelerator its data lives on (``cuda``); None for the host.
         untimed: Why its run times are not the device's (a probe takes no costs from
             it), or None.
         simulated: It simulates a device on the host: its speed page times the
             simulator, and says so.
-        placed: Its runs report where each node ran (an execution provider and its CPU
-            fallback): a run placed off the device fails like a wrong value.
-        yields: A deployment runtime kept out of the portable default (its own target
-            serves it): its fewer ops narrow no one else's output.
     """
 
     prepare: Callable[[onnx.ModelProto], Callable]
@@ -121,16 +118,11 @@ class Adapter:
     prepare_repeated: Callable[[onnx.ModelProto], Callable] | None = None
     resident: bool = False
     storage: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    rounding: Mapping[str, tuple[int, str]] = dataclasses.field(default_factory=dict)
     survives_failures: bool = False
     own_process: bool = False
     builds_for_shapes: bool = False
-    batch_leads: bool = False
-    device: str | None = None
     untimed: str | None = None
     simulated: bool = False
-    placed: bool = False
-    yields: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,10 +240,17 @@ class Backend:
         """
         return dict(self.adapter.storage)
 
+    @property
+    def quirks(self) -> Profile:
+        """Its profile: where its declared quirks are stated (none where it has none)."""
+        return quirks_of(self.name)
+
     def rounding(self, dtype: str, rank: int) -> str | None:
-        """What it does to ``dtype`` data of ``rank`` inexactly (``Adapter.rounding``)."""
-        found = self.adapter.rounding.get(dtype)
-        return found[1] if found is not None and rank >= found[0] else None
+        """What it does to ``dtype`` data of ``rank`` inexactly (``Profile.rounding``)."""
+        for rounded, from_rank, how in self.quirks.rounding:
+            if rounded == dtype and rank >= from_rank:
+                return how
+        return None
 
     def prepare(self, model: onnx.ModelProto, *, repeated: bool = False) -> Runner:
         """Convert or compile ``model``; the runner takes inputs by name, returns outputs.
@@ -310,6 +309,17 @@ class Backend:
     def run(self, model: onnx.ModelProto, feeds: Inputs) -> list[np.ndarray]:
         """Prepare ``model`` and run it once."""
         return self.prepare(model)(feeds)
+
+
+def quirks_of(name: str) -> Profile:
+    """The profile of the runtime ``name``, where its declared quirks are read.
+
+    A runtime without a profile (ExecuTorch) declares none: an empty one stands for it.
+    """
+    found = TARGETS.get(name)
+    if found is not None:
+        return found
+    return Profile(name, "declared", "", None, None, frozenset(), frozenset())
 
 
 def lowest_ir(model: onnx.ModelProto) -> onnx.ModelProto:

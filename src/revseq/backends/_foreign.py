@@ -183,7 +183,6 @@ def served_adapter(
         version=functools.partial(_versions, variable, distribution, converter),
         missing_requirement=functools.partial(missing, name, variable, module),
         survives_failures=True,
-        yields=True,
         **fields,
     )
 

@@ -30,6 +30,7 @@ from revseq.backends import (
     IsolatedBackend,
     adapter,
     isolated,
+    quirks_of,
 )
 from revseq.errors import RevseqError, stable_line
 from revseq.measure.costs import form_costs, timed_forms
@@ -157,7 +158,7 @@ class _Probed:
     def run(cls, name: str, backend: IsolatedBackend, say: Callable[[str], None]) -> _Probed:
         """Every probe, in order: ops, element types, carriers, forms, the native op."""
         say(f"probe: {backend.label}: op probes")
-        ops = run_op_probes(backend, float_output=not adapter(name).placed)
+        ops = run_op_probes(backend, float_output=not quirks_of(name).falls_back)
         say(f"probe: {backend.label}: element-type probes")
         types = run_dtype_probes(backend)
         say(f"probe: {backend.label}: carrier probes")
@@ -263,8 +264,8 @@ def _profile(
         return frozenset(f for (f, _), ok in passed.items() if ok)
 
     dynamic_ops = certified(DYNAMIC)
-    declared = adapter(name)
-    if declared.builds_for_shapes:
+    stated = quirks_of(name)
+    if adapter(name).builds_for_shapes:
         dynamic_ops = certified(STATIC) | FOLDED_AT_BUILD
     moving = moved(types)
     dtypes = {
@@ -284,9 +285,10 @@ def _profile(
         dtypes=dtypes,
         forms=forms,
         failures=failures,
-        falls_back=declared.placed,
-        yields=declared.yields,
-        batch_leads=declared.batch_leads,
-        rounding=tuple((t, r, how) for t, (r, how) in declared.rounding.items()),
-        device=declared.device,
+        # Declared, not measured: kept from the profile its room ships (or yours).
+        falls_back=stated.falls_back,
+        yields=stated.yields,
+        batch_leads=stated.batch_leads,
+        rounding=stated.rounding,
+        device=stated.device,
     )

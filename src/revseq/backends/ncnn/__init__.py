@@ -155,6 +155,4 @@ ADAPTER = Adapter(
     imports=("ncnn", "pnnx"),
     version=version,
     survives_failures=True,
-    batch_leads=True,
-    yields=True,
 )

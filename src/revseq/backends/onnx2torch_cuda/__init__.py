@@ -108,5 +108,4 @@ ADAPTER = Adapter(
     missing_requirement=missing_requirement,
     prepare_repeated=prepare_repeated,
     resident=True,
-    device=DEVICE,
 )

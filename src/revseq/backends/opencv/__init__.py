@@ -41,5 +41,4 @@ ADAPTER = Adapter(
     extra="opencv",
     imports=("cv2",),
     own_process=True,
-    yields=True,
 )

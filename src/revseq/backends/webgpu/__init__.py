@@ -381,5 +381,4 @@ ADAPTER = Adapter(
         "its runs pass the tensors through a worker process, on a software Vulkan where "
         "no GPU is there: no GPU's timing"
     ),
-    placed=True,
 )
