@@ -41,6 +41,15 @@ _OP_LISTS = (
 )  # fmt: skip
 """Targets given as op types: what a form lacks there is said, or worked around."""
 
+_FIXED_SHAPES = {
+    "tf_crnn_reader.onnx": {"image": [1, 40, 16, 1]},
+    "tf_bilstm_tagger.onnx": {"ids": [1, 12]},
+    "tf_go_backwards.onnx": {"x": [1, 10, 4]},
+    "tf_bird_flip.onnx": {"mel": [1, 32, 20]},
+    "tf_reverse_sequence_dense.onnx": {"x": [1, 9, 3], "lens": [1]},
+}
+"""Exports inlined at fixed sizes too, as runtimes that build for them are given."""
+
 
 def _small(rank: int, batch_axis: int, static: bool, constant: bool, dtype: int):
     """One ReverseSequence node: data of ``rank``, lengths given or constant."""
@@ -101,6 +110,10 @@ def lines() -> Iterator[str]:
         written = _written(lambda m: revseq.restore(revseq.inline(m)), model)
         yield f"{name} | restore(inline) | {written}"
         yield f"{name} | restore | {_written(revseq.restore, model)}"
+        shapes = _FIXED_SHAPES.get(name.rpartition("/")[2])
+        for target in targets if shapes else ():
+            written = _written(revseq.inline, model, target=target, input_shapes=shapes)
+            yield f"{name} | inline target={target} input_shapes={shapes} | {written}"
 
 
 def compare(before: pathlib.Path, now: pathlib.Path, new_targets: set[str]) -> int:

@@ -73,7 +73,7 @@ MUTANTS = (
     Mutant(
         "ncnn: every batch-1 time-major flip over a batch-leading view, whatever reads it",
         "passes/inline/simplify.py",
-        "        and all(use.node.op_type in _BATCH_DROPPING_READERS for use in readers)",
+        "        and all(use.node.op_type in op_types for use in uses)",
         "        and True",
         aimed="tests/test_tf_models.py::"
         "test_ncnn_target_writes_a_time_major_flip_with_the_batch_leading",
@@ -562,10 +562,9 @@ MUTANTS = (
     ),
     Mutant(
         "ncnn: a flip read by an Unsqueeze put over the batch-leading view",
-        "passes/inline/simplify.py",
-        '_BATCH_DROPPING_READERS = frozenset({"Transpose", "LSTM", "GRU", "RNN"})',
-        '_BATCH_DROPPING_READERS = frozenset({"Transpose", "LSTM", "GRU", "RNN", '
-        '"Unsqueeze"})',
+        "src/revseq/backends/ncnn/ncnn.json",
+        '"batch_leads": [\n    "GRU",',
+        '"batch_leads": [\n    "Unsqueeze",\n    "GRU",',
         aimed="tests/equivalence/test_verdict_mechanics.py::"
         "test_ncnn_s_batch_leading_view_is_written_only_for_readers_pnnx_drops_the_batch_of",
     ),

@@ -112,11 +112,12 @@ class Profile:
             yield where no form fits every member.
         yields: Whether the backend is kept out of the portable default: a deployment
             runtime with fewer ops than the rest, whose own target serves it.
-        batch_leads: Whether its converter takes a leading axis of size 1 for the batch
-            and drops it (pnnx): a full reversal whose batch axis of size 1 does not
-            lead is written over a view where it does (a Transpose each side, which the
-            converter cancels against the model's own), so that the next layer (ncnn's
-            LSTM) gets the blob of the rank it reads.
+        batch_leads: The op types that its converter has read a full reversal's output
+            with a leading batch axis of size 1 dropped (Transposes, recurrent
+            layers); empty where it drops none. A full reversal whose batch axis of
+            size 1 does not lead, read by these alone, is written over a view where it
+            does (a Transpose each side, which the converter cancels against the model's
+            own), so that the next layer gets the blob of the rank it reads.
         rounding: Element types it moves inexactly from some rank on, as (type, the
             rank it starts at, what it does): RKNN moves int64 of rank 4 through
             float64. The check says it beside a difference of that type there.
@@ -146,7 +147,7 @@ class Profile:
     costs: Mapping[str, Mapping[str, Cost]] | None = None
     falls_back: bool = False
     yields: bool = False
-    batch_leads: bool = False
+    batch_leads: frozenset[str] = frozenset()
     rounding: tuple[tuple[str, int, str], ...] = ()
     members: tuple[Profile, ...] = ()
     lean: bool = False
@@ -289,7 +290,7 @@ class Profile:
         if self.yields:
             data["yields"] = True
         if self.batch_leads:
-            data["batch_leads"] = True
+            data["batch_leads"] = sorted(self.batch_leads)
         if self.rounding:
             data["rounding"] = {t: {"from_rank": r, "how": how} for t, r, how in self.rounding}
         if self.device is not None:
@@ -343,7 +344,7 @@ class Profile:
             },
             falls_back=bool(data.get("falls_back", False)),
             yields=bool(data.get("yields", False)),
-            batch_leads=bool(data.get("batch_leads", False)),
+            batch_leads=capabilities(data.get("batch_leads", ()), "batch_leads"),
             rounding=tuple(
                 (
                     known(t, ELEMENT_TYPES, "element type in rounding"),

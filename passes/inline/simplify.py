@@ -191,37 +191,31 @@ def _transposes(data: ir.Value, perm: tuple[int, ...], prefix: str) -> list[ir.N
     ]
 
 
-# What pnnx reads with the batch axis dropped: its Transposes cancel against a view's,
-# its recurrent layers read a time-major blob of rank 2.
-_BATCH_DROPPING_READERS = frozenset({"Transpose", "LSTM", "GRU", "RNN"})
-
-
 def batch_leading(
     sig: Signature, profile: Profile, node: ir.Node | None = None
 ) -> tuple[int, ...] | None:
     """The Transpose a full reversal is written over on the target, or None.
 
-    Where the target's converter takes a leading axis of size 1 for the batch
-    (``Profile.batch_leads``), the node's batch axis is of size 1 but does not lead,
-    and what reads the node's output reads it with the batch dropped (Transposes,
-    recurrent layers): the axes with the batch first, the others in their order.
-    Measured with pnnx and ncnn on tf2onnx's exports: a step -1 Slice over the
-    time-major data feeds an LSTM a blob of rank 3 (SIGFPE, or wrong values); a view
-    read by an Unsqueeze crashed ncnn, so other readers get the plain Slice.
+    Where the target's converter takes a leading axis of size 1 for the batch, the
+    node's batch axis is of size 1 but does not lead, and only the op types its profile
+    lists (``Profile.batch_leads``: what it reads with the batch dropped) read the
+    node's output: the axes with the batch first, the others in their order (its
+    profile's room says what was measured).
     """
     if not profile.batch_leads or sig.rank is None or sig.batch_axis == 0:
         return None
-    if sig.dim(sig.batch_axis) != 1 or (node is not None and not _read_batch_dropped(node)):
+    readers = profile.batch_leads
+    if sig.dim(sig.batch_axis) != 1 or (node is not None and not _read_by(node, readers)):
         return None
     return (sig.batch_axis, *(a for a in range(sig.rank) if a != sig.batch_axis))
 
 
-def _read_batch_dropped(node: ir.Node) -> bool:
-    """Whether only Transposes and recurrent layers read the node's output."""
+def _read_by(node: ir.Node, op_types: frozenset[str]) -> bool:
+    """Whether nodes of ``op_types`` alone read the node's output."""
     output = node.outputs[0]
-    readers = list(output.uses())
+    uses = list(output.uses())
     return (
         not output.is_graph_output()
-        and bool(readers)
-        and all(use.node.op_type in _BATCH_DROPPING_READERS for use in readers)
+        and bool(uses)
+        and all(use.node.op_type in op_types for use in uses)
     )
