@@ -91,7 +91,7 @@ along time at T-1 .. 0 (never a strategy of its own)."""
 
 SLICES = "slices"
 """Constant lengths reversed by slices of the data (a forward Slice, a step -1 Slice and
-a Concat per run of equal lengths): no index, for a target without a gather (ncnn)."""
+a Concat per run of equal lengths): no index, for a target without a gather."""
 
 ONE_HOT = "one_hot"
 """Lengths at run time without a gather, a comparison or a Cast: each entry's steps

@@ -1,7 +1,7 @@
 """Lengths at run time without a gather: each step picked by a 0/1 matrix product.
 
 For a target that runs no gather with an index computed at run time, no comparison, no
-select and no Cast (ncnn: its layers compute in float32), each batch entry's ``[T, F]``
+select and no Cast (its layers compute in float32), each batch entry's ``[T, F]``
 steps are multiplied by a ``[T, T]`` matrix whose row ``t`` holds one 1, at the source
 step ``src(t)``::
 
@@ -13,7 +13,7 @@ all in float32, exact for lengths below 2**24. A step of the product sums T term
 of them the data and the others 0 times data: exact where the data is finite, but
 -0.0 comes back +0.0 beside a +0.0 term, and an inf or NaN in an entry's sequence
 makes NaN of every step of it (0 * inf). The form is exact on that domain only
-(``FINITE``): never chosen silently, a target asks for it by name (``ncnn-finite``).
+(``FINITE``): never chosen silently, a target asks for it by name (``NAME-finite``).
 """
 
 from __future__ import annotations

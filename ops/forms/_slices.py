@@ -1,6 +1,6 @@
 """Constant lengths as slices of the data: no index, no gather.
 
-For a target that runs no gather with an index computed at run time (ncnn), a node
+For a target that runs no gather with an index computed at run time, a node
 whose lengths are constants is reversed the way one would write it by hand: the batch
 entries in runs of equal length, each run's first L steps reversed by a step -1 Slice
 and put back before the rest, the runs concatenated along the batch axis. Every value
@@ -113,7 +113,7 @@ def _rank3_view(sig: Signature) -> tuple[int, int, int] | None:
     """``[d0, d1, rest]``: data of rank 4 or more seen as rank 3, or None.
 
     Where the batch and time axes lead, every dim is static and none is 0, and the
-    target reverses by a step -1 Slice up to rank 3 only but has Reshape (ncnn): the
+    target reverses by a step -1 Slice up to rank 3 only but has Reshape: the
     trailing axes move together, so reversing the view reverses the data.
     """
     dims = sig.static_dims()

@@ -119,8 +119,8 @@ class Profile:
             does (a Transpose each side, which the converter cancels against the model's
             own), so that the next layer gets the blob of the rank it reads.
         rounding: Element types it moves inexactly from some rank on, as (type, the
-            rank it starts at, what it does): RKNN moves int64 of rank 4 through
-            float64. The check says it beside a difference of that type there.
+            rank it starts at, what it does; a runtime may move int64 of rank 4 through
+            float64). The check says it beside a difference of that type there.
         members: For a combined profile, the profiles it was computed from.
         lean: Whether forms emitted for it take the lean index (``leaned``).
         device: The accelerator the backend's data lives on (``cuda``), None for the

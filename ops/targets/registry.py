@@ -106,9 +106,10 @@ def load_profiles() -> dict[str, Profile]:
     kernels can lack what the same runtime's CPU kernels have and have what they lack
     (the profiles of one runtime on the CPU and on CUDA say so), so a default that held
     on both would refuse those types; a device has its own target. A deployment
-    runtime with fewer ops than the rest (``Profile.yields``: OpenCV) is kept out too,
-    so that it narrows no one else's output (it lacks exact int32 index arithmetic with
-    static dims, which WebGPU needs); its own target serves it. A profile whose probe
+    runtime with fewer ops than the rest (``Profile.yields``) is kept out too, so that
+    it narrows no one else's output (lacking exact int32 index arithmetic, it would
+    push every index to int64, which a GPU without int64 arithmetic copies back to its
+    host); its own target serves it. A profile whose probe
     ran a form exact on finite data only gives a target of its own, ``NAME-finite``
     (``Profile.finite``).
 

@@ -1,7 +1,7 @@
 """Input shapes fixed before a rewrite, for runtimes that build for fixed shapes.
 
-RKNN builds a model for the input sizes it is given, ncnn's converter (pnnx) converts
-for them, x2paddle and the documented NPU targets run static dims only: there, a model
+Some runtimes build a model for the input sizes they are given, some converters convert
+for them, and the documented NPU targets run static dims only: there, a model
 with symbolic dims is one the user will fix anyway. :class:`FixInputShapesPass` fixes
 them first (onnxsim's ``--overwrite-input-shape``): each given input takes its sizes,
 and every symbol they bind takes its size wherever the main graph declares it, so the

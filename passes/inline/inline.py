@@ -185,7 +185,7 @@ def _lengths_as_floats(
 ) -> list[Plan]:
     """``plans``, with the integer lengths inputs that only ``ONE_HOT`` reads made float32.
 
-    A runtime that computes in float32 alone (ncnn) reads an integer input's bits as a
+    A runtime that computes in float32 alone reads an integer input's bits as a
     float: it is fed the lengths as float32 values instead. Such an input of the main
     graph, read by those nodes alone (directly, or through a Cast of int32 to int64, as
     exporters cast TensorFlow's lengths), changes type (the model's interface:

@@ -371,7 +371,7 @@ def plan(strategy: str, sig: Signature, scoped: ScopedNode, profile: Profile) ->
     if finite is not None:
         return finite
     # No form fits every member: members that run what their device lacks on the CPU
-    # (WebGPU) yield to those that would fail, so the node still inlines.
+    # (``Profile.falls_back``) yield to those that would fail, so the node still inlines.
     yielding = _without_fallbacks(profile)
     if yielding is not None:
         return plan(strategy, sig, scoped, yielding)
@@ -411,7 +411,7 @@ def _on_finite_data(
 
 
 def _without_fallbacks(profile: Profile) -> Profile | None:
-    """A combined profile without the members that fall back to the CPU (WebGPU).
+    """A combined profile without the members that fall back to the CPU (``falls_back``).
 
     None when it has none (or is not combined), or has nothing but them.
     """

@@ -25,7 +25,7 @@ _FIX_SHAPES = (
 """How a user fixes the sizes a runtime that converts for fixed shapes needs."""
 
 _KEEP_THE_OP = "keep the op (not inlined: its own ReverseSequence ran exactly when probed)"
-"""What serves a runtime whose own op is exact where no form ran (LiteRT)."""
+"""What serves a runtime whose own op is exact where no form ran."""
 
 
 def refusal(

@@ -113,7 +113,7 @@ class Counterpart:
         graph.CopyFrom(self.graph)
         graph.input.extend(inputs)
         # The output has the data's rank; its dims are left unknown (a backend infers
-        # them). IREE's importer requires a shape on every graph output.
+        # them); an importer may require a shape on every graph output.
         dims = dict(zip(self.inputs, self.input_dims, strict=True)).get(self.data)
         dims = self.data_dims if dims is None else dims
         rank = None if dims is None else [None] * len(dims)
@@ -137,8 +137,8 @@ def _called(
 ) -> list[onnx.FunctionProto]:
     """The model-local functions ``graph`` calls, directly or through other functions.
 
-    A backend may refuse a model for a function it never runs (tinygrad: "'local' is
-    not a valid Domain"), so the cut model carries only these.
+    A backend may refuse a model for a function it never runs (a domain it does not
+    know), so the cut model carries only these.
     """
     by_id = {(f.domain, f.name): f for f in functions}
     called: dict[tuple[str, str], onnx.FunctionProto] = {}

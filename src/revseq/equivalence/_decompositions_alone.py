@@ -152,8 +152,8 @@ def _storage_note(engine: Engine, cp: Counterpart) -> str:
 def _type_caveat(backend: str, cp: Counterpart) -> str:
     """What the backend's profile says of an element type none of its gathers moves.
 
-    Such data may still come out right for the values one run holds (OpenCV keeps
-    int64 in 32 bits: small token ids survive), which proves nothing of other values.
+    Such data may still come out right for the values one run holds (int64 held in
+    32 bits: small token ids survive), which proves nothing of other values.
     Said only of a decomposition that gathers (slices move the data as it is).
     """
     profile = TARGETS.get(backend)
@@ -354,8 +354,8 @@ def _declared_dims(
     Unknown dims stay symbolic (None), at the rank of the value that feeds them (a
     nested node of unknown rank is fed generated data of several ranks): no backend
     converts a value of unknown rank, and declaring the generated sizes instead would
-    show the backend static dims the decomposition was not emitted for (TVM then
-    cannot broadcast its run-time index to them).
+    show the backend static dims the decomposition was not emitted for (a compiler
+    may then fail to broadcast its run-time index to them).
     """
     if known is None or len(known) != rank:
         return (None,) * rank
@@ -388,7 +388,7 @@ def _counterpart_runner(
             )
         )
         try:
-            # A backend may convert for minutes (RKNN's build): said while it does.
+            # A backend may convert for minutes (a build for a device): said while it does.
             said = run.progress if engine.name != "onnxruntime" else None
             with stage(said, f"preparing the decomposition of {cp.label} on {engine.label}"):
                 runner = state.runners[key] = engine.prepare(model)

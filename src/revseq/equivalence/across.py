@@ -47,7 +47,7 @@ class Whose:
         runtime: revseq's part is exact (bit for bit in onnxruntime, and each
             decomposition alone on the runtime), and the difference starts at one of
             the model's own ops, or in the values of a type the runtime holds narrower
-            (RKNN's float32 as float16), which revseq's decompositions move exactly: the
+            (float32 as float16), which revseq's decompositions move exactly: the
             runtime's own computation.
     """
 
@@ -205,7 +205,7 @@ def _located(
 def at_sizes(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
     """``proto`` with the given inputs' sizes fixed, and every symbol they bind.
 
-    A runtime that converts for fixed shapes (tract, pnnx) then converts at the sizes
+    A runtime that converts for fixed shapes then converts at the sizes
     the user gave, as it will in their deployment, not at symbolic dims.
     """
     model = ir.from_proto(proto)

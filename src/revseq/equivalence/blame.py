@@ -76,14 +76,14 @@ def first_differing_tensor(
 
     ``ref`` runs in onnxruntime, ``cand`` on ``engine``; values are compared within
     ``tolerance`` (rtol, atol), or bit for bit where it is None. A value the runtime
-    does not give back (OpenCV returns an empty object for some) is no difference: it
+    does not give back (an empty object, as some runtimes give) is no difference: it
     is skipped, and the report says how many were.
     """
     shared = _shared_values(ref, cand)
     try:
         try:
             got = _run_marked(cand, shared, feeds, engine)
-        except Exception:  # a runtime that gives back no shape values (tract's TDim)
+        except Exception:  # a runtime that gives back no shape values (symbolic dims)
             shared = _float_values(cand, shared)
             got = _run_marked(cand, shared, feeds, engine)
         expected = _run_marked(ref, shared, feeds, None)
@@ -146,7 +146,7 @@ def _float_values(model: onnx.ModelProto, names: list[str]) -> list[str]:
 
 
 def _given_back(expected: object, got: object) -> bool:
-    """Whether the runtime gave the value back (OpenCV's ``object []`` is no value).
+    """Whether the runtime gave the value back (an ``object []`` is no value).
 
     An empty array of numbers is a value, and a wrong one where the reference's is not.
     """
@@ -156,8 +156,8 @@ def _given_back(expected: object, got: object) -> bool:
 def _same_integers(expected: object, got: object) -> bool:
     """Whether the runtime gave back the same integers in another integer type.
 
-    LiteRT's Shape gives int32 where ONNX's gives int64, OpenCV holds int64 in 32
-    bits: inside a model that is how the runtime holds the value, not where it begins
+    A runtime's Shape may give int32 where ONNX's gives int64, or it may hold int64 in
+    32 bits: inside a model that is how the runtime holds the value, not where it begins
     to differ (an output in another type is still a difference, found by the outputs'
     comparison).
     """
@@ -183,7 +183,7 @@ def _skipped(names: list[str], engine: Engine) -> str:
 def refused_op(text: str, ref: onnx.ModelProto, cand: onnx.ModelProto) -> str | None:
     """Which op of ``cand`` a runtime's message names, and whether revseq wrote it.
 
-    A node named in quotes (tract and onnxruntime name them) is taken at its word;
+    A node named in quotes (as runtimes that name nodes do) is taken at its word;
     else the op types the message names (``AMBIGUOUS`` where both revseq and the model
     use one).
     """
@@ -216,7 +216,7 @@ def without_reversals(model: onnx.ModelProto) -> onnx.ModelProto:
     What a runtime makes of the model's own ops alone: where it fails on this too, the
     failure is not in what revseq writes. Each becomes an Identity, then onnx-ir's
     identity elimination and unused-node removal take the Identities and the lengths
-    they no longer read away (ncnn runs no Identity).
+    they no longer read away (a runtime may run no Identity).
     """
     plain = onnx.ModelProto()
     plain.CopyFrom(model)
@@ -264,7 +264,7 @@ def _first_failing_node(
 
     A bisection over the graph's order, each cut made an output and the nodes it does
     not need removed: a handful of conversions where the runtime's message names no node
-    (OpenCV's ``buf.shape() == m.shape()``). None where the last node's cut runs.
+    (a failed assertion of the runtime's own). None where the last node's cut runs.
     """
     nodes = [n for n in model.graph.node if n.op_type != "Constant" and any(n.output)]
     inferred = _value_types(model)
@@ -342,7 +342,7 @@ def _reference_differs(
 ) -> str | None:
     """Where the runtime's run of the reference itself differs from onnxruntime's, or None.
 
-    A runtime that has the op (LiteRT) may convert a reversal and the ops around it
+    A runtime that has the op may convert a reversal and the ops around it
     together and get them wrong, with or without revseq: then no decomposition is to
     blame. None where it agrees, or cannot run the op (most runtimes).
     """

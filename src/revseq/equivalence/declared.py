@@ -1,6 +1,6 @@
 """What a candidate declares of itself that the check honours: its inputs' types, its domain.
 
-A model inlined for a ``-finite`` target (``ncnn-finite``) reads its lengths as a float32
+A model inlined for a ``-finite`` target (``NAME-finite``) reads its lengths as a float32
 input (a float-only runtime's interface) and is exact on finite data only, which its
 metadata says (``revseq.domain``): the check feeds it the reference's values in its own
 types and draws its data there.

@@ -1,6 +1,6 @@
 """Which placements on an execution-provider backend defeat inlining.
 
-On onnxruntime-web's WebGPU EP a node without a kernel falls back to the CPU, with copies
+On an execution provider for a GPU, a node without a kernel falls back to the CPU, with copies
 between host and GPU at every crossing. A small CPU prefix over the lengths and shapes is
 harmless (onnxruntime keeps shape arithmetic on the CPU by design, and the lengths arrive
 from the host anyway). What defeats inlining is a ``MemcpyToHost`` (a value the GPU made

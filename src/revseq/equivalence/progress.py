@@ -1,6 +1,6 @@
 """What a long check says while it works: the stage, and how long it has taken so far.
 
-A runtime may convert a model for minutes (RKNN's build, pnnx, x2paddle) before its
+A runtime may convert a model for minutes (a build for a device, a converter) before its
 first run returns: a check that printed nothing then looks hung. Each stage says when it
 starts, every ``HEARTBEAT`` seconds while it lasts, and how long it took when it was
 slow.

@@ -49,7 +49,7 @@ class NodeReport:
     Attributes:
         name: The reference node's name ("" when unnamed).
         scope: Where it sits.
-        engine: What ran the decomposition ("onnxruntime", "tract 0.23.9", ...).
+        engine: What ran the decomposition ("onnxruntime", or a backend's label).
         runs: Runs compared (trials x lengths sets).
         longest: The longest reversal that happened (the largest min(length, T)).
         difference: The first difference: the element, both values, the trial and the

@@ -163,7 +163,7 @@ def prepared_whole(
 ) -> Runner:
     """CAND whole on the engine; a refusal says which op the runtime named, and whose.
 
-    A backend may convert at the first run (pnnx): its runs are watched too.
+    A backend may convert at the first run: its runs are watched too.
     """
 
     def watched(call: Callable, arg: object, feeds: Inputs | None) -> Any:
