@@ -1,7 +1,8 @@
 """Each test that runs a runtime carries that runtime's marker: ``pytest -m tract``.
 
 A test is marked with a runtime where a parameter of it names one (``backend="tract"``),
-or where its module is named after one (``webgpu/test_webgpu.py``).
+where its name does (``test_rknn_s_own_target_...``), or where its module is named
+after one (``webgpu/test_webgpu.py``).
 The marker is the name ``--backend`` takes, ``-`` written ``_`` (``onnx2torch_cuda``).
 """
 
@@ -18,7 +19,7 @@ def _marker(name: str) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     for name, what in ADAPTERS.items():
-        config.addinivalue_line("markers", f"{_marker(name)}: runs on {what}")
+        config.addinivalue_line("markers", f"{_marker(name)}: tests of revseq on {what}")
 
 
 def runtimes_named(item: pytest.Item) -> set[str]:
@@ -29,6 +30,8 @@ def runtimes_named(item: pytest.Item) -> set[str]:
     stem = item.path.stem.removeprefix("test_")
     if stem in ADAPTERS:
         named.add(stem)
+    words = f"_{getattr(item, 'originalname', item.name)}_"
+    named.update(n for n in ADAPTERS if f"_{_marker(n)}_" in words)
     return named
 
 

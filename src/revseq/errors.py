@@ -84,7 +84,7 @@ _RUN_SPECIFIC = (
     (re.compile(r"/tmp/tmp\w+"), "<tmp>"),
     (re.compile(r"/tmp/revseq-[\w-]+"), "<tmp>"),
     (re.compile(r"127\.0\.0\.1:\d+"), "localhost"),
-    (re.compile(r"\[\d\d:\d\d:\d\d\.\d+\] "), ""),  # a runtime's log time (RKNN's)
+    (re.compile(r"\[\d\d:\d\d:\d\d\.\d+\] "), ""),  # a runtime's log time
 )
 
 

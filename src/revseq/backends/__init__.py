@@ -7,9 +7,12 @@ values without raising. An adapter does three things for one backend: convert or
 are written once over adapters; a backend that may crash runs in a worker process
 (:func:`isolated`).
 
-Each adapter is a module of this package that declares an :class:`Adapter` (the protocol:
-how to prepare a model, and what revseq may assume of the backend), one row of the
-registry (``ADAPTERS``), imported only when asked for; each backend is an optional extra
+Each runtime is one room, a package of this one: its adapter (the room's
+``__init__.py`` declares an :class:`Adapter`, the protocol: how to prepare a model, and
+what revseq may assume of the backend), its probed profile (``NAME.json``, where its
+declared quirks are stated: :func:`quirks_of`) and, where it runs in an environment of
+its own, the ``runner.py`` served there; one row of the registry (``ADAPTERS``)
+names it, imported only when asked for; each backend is an optional extra
 (``pip install "onnx-revseq[tvm]"``), ``[backends]`` installs the light ones.
 """
 

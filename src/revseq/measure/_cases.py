@@ -116,7 +116,7 @@ def copy_model(case: Case, op: str = "Identity") -> onnx.ModelProto:
     """The data through one Identity: what onnxruntime's own copy of it costs.
 
     Or through another op of one input that passes over the data (``Neg``), which a
-    converter keeps: pnnx removes an Identity (and an Add of 0), then cannot convert
+    converter keeps: a converter may remove an Identity (and an Add of 0), then cannot convert
     the empty graph.
     """
     elem = _TYPES[case.dtype][1]

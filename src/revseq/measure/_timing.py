@@ -121,7 +121,7 @@ def median_of_passes(
 
     Each pass times runners made anew (``placed_medians``): the load of this shared
     machine and where a runner's buffers land shift a whole pass, which interleaving
-    within the pass does not cancel (one onnx2torch model measured 2.15-3.04x the copy
+    within the pass does not cancel (one converted model measured 2.15-3.04x the copy
     floor of 16 MiB in five passes, 2.39x their median). A label missing from a pass
     (it failed there) counts over the passes that have it.
     """

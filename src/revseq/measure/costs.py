@@ -69,8 +69,8 @@ the data as a matrix, GatherND with one index tuple per element, and the row for
 Gather of single elements (``gather_rows``, emitted as for a type GatherElements does
 not move: where it moves one, the row form named gathers as GatherElements does, and
 ``auto`` emits it so, as timed). Which is cheapest differs by backend: per element,
-onnxruntime's GatherND costs several times its GatherElements, and tinygrad's less;
-tract's row Gather costs less than half its GatherElements with static dims."""
+onnxruntime's GatherND costs several times its GatherElements, and another runtime's
+less; a row Gather can cost less than half a GatherElements with static dims."""
 
 
 def _without_gather_elements(ops: Profile) -> Profile:

@@ -24,7 +24,7 @@ from revseq.ops.reference import reverse_sequence
 
 FLOORS = ("Identity", "Neg")
 """The backend's own pass over the data, by the op it runs: its Identity, or where it
-cannot run one (pnnx removes it, then cannot convert the empty graph), a Neg."""
+cannot run one (a converter may remove it, then fail on the empty graph), a Neg."""
 
 
 def floor_runners(
@@ -92,8 +92,8 @@ def time_on_floor(
 
     ``identities`` run the backend's own Identity of ``feeds["x"]`` (``floor_runners``);
     each model gets ``PLACEMENTS`` runners, warmed up once; a model whose warm-up output
-    is not ``want`` byte for byte is not timed ("wrong values": RKNN's own op on rows of
-    length 0). ``floor`` names the identities' op (``FLOORS``). Ratios are over the
+    is not ``want`` byte for byte is not timed ("wrong values": a runtime's own op on
+    rows of length 0). ``floor`` names the identities' op (``FLOORS``). Ratios are over the
     faster identity's; ``memcpy`` is numpy's copy (not on a backend whose data lives on a
     device). See :func:`revseq.measure._timing.time_variants`.
     """

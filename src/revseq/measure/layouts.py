@@ -77,8 +77,8 @@ LAYOUT_CASES: tuple[Case, ...] = (
 """Time-major float32 rows of several elements with a batch of 1, 8, 32 and 64 (up to 16
 MiB): the swapped layout is onnxruntime's for short batches (a batch of 1 broadcasts
 element by element in place), which the cost cases (batches of 16 to 64) hardly hold;
-a layout may also win on 2 MiB and lose on 16 (onnx2torch, five passes: 1.12-1.14x in
-place on ``[256, 64, 256]``)."""
+a layout may also win on 2 MiB and lose on 16 (a converter's module, five passes:
+1.12-1.14x in place on ``[256, 64, 256]``)."""
 
 LAYOUT_MATRIX_CASES: tuple[Case, ...] = (
     Case((8000, 1), 1, 0, "float32"),

@@ -39,9 +39,9 @@ def probe_model(
     """The probe's model with ``itype`` index arithmetic.
 
     With ``float_output``, an integer result leaves as float32 (exact for these small
-    values): tract keeps shape arithmetic as symbolic dims, which its Python API cannot
-    hand back. Not on a backend that reports placement: there the Cast itself (none
-    from int64 on WebGPU) would be the CPU fallback the probe saw.
+    values): a runtime may keep shape arithmetic as symbolic dims, which its Python API
+    cannot hand back. Not on a backend that reports placement: there the Cast itself
+    (none from int64 on some GPUs) would be the CPU fallback the probe saw.
     """
     batch_major = probe.name == GATHER_ND_BATCH_DIMS
     t, b = ("T", "B") if dynamic else ((4, 5) if batch_major else (5, 4))
@@ -79,7 +79,7 @@ def probe_floats(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray
 
     They ask whether an op or a form computes what ONNX says, not how wide the backend
     stores float32 (the element-type probes ask that): an NPU that stores it as
-    float16 (RKNN) still runs a Gather exactly, and moves int32 with it.
+    float16 still runs a Gather exactly, and moves int32 with it.
     """
     return rng.standard_normal(shape).astype(np.float16).astype(np.float32)
 
@@ -104,13 +104,13 @@ def gather_model(gather: str, elem: int, *, run_time_index: bool = False) -> onn
     """``gather`` reversing the time axis of a static [4, 3, 2] tensor of type ``elem``.
 
     Gather reads the rows of a Flatten view and is reshaped back, as the row form
-    feeds it (WebGPU runs a uint8 Gather but not its Flatten on the GPU);
+    feeds it (a GPU may run a uint8 Gather but not its Flatten);
     ``GatherElements:flat`` reads the 1-D view of the data by a flat index and is
     reshaped back, as the forms gather single-element rows with static dims. The index
     is a constant, or with ``run_time_index`` computed from the int32 input ``steps``
     (``gather_index``) as the forms compute theirs from lengths given at run time: an
     Add, for GatherElements an Expand over the rows, and a Cast to int64. A backend may
-    take another kernel for each: tinygrad 0.14 quiets a signalling float16 NaN in every
+    take another kernel for each, and one has quieted a signalling float16 NaN in every
     gather by such an index, and in none by a constant one or an index given as an input.
     """
     from onnx import helper
@@ -128,7 +128,7 @@ def gather_model(gather: str, elem: int, *, run_time_index: bool = False) -> onn
         )
         initializers.append(onnx.numpy_helper.from_array(np.array(0, np.int32), "zero"))
         nodes.append(helper.make_node("Add", ["steps", "zero"], ["sum"], name="sum"))
-        if expands:  # in int32: WebGPU expands no int64 on its GPU
+        if expands:  # in int32: a GPU without int64 arithmetic expands no int64
             nodes.append(helper.make_node("Expand", ["sum", "shape"], ["sums"], name="sums"))
         last = nodes[-1].output[0]
         int64 = onnx.TensorProto.INT64
@@ -291,8 +291,8 @@ FORM_LAYOUTS = (
 single-element rows (the matrix form: squeezed, and at the static (5, 4) transposed
 too); general axes (revseq's op): a leading axis before the time axis and the batch
 axis after it, int32 lengths (GatherND tuples of three coordinates, or batch_dims with
-two: MNN reads those wrong), and the time axis last. Ranks 2 to 5: a matrix and rows of
-three trailing dims, one of size 1. The first is what the costs are timed on."""
+two: a runtime has read those wrong), and the time axis last. Ranks 2 to 5: a matrix
+and rows of three trailing dims, one of size 1. The first is what the costs are timed on."""
 
 
 def form_inputs(

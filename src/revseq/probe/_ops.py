@@ -77,9 +77,9 @@ OP_PROBES: tuple[Probe, ...] = (
             "y = Concat <axis = 1> (others, first)"
         ),
     ),
-    # The same over rank-4 and rank-5 views of the data, along both leading axes: MNN
-    # 3.6.1 reverses ranks 2 and 3 exactly, but not rank 4 (it frees an invalid pointer
-    # on [5, 4, 2, 3]) nor rank 5.
+    # The same over rank-4 and rank-5 views of the data, along both leading axes: a
+    # runtime has reversed ranks 2 and 3 exactly, but not rank 4 (freeing an invalid
+    # pointer on [5, 4, 2, 3]) nor rank 5.
     *(
         Probe(
             f"{v.REVERSING_SLICE_HIGH_RANK} ({rank})",
@@ -126,7 +126,7 @@ OP_PROBES: tuple[Probe, ...] = (
         INDEX_TYPES,
     ),
     # The select as it used to be written, its broadcast operand on the "else" side: no
-    # form emits this variant any more (MNN 3.6 misread it); probed to keep it known.
+    # form emits this variant any more (a runtime misread it); probed to keep it known.
     Probe(
         v.WHERE_BROADCAST_ELSE,
         (v.WHERE_BROADCAST_ELSE,),
@@ -159,7 +159,7 @@ OP_PROBES: tuple[Probe, ...] = (
         ("int32",),
     ),
     # The same select in int64 and the index tuples of the coordinate forms, on the
-    # device (onnxruntime-web's WebGPU EP lacks it).
+    # device (a GPU without int64 arithmetic lacks it).
     Probe(
         v.INT64_INDEX,
         (v.INT64_INDEX,),
@@ -183,7 +183,7 @@ OP_PROBES: tuple[Probe, ...] = (
         ),
     ),
     # The same clamp where the Clip's result is cast back to an integer type before use
-    # (``Clip:cast``: onnx2torch's integer Clip comes out float32), over the lengths and
+    # (``Clip:cast``: a converter's integer Clip may come out float32), over the lengths and
     # four constants (-2**63 + 1, 2**63 - 1, 2**24 + 1, 3: no float32 holds the first
     # three), each cast to both index types; int32 lengths too.
     Probe(
@@ -209,13 +209,13 @@ OP_PROBES: tuple[Probe, ...] = (
     Probe("Max", ("Max",), lambda d, _: f"{t1(d)}\nd = Sub (lens, t1)\ny = Max (d, zero1)"),
     Probe("Add", ("Add",), lambda d, _: f"{t1(d)}\ny = Add (lens, t1)"),
     Probe("Sub", ("Sub",), lambda d, _: f"{t1(d)}\ny = Sub (lens, t1)"),
-    # Of two run-time tensors (not a tensor and itself: tract makes that a Square, which
-    # has no int64 kernel).
+    # Of two run-time tensors (not a tensor and itself: a runtime may make that a
+    # Square, which may have no int64 kernel).
     Probe("Mul", ("Mul",), lambda d, _: "l1 = Add (lens, one1)\ny = Mul (lens, l1)"),
     # A tensor times a dim read from the data's shape, in int64 (a run-time stride).
     Probe(v.MUL_DIM, (v.MUL_DIM,), lambda d, _: f"{t1(d)}\ny = Mul (lens, t1)"),
     # A sum of a run-time vector, on its own: a probe through ConstantOfShape failed on
-    # TVM for the ConstantOfShape (it cannot emit the broadcast), not for the sum.
+    # a compiler for the ConstantOfShape (it could not emit the broadcast), not the sum.
     Probe(
         "ReduceSum", ("ReduceSum",), lambda d, _: f"{T1}\ny = ReduceSum <keepdims = 1> (t1)"
     ),
@@ -317,7 +317,7 @@ OP_PROBES: tuple[Probe, ...] = (
     ),
     # batch_dims with tuples of two coordinates, as with a batch axis after the time
     # axis (rank >= 4 with general axes): the data stacked twice on a new axis 0, the
-    # (src, b) tuples expanded over it. MNN 3.6.1 reads these wrong.
+    # (src, b) tuples expanded over it. A runtime has read these wrong.
     Probe(
         v.GATHER_ND_BATCH_TUPLES,
         (v.GATHER_ND_BATCH_TUPLES,),
@@ -352,7 +352,7 @@ OP_PROBES: tuple[Probe, ...] = (
         INDEX_TYPES,
     ),
     # What the row form emits for constant lengths: the data gathered by a constant
-    # index of two dims (tinygrad 0.14 reads a constant index as a flat list).
+    # index of two dims (a runtime has read a constant index as a flat list).
     Probe(
         v.GATHER_CONSTANT_INDEX,
         (v.GATHER_CONSTANT_INDEX,),
@@ -361,8 +361,8 @@ OP_PROBES: tuple[Probe, ...] = (
             "y = Gather <axis = 1> (x, idx)"
         ),
     ),
-    # Also of empty data: OpenVINO 2026.4 flattens [0, 3, 3] to [0, 9], tinygrad 0.14
-    # divides by zero (the row form views such data as [rows, *trailing] instead).
+    # Also of empty data: runtimes have flattened [0, 3, 3] to [0, 9] and divided by
+    # zero (the row form views such data as [rows, *trailing] instead).
     Probe("Flatten", ("Flatten",), lambda d, _: "y = Flatten <axis = 2> (x)", empty=True),
     Probe(
         "Reshape",
@@ -379,7 +379,7 @@ OP_PROBES: tuple[Probe, ...] = (
         ),
     ),
     # The row form's view of data with several run-time trailing dims: [rows, *trailing]
-    # read from the shape (TVM 0.27 reshapes only to a shape expression, not to a
+    # read from the shape (a compiler may reshape only to a shape expression, not to a
     # tensor computed from one).
     Probe(
         v.RESHAPE_VIEW,

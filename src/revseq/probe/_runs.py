@@ -1,7 +1,7 @@
 """Running the probes: each probe model on the backend, compared bit for bit with the truth.
 
 The truth is onnx's ReferenceEvaluator for op probes and revseq's numpy reference for
-forms. On an execution-provider backend (webgpu) a model placed off the device fails
+forms. On an execution-provider backend a model placed off the device fails
 too: a probe certifies what runs there, not on a fallback.
 """
 
@@ -89,7 +89,7 @@ def run_exact(
 ) -> str | None:
     """None when every output on every input set is bit-identical, else why not.
 
-    On an execution-provider backend (webgpu) a model placed off the device fails too
+    On an execution-provider backend a model placed off the device fails too
     (:func:`~revseq.equivalence.off_device.harmful_nodes`; ``axes`` are the time and
     batch axes of the probe's ``x``): a probe certifies what runs there, not on a
     fallback. A worker in which a model failed is not used again
@@ -337,7 +337,7 @@ def run_form_probes(
 
 _FINITE_RANKS = 4
 """The finite form is probed on the layouts of rank 4 at most: the runtimes it is for
-hold no more (ncnn's Mat)."""
+hold no more (a Mat of channels, rows and columns)."""
 
 
 def run_finite_probe(backend: Backend | IsolatedBackend, ops: Profile) -> ProbeResult:

@@ -33,7 +33,7 @@ dims."""
 
 INDEX_TYPES = ("int64", "int32")
 """The index arithmetic's types: int64, and int32 as the forms run it where int64 is not
-on the device (WebGPU) or is slower."""
+on the device or is slower."""
 
 _ELEM = {"int64": 7, "int32": 6}
 
@@ -166,8 +166,9 @@ def t1(dynamic: bool) -> str:
     """``t1``, T as int64[1] beside the lengths: ``T1`` with symbolic dims, else a constant.
 
     The forms fold a static T to a constant, so that the ops that meet the lengths are
-    probed with one: from Shape, x2paddle's Shape ignores start and end, and RKNN folds
-    a static model's shape arithmetic away, then refuses what is left.
+    probed with one: from Shape, a converter has ignored Shape's start and end, and a
+    build for fixed sizes folds a static model's shape arithmetic away, then refuses what
+    is left.
     """
     return T1 if dynamic else "t1 = Constant <value = int64[1] {5}> ()"
 
@@ -188,5 +189,5 @@ CONSTANTS = """
 """Constants every probe model declares."""
 
 
-# What differs between two runs of the same failure: a temporary folder (IREE compiles
-# in one), a local server's port. A profile written again keeps its lines.
+# What differs between two runs of the same failure: a temporary folder (a compiler
+# may compile in one), a local server's port. A profile written again keeps its lines.

@@ -74,7 +74,7 @@ FOLDED_AT_BUILD = frozenset(
     }
 )
 """What the forms compute from shapes alone. A backend that builds a model for the sizes
-it is run at (``BUILDS_FOR_SHAPES``: RKNN) sees static dims where the model declares
+it is run at (``Adapter.builds_for_shapes``) sees static dims where the model declares
 symbolic ones, folds these at build and runs nothing of them: it drops an output
 computed from them alone, so its op probes cannot observe them. With symbolic dims it
 is taken to have them and whatever it runs with static dims; the form probes, run end
