@@ -433,6 +433,11 @@ def test_each_runtime_is_one_room_with_its_adapter_and_profile():
     for room in rooms:
         for profile in (folder / room).glob("*.json"):
             assert profile.stem.replace("-", "_") == room, profile
+    import tomllib
+
+    root = pathlib.Path(__file__).parents[2]
+    packages = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert {f"revseq.backends.{room}" for room in rooms} <= set(packages["packages"])
 
 
 def test_a_runtime_s_declared_quirks_are_stated_once_in_its_profile():
