@@ -59,7 +59,7 @@ MUTANTS = (
         "src/revseq/equivalence/inputs/values.py",
         "    mantissa = (payload & ((1 << small.nmant) - 1)) | quiet",
         "    mantissa = payload & ((1 << small.nmant) - 1)",
-        aimed="tests/backends/test_foreign_backends.py::"
+        aimed="tests/backends/rknn/test_rknn.py::"
         "test_what_a_backend_holds_narrower_is_rounded_as_ieee_converts",
     ),
     Mutant(
@@ -67,7 +67,7 @@ MUTANTS = (
         "src/revseq/backends/rknn/__init__.py",
         "    if crashing is not None:",
         "    if False:",
-        aimed="tests/backends/test_foreign_backends.py::"
+        aimed="tests/backends/rknn/test_rknn.py::"
         "test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on",
     ),
     Mutant(

@@ -1,9 +1,9 @@
 """Backends in an environment of their own: the server, its wire format, the adapters.
 
 The mechanism is tested with this interpreter standing in for another environment and a
-runner written here; RKNN and x2paddle themselves run where their environments are named
-(``REVSEQ_RKNN_PYTHON``, ``REVSEQ_X2PADDLE_PYTHON``), and are skipped with the reason
-elsewhere.
+runner written here; what RKNN, x2paddle and LiteRT do themselves is tested in their
+rooms (``tests/backends/rknn/``, ``x2paddle/``, ``litert/``), where their environments
+are named, and skipped with the reason elsewhere.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
+from backend_cases import backend_or_skip as _environment_or_skip
 
 import revseq
 from revseq.backends import (
@@ -20,7 +21,6 @@ from revseq.backends import (
     MeasuredOutputs,
     _foreign,
     adapter,
-    get,
     unavailable,
 )
 from revseq.backends._isolated import BackendCrashError
@@ -167,25 +167,9 @@ def test_a_backend_without_its_environment_says_which_variable_to_set(name, monk
     assert variable in unavailable(name)
 
 
-def _environment_or_skip(name: str):
-    why = unavailable(name)
-    if why is not None:
-        pytest.skip(why)
-    return get(name)
-
-
 _TYPES = {"float32": onnx.TensorProto.FLOAT, "int32": onnx.TensorProto.INT32}
 _TYPES["int64"] = onnx.TensorProto.INT64
 _TYPES["float16"] = onnx.TensorProto.FLOAT16
-
-
-@pytest.mark.backend
-@pytest.mark.parametrize("dtype", ["float32", "int32", "int64"])
-def test_the_default_is_exact_on_x2paddle_with_static_dims(dtype):
-    _environment_or_skip("x2paddle")
-    model = reverse_sequence_model([6, 3, 4], _TYPES[dtype], batch_axis=1, time_axis=0)
-    report = revseq.check(model, revseq.inline(model), backend="x2paddle", trials=2)
-    assert report.ok and report.exercised, report
 
 
 @pytest.mark.backend
@@ -198,125 +182,6 @@ def test_a_symbolic_model_runs_there_once_its_shapes_are_fixed(name):
         model, inlined, backend=name, trials=2, input_shapes={"x": [6, 3, 4]}
     )
     assert report.ok and report.exercised, report
-
-
-@pytest.mark.backend
-@pytest.mark.parametrize("dtype", ["int32", "int64"])
-def test_rknn_s_own_reverse_sequence_is_wrong_where_the_inlined_one_is_exact(dtype):
-    _environment_or_skip("rknn")
-    model = reverse_sequence_model([6, 3, 4], _TYPES[dtype], batch_axis=1, time_axis=0)
-    inlined = revseq.check(model, revseq.inline(model), backend="rknn", trials=2)
-    assert inlined.ok and inlined.exercised, inlined
-    native = revseq.check(model, model, backend="rknn", trials=2)  # its own op
-    assert not native.ok and "lengths [0" in str(native.nodes[0]), native
-
-
-def test_rknn_s_profile_keeps_it_out_of_the_default_and_names_what_it_lacks():
-    from revseq.ops.targets import TARGETS
-
-    profile = TARGETS["rknn"]
-    assert profile.yields and profile.native is False
-    assert "rknn" not in {m.name for m in TARGETS["portable"].members}
-    # float32 is held as float16 there: GatherND alone gives back what it holds.
-    assert profile.moves("GatherND", "float32") and not profile.moves("Gather", "float32")
-    assert "float32 held as float16" in profile.description
-    for dtype in ("int32", "float32"):
-        model = reverse_sequence_model([6, 3, 4], _TYPES[dtype], batch_axis=1, time_axis=0)
-        inlined = revseq.inline(model, target="rknn")
-        assert "ReverseSequence" not in {n.op_type for n in inlined.graph.node}
-    float16 = reverse_sequence_model([6, 3, 4], _TYPES["float16"], batch_axis=1, time_axis=0)
-    with pytest.raises(revseq.RevseqError, match="moves no float16"):
-        revseq.inline(float16, target="rknn")
-
-
-@pytest.mark.backend
-@pytest.mark.parametrize("layout", [(1, 0), (0, 1)], ids=str)
-@pytest.mark.parametrize("dtype", ["float32", "int8", "int32", "int64", "bool"])
-def test_rknn_s_own_target_is_exact_there_for_the_types_it_moves(dtype, layout):
-    _environment_or_skip("rknn")
-    batch_axis, time_axis = layout
-    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    model = reverse_sequence_model([6, 3, 4], elem, batch_axis=batch_axis, time_axis=time_axis)
-    report = revseq.check(model, revseq.inline(model, target="rknn"), backend="rknn", trials=2)
-    assert report.ok and report.exercised, report
-
-
-def test_x2paddle_s_profile_keeps_it_to_static_dims_and_out_of_the_default():
-    from revseq.ops.targets import TARGETS
-
-    profile = TARGETS["x2paddle"]
-    assert profile.yields and profile.native is False
-    assert "x2paddle" not in {m.name for m in TARGETS["portable"].members}
-    assert profile.forms["dynamic"] == frozenset()
-    static = reverse_sequence_model([6, 3, 4], _TYPES["float32"], batch_axis=1, time_axis=0)
-    used = {n.op_type for n in revseq.inline(static, target="x2paddle").graph.node}
-    assert "ReverseSequence" not in used and "Where" not in used  # its Where broadcasts not
-    symbolic = reverse_sequence_model(
-        ["T", "B", 4], _TYPES["float32"], batch_axis=1, time_axis=0
-    )
-    with pytest.raises(revseq.StrategyError, match="declare static input shapes"):
-        revseq.inline(symbolic, target="x2paddle")
-
-
-_X2PADDLE_TYPES = (
-    "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "int64", "bool",
-    "complex64", "complex128",
-)  # fmt: skip
-"""What x2paddle's profile says its gathers move: every type of the op but float16 (its
-converter fails), uint32, uint64 (Paddle has none), bfloat16 and string."""
-
-
-@pytest.mark.backend
-@pytest.mark.parametrize("layout", [(1, 0), (0, 1)], ids=str)
-@pytest.mark.parametrize("dtype", _X2PADDLE_TYPES)
-def test_x2paddle_s_own_target_is_exact_there_for_every_type_it_carries(dtype, layout):
-    _environment_or_skip("x2paddle")
-    batch_axis, time_axis = layout
-    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    model = reverse_sequence_model([6, 3, 4], elem, batch_axis=batch_axis, time_axis=time_axis)
-    inlined = revseq.inline(model, target="x2paddle")
-    report = revseq.check(model, inlined, backend="x2paddle", trials=2)
-    assert report.ok and report.exercised, report
-
-
-def test_x2paddle_s_profile_lists_the_types_its_tests_run():
-    from revseq.ops.targets import TARGETS
-
-    assert {t for t in _X2PADDLE_TYPES if TARGETS["x2paddle"].has(t)} == set(_X2PADDLE_TYPES)
-    assert not TARGETS["x2paddle"].has("float16")
-
-
-def test_rknn_builds_for_the_sizes_it_runs_at_so_its_symbolic_dims_are_its_static_ones():
-    """Shape arithmetic is folded at its build: the form probes, run at fixed sizes, say
-    which forms hold with symbolic dims (int64 index arithmetic: its int32 Mul fails)."""
-    from revseq.ops.targets import TARGETS
-    from revseq.probe.backend import FOLDED_AT_BUILD
-
-    profile = TARGETS["rknn"]
-    assert profile.static_ops | FOLDED_AT_BUILD == profile.dynamic_ops
-    assert {"gather_rows", "gather_nd"} <= profile.forms["dynamic"]
-    assert "gather_rows@int32" not in profile.forms["dynamic"]
-    symbolic = reverse_sequence_model(
-        ["T", "B", 4], _TYPES["int32"], batch_axis=1, time_axis=0
-    )
-    used = {n.op_type for n in revseq.inline(symbolic, target="rknn").graph.node}
-    assert "Range" in used and "ReverseSequence" not in used
-
-
-@pytest.mark.backend
-@pytest.mark.parametrize(
-    "layout", [(["T", "B", 4], 1, 0), (["B", "T", 4], 0, 1), (["T", "B"], 1, 0)], ids=str
-)
-@pytest.mark.parametrize("dtype", ["float32", "int8", "int32", "int64", "bool"])
-def test_rknn_s_own_target_is_exact_there_with_symbolic_dims(dtype, layout):
-    _environment_or_skip("rknn")
-    dims, batch_axis, time_axis = layout
-    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-    model = reverse_sequence_model(dims, elem, batch_axis=batch_axis, time_axis=time_axis)
-    report = revseq.check(model, revseq.inline(model, target="rknn"), backend="rknn", trials=2)
-    assert report.ok and report.exercised, report
-    held_narrower = "exact to rknn's float16 storage of float32" in str(report)
-    assert held_narrower == (dtype == "float32"), report
 
 
 def test_a_worker_that_died_while_idle_is_started_afresh_on_the_next_call():
@@ -334,39 +199,3 @@ def test_a_worker_that_died_while_idle_is_started_afresh_on_the_next_call():
     again = runner({"x": x, "lens": lens})[0]  # a fresh worker prepares the model anew
     assert again.tobytes() == first.tobytes()
     assert _worker("onnxruntime")._process is not process
-
-
-def test_what_a_backend_holds_narrower_is_rounded_as_ieee_converts():
-    """RKNN holds float32 as float16: to nearest, a NaN's sign and top payload kept, quiet."""
-    from revseq.equivalence.inputs.values import held
-
-    bits = [0x7FC00123, 0xFF800123, 0x3F800001, 0x00000001, 0xFF800000, 0x80000000]
-    x = np.array(bits, np.uint32).view(np.float32)
-    got = held({"x": x, "n": np.arange(3)}, {"float32": "float16"})
-    assert [hex(v) for v in got["x"].view(np.uint32)] == [
-        "0x7fc00000", "0xffc00000", "0x3f800000", "0x0", "0xff800000", "0x80000000"
-    ]  # fmt: skip
-    assert got["n"].tobytes() == np.arange(3).tobytes()  # other types as given
-
-
-def test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on():
-    from revseq.backends import rknn
-
-    symbolic = reverse_sequence_model(["T", "B", 4], _TYPES["float32"])
-    with pytest.raises(ValueError, match=r"int32 Less .*target='rknn'"):
-        rknn.ADAPTER.prepare(revseq.inline(symbolic))  # the default: int32 index
-    ids = reverse_sequence_model(["T", "B"], _TYPES["int32"])
-    assert rknn._int32_arithmetic(revseq.inline(ids, target="rknn")) is None
-
-
-@pytest.mark.backend
-def test_rknn_s_int64_rounding_at_rank_4_is_said_with_the_difference():
-    """RKNN moves int64 of rank 4 through float64: the report says so beside the values."""
-    _environment_or_skip("rknn")
-    model = reverse_sequence_model([5, 2, 3, 2], _TYPES["int64"], batch_axis=1, time_axis=0)
-    x = (np.int64(2**53) + np.arange(60, dtype=np.int64) * 1413).reshape(5, 2, 3, 2)
-    lens = np.array([5, 3], np.int64)
-    inlined = revseq.inline(model, target="rknn")
-    report = revseq.check(model, inlined, backend="rknn", inputs={"x": x, "lens": lens})
-    assert not report.ok
-    assert "through float64: values from 2^53 up come back rounded" in report.message
