@@ -115,6 +115,29 @@ def test_ncnn_s_batch_leading_view_is_written_only_for_readers_pnnx_drops_the_ba
     assert revseq.check(model, inlined).ok
 
 
+_FEEDS = {"x": np.arange(30, dtype=np.float32).reshape(5, 2, 3), "lens": np.array([5, 3])}
+
+
+def _around_a_reversal(*nodes: onnx.NodeProto) -> onnx.ModelProto:
+    """``nodes`` as a model of ``x`` [5, 2, 3] and ``lens`` [2] to ``y``, a reversal inside."""
+    inputs = [
+        oh.make_tensor_value_info("x", TP.FLOAT, [5, 2, 3]),
+        oh.make_tensor_value_info("lens", TP.INT64, [2]),
+    ]
+    output = oh.make_tensor_value_info("y", TP.FLOAT, [5, 2, 3])
+    graph = oh.make_graph(list(nodes), "g", inputs, [output])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def _index_unturned(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` inlined, with the gather writing ``r`` reading its index unturned."""
+    bad = revseq.inline(model)
+    gather = next(n for n in bad.graph.node if n.output[0] == "r")
+    turned = next(n for n in bad.graph.node if n.output[0] == gather.input[1])
+    gather.input[1] = turned.input[0]
+    return bad
+
+
 class _Forgetful:
     """An engine standing in for a runtime that gives one tensor back as an empty object."""
 
@@ -143,27 +166,13 @@ def test_a_tensor_the_runtime_does_not_give_back_is_skipped_not_blamed():
     """OpenCV gives some tensors back as ``object []``: no difference, and said so."""
     from revseq.equivalence.blame import REVSEQ, first_differing_tensor
 
-    graph = oh.make_graph(
-        [
-            oh.make_node("Relu", ["x"], ["a"], name="pre"),
-            oh.make_node("ReverseSequence", ["a", "lens"], ["r"], name="rs"),
-            oh.make_node("Neg", ["r"], ["y"], name="post"),
-        ],
-        "g",
-        [
-            oh.make_tensor_value_info("x", TP.FLOAT, [5, 2, 3]),
-            oh.make_tensor_value_info("lens", TP.INT64, [2]),
-        ],
-        [oh.make_tensor_value_info("y", TP.FLOAT, [5, 2, 3])],
+    model = _around_a_reversal(
+        oh.make_node("Relu", ["x"], ["a"], name="pre"),
+        oh.make_node("ReverseSequence", ["a", "lens"], ["r"], name="rs"),
+        oh.make_node("Neg", ["r"], ["y"], name="post"),
     )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    bad = revseq.inline(model)
-    gather = next(n for n in bad.graph.node if n.output[0] == "r")  # the index unturned
-    gather.input[1] = next(n for n in bad.graph.node if n.output[0] == gather.input[1]).input[
-        0
-    ]
-    feeds = {"x": np.arange(30, dtype=np.float32).reshape(5, 2, 3), "lens": np.array([5, 3])}
-    located = first_differing_tensor(model, bad, feeds, _Forgetful("a"), (1e-5, 1e-6))
+    bad = _index_unturned(model)
+    located = first_differing_tensor(model, bad, _FEEDS, _Forgetful("a"), (1e-5, 1e-6))
     assert located.writer == REVSEQ, located
     assert "first differing tensor 'r'" in located.text, located
     assert "not given back by forgetful" in located.text and "'a' first" in located.text
@@ -190,27 +199,13 @@ def test_integers_given_back_in_a_narrower_type_are_not_where_a_difference_start
     on to the tensor that differs (a planted fault in the gather's index)."""
     from revseq.equivalence.blame import REVSEQ, first_differing_tensor
 
-    graph = oh.make_graph(
-        [
-            oh.make_node("Shape", ["x"], ["s"], name="shape"),
-            oh.make_node("ReverseSequence", ["x", "lens"], ["r"], name="rs"),
-            oh.make_node("Reshape", ["r", "s"], ["y"], name="post"),
-        ],
-        "g",
-        [
-            oh.make_tensor_value_info("x", TP.FLOAT, [5, 2, 3]),
-            oh.make_tensor_value_info("lens", TP.INT64, [2]),
-        ],
-        [oh.make_tensor_value_info("y", TP.FLOAT, [5, 2, 3])],
+    model = _around_a_reversal(
+        oh.make_node("Shape", ["x"], ["s"], name="shape"),
+        oh.make_node("ReverseSequence", ["x", "lens"], ["r"], name="rs"),
+        oh.make_node("Reshape", ["r", "s"], ["y"], name="post"),
     )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    bad = revseq.inline(model)
-    gather = next(n for n in bad.graph.node if n.output[0] == "r")  # the index unturned
-    gather.input[1] = next(n for n in bad.graph.node if n.output[0] == gather.input[1]).input[
-        0
-    ]
-    feeds = {"x": np.arange(30, dtype=np.float32).reshape(5, 2, 3), "lens": np.array([5, 3])}
-    located = first_differing_tensor(model, bad, feeds, _Narrowing(), (1e-5, 1e-6))
+    bad = _index_unturned(model)
+    located = first_differing_tensor(model, bad, _FEEDS, _Narrowing(), (1e-5, 1e-6))
     assert located.writer == REVSEQ, located
     assert "first differing tensor 'r'" in located.text, located
 
@@ -238,22 +233,12 @@ class _WrongInContext(_Forgetful):
 def test_a_runtime_that_gets_the_reference_itself_wrong_is_blamed_not_revseq():
     from revseq.equivalence.blame import OWN, first_differing_tensor
 
-    graph = oh.make_graph(
-        [
-            oh.make_node("ReverseSequence", ["x", "lens"], ["r"], name="rs"),
-            oh.make_node("Neg", ["r"], ["y"], name="post"),
-        ],
-        "g",
-        [
-            oh.make_tensor_value_info("x", TP.FLOAT, [5, 2, 3]),
-            oh.make_tensor_value_info("lens", TP.INT64, [2]),
-        ],
-        [oh.make_tensor_value_info("y", TP.FLOAT, [5, 2, 3])],
+    model = _around_a_reversal(
+        oh.make_node("ReverseSequence", ["x", "lens"], ["r"], name="rs"),
+        oh.make_node("Neg", ["r"], ["y"], name="post"),
     )
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
-    feeds = {"x": np.arange(30, dtype=np.float32).reshape(5, 2, 3), "lens": np.array([5, 3])}
     located = first_differing_tensor(
-        model, revseq.inline(model), feeds, _WrongInContext(), (1e-5, 1e-6)
+        model, revseq.inline(model), _FEEDS, _WrongInContext(), (1e-5, 1e-6)
     )
     assert located.writer == OWN, located
     assert "the reference itself, its ReverseSequence kept, differs there too" in str(located)
