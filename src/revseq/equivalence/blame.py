@@ -305,25 +305,28 @@ def _label(node: onnx.NodeProto) -> str:
 def _differs_alike(
     ref: onnx.ModelProto, feeds: Inputs, engine: Engine, tolerance: tuple[float, float] | None
 ) -> Located:
-    """Whether the model's own ops alone (reversals made Identities) differ there too."""
-    plain = without_reversals(ref)
+    """Whether the model's own ops alone (reversals made Identities) differ there too.
+
+    Where they agree, whether the reference itself does: a runtime that has the op may
+    convert a reversal and the ops around it together and get them wrong, with or
+    without revseq, and then no decomposition is to blame.
+    """
     try:
-        expected = runners(plain, ("on",))[0]["on"](feeds)
-        got = engine.prepare(plain)(feeds)
+        alone = _where_it_differs(without_reversals(ref), feeds, engine, tolerance)
     except Exception as e:  # the runtime's own failure, whatever its type
         return Located(
             f"the model without its reversals fails there ({one_line(e, 100, typed=True)})"
         )
-    names = [o.name for o in plain.graph.output]
-    for name, a, b in zip(names, expected, got, strict=True):
-        difference = _difference(a, b, tolerance)
-        if difference is not None:
-            return Located(
-                f"the model with every reversal made an Identity differs there too "
-                f"({name!r} {difference.where}): the model's own ops",
-                OWN,
-            )
-    itself = _reference_differs(ref, feeds, engine, tolerance)
+    if alone is not None:
+        return Located(
+            f"the model with every reversal made an Identity differs there too "
+            f"({alone}): the model's own ops",
+            OWN,
+        )
+    try:
+        itself = _where_it_differs(ref, feeds, engine, tolerance)
+    except Exception:  # the runtime lacks the op (most do), or fails on it
+        itself = None
     if itself is not None:
         return Located(
             "the model with every reversal made an Identity agrees, but the reference "
@@ -337,21 +340,19 @@ def _differs_alike(
     )
 
 
-def _reference_differs(
-    ref: onnx.ModelProto, feeds: Inputs, engine: Engine, tolerance: tuple[float, float] | None
+def _where_it_differs(
+    model: onnx.ModelProto,
+    feeds: Inputs,
+    engine: Engine,
+    tolerance: tuple[float, float] | None,
 ) -> str | None:
-    """Where the runtime's run of the reference itself differs from onnxruntime's, or None.
+    """The first output of ``model`` that ``engine`` computes otherwise than onnxruntime.
 
-    A runtime that has the op may convert a reversal and the ops around it
-    together and get them wrong, with or without revseq: then no decomposition is to
-    blame. None where it agrees, or cannot run the op (most runtimes).
+    Said as "'NAME' at [...]"; None where every output agrees. Raises what either raises.
     """
-    try:
-        expected = runners(ref, ("on",))[0]["on"](feeds)
-        got = engine.prepare(ref)(feeds)
-    except Exception:  # the runtime lacks the op, or fails on it: nothing to compare
-        return None
-    names = [o.name for o in ref.graph.output]
+    expected = runners(model, ("on",))[0]["on"](feeds)
+    got = engine.prepare(model)(feeds)
+    names = [o.name for o in model.graph.output]
     for name, a, b in zip(names, expected, got, strict=True):
         difference = _difference(a, b, tolerance)
         if difference is not None:
