@@ -72,8 +72,8 @@ def executorch_variants(
     XNNPACK (``executorch.program_runner``), checked bit for bit; a variant that fails or
     differs gets a note instead.
     """
-    from revseq import onnx2torch_converter as converter
     from revseq.backends import executorch
+    from revseq.backends.onnx2torch import converter
 
     modules = {
         EXECUTORCH[0]: converter.convert(model),

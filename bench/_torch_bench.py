@@ -66,7 +66,7 @@ brackets. `torch gather` and `torch rows` are the op written directly in torch (
 `where(t < L, L-1-t, t)`, then `torch.gather` with it expanded over the features, or
 `index_select` of the data's rows): what a user gets without ONNX. `converter` is the
 model that keeps the op, converted with revseq's ReverseSequence converter
-(`revseq.onnx2torch_converter`), and `converter compiled` that module compiled with
+(`revseq.backends.onnx2torch.converter`), and `converter compiled` that module compiled with
 `torch.compile(fullgraph=True)` (inductor; dynamic where dims are symbolic);
 `torch gather compiled` the hand-written gather compiled alike. On the CPU, where
 executorch is installed, the `ExecuTorch` columns are programs exported with the row's
@@ -282,7 +282,7 @@ def _converter_variants(
     """
     import torch
 
-    from revseq import onnx2torch_converter as converter
+    from revseq.backends.onnx2torch import converter
 
     dynamic = any(
         d.HasField("dim_param")

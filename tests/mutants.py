@@ -167,10 +167,10 @@ MUTANTS = (
     ),
     Mutant(
         "converter: the gather exported too",
-        "src/revseq/onnx2torch_converter.py",
+        "src/revseq/backends/onnx2torch/converter.py",
         "        fused = torch.compiler.is_compiling() and not torch.compiler.is_exporting()",
         "        fused = torch.compiler.is_compiling()",
-        aimed="tests/test_onnx2torch_converter.py::"
+        aimed="tests/backends/onnx2torch/test_converter.py::"
         "test_rows_are_taken_whole_except_where_inductor_fuses_the_gather",
     ),
     Mutant(

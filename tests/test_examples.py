@@ -43,8 +43,12 @@ Example = tuple[str, tuple[tuple[str, str], ...]]
 """Where an example is shown, and its lines in order: (command, what the line says)."""
 
 
+HELP_NAMES = {"NAME": "tvm", "OTHER": "tract"}
+"""What the help's examples run with in place of the backend names they leave open."""
+
+
 def _help_examples() -> list[Example]:
-    """Every ``--help``'s examples, each line an example of its own."""
+    """Every ``--help``'s examples, each line an example of its own (``HELP_NAMES`` filled)."""
     parser = build_parser()
     helps = {"revseq --help": parser}
     helps.update({f"revseq {n} --help": p for n, p in _subparsers(parser).items()})
@@ -58,6 +62,7 @@ def _help_examples() -> list[Example]:
         for line in lines:
             if line.strip().startswith("revseq "):
                 command, *says = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+                command = " ".join(HELP_NAMES.get(w, w) for w in command.split(" "))
                 found.append((where, ((command, "".join(says)),)))
     return found
 

@@ -92,12 +92,12 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
 
     The axes before the time axis are GatherND batch dims; the tuple holds the source
     step and the coordinates of the leading axes after the time axis. Without
-    ``batch_dims`` (WebNN; opset 11), every leading axis gets a coordinate; so too where
-    the tuples would hold two coordinates or more (a batch axis after the time axis)
-    and the target lacks ``GatherND:batch_dims:tuples`` (its profile says it reads those
-    wrong). The tuples are built in the source index's type and cast to int64
-    (GatherND's only index type) once, so that int32 index arithmetic stays int32 up to
-    the gather.
+    ``batch_dims`` (a target without it; opset 11), every leading axis gets a
+    coordinate; so too where the tuples would hold two coordinates or more (a batch
+    axis after the time axis) and the target lacks ``GatherND:batch_dims:tuples`` (its
+    profile says it reads those wrong). The tuples are built in the source index's type
+    and cast to int64 (GatherND's only index type) once, so that int32 index arithmetic
+    stays int32 up to the gather.
     """
     t, lead = sig.time_axis, sig.lead_rank
     batch_dims = t if sig.opset >= 12 and sig.target_has(GATHER_ND_BATCH_DIMS) else 0
@@ -121,7 +121,7 @@ def gather_nd(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> 
             # broadcast(L, B) (docs/backends.md).
             pair_lens = lens if symbolic_pair else None
             steps = axis_grid(op, data, axis, sig, itype=itype, lens=pair_lens)
-            if symbolic_pair and not sig.target_has("Expand"):  # CoreML: no Expand
+            if symbolic_pair and not sig.target_has("Expand"):  # a target without Expand
                 grid = op.Add(steps, op.Sub(src, src))  # broadcast by adding [T, B] zeros
             else:
                 grid = op.Expand(steps, lead_shape)

@@ -227,7 +227,7 @@ def _at_most(
     """``min(lens, top)`` by Less+Where where the target has them, else by Min, else Max.
 
     A select, not Min, wherever it can be (see ``clamped_lengths``). A target with Max
-    alone (CoreML) takes ``l - max(l - top, 0)`` of ``l = max(lens, 0)``: no operand
+    alone takes ``l - max(l - top, 0)`` of ``l = max(lens, 0)``: no operand
     wraps, as ``l`` and ``top`` are at least 0.
     """
     if sig.target_has("Less", "Where"):

@@ -41,7 +41,7 @@ LENGTH_TYPES = {
 FLAVOUR_LENGTH_TYPES = (ir.DataType.INT32,)
 """Lengths types an ONNX-domain node is taken with though ONNX allows only int64.
 
-OpenVINO's and TensorFlow's flavour of the op takes int32 lengths, and models
+TensorFlow's flavour of the op (and other toolkits') takes int32 lengths, and models
 converted from them hold it (not valid ONNX: onnxruntime refuses it). revseq inlines
 such a node as the ``revseq`` domain's op, and what it writes is valid ONNX."""
 

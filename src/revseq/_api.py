@@ -61,7 +61,7 @@ def inline(
             for each node.
         as_function: Emit the decomposition as model-local functions plus call nodes.
         target: A profile name from ``revseq.TARGETS`` (a probed backend such as
-            "tvm" or "onnxruntime", a documented one such as "webnn", or "any"), or a
+            backend's name in ``revseq.backends.ADAPTERS``, a documented one, or "any"), or a
             collection of op types (profile names may be mixed in) the output may use.
             None means "portable" (output that runs exactly on every probed backend)
             with strategy "auto", and "any" with a strategy named explicitly.
@@ -70,7 +70,7 @@ def inline(
         input_shapes: Fixed sizes for inputs (``{"x": [64, 2, 8]}``), set first, with
             each symbol they bind fixed wherever the graph declares it (onnxsim's
             ``--overwrite-input-shape``): for runtimes that build for fixed shapes
-            (RKNN, ncnn, x2paddle), which then get a static form.
+            (their targets refuse symbolic dims), which then get a static form.
 
     Returns:
         The rewritten model, of the kind given (a path gives an ``onnx.ModelProto``).

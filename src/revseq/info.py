@@ -152,8 +152,7 @@ def _flavour(node: ir.Node) -> str | None:
     if node.domain == REVSEQ_DOMAIN or lens is None or lens.dtype not in FLAVOUR_LENGTH_TYPES:
         return None
     return (
-        "int32 lengths: OpenVINO's and TensorFlow's flavour, not valid ONNX; revseq inline "
-        "writes valid ONNX"
+        "int32 lengths: TensorFlow's flavour, not valid ONNX; revseq inline writes valid ONNX"
     )
 
 

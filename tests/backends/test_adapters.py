@@ -438,6 +438,9 @@ def test_each_runtime_is_one_room_with_its_adapter_and_profile():
     root = pathlib.Path(__file__).parents[2]
     packages = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert {f"revseq.backends.{room}" for room in rooms} <= set(packages["packages"])
+    # A command of its own (``revseq NAME-setup``) is its room's too, named by its row.
+    declaring = {n for n in _adapter._REGISTRY if _adapter.adapter(n).setup is not None}
+    assert declaring == set(_adapter.SETUPS)
 
 
 def test_a_runtime_s_declared_quirks_are_stated_once_in_its_profile():

@@ -269,3 +269,37 @@ def test_inline_for_the_finite_target_says_what_changed_and_what_was_checked(
     assert "check: OK on finite float32 data without -0.0" in done.stderr
     done = revseq("check", model_path, out)
     assert done.returncode == 0 and "domain: finite float32 data" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("step", "still_missing", "code", "said"),
+    [
+        ("npm install failed: E404", None, 2, "error: webgpu-setup: npm install failed"),
+        (None, "node is not on the PATH", 2, "revseq: error: node is not on the PATH"),
+        (None, None, 0, "installed in /cache"),
+    ],
+)
+def test_a_setup_command_is_its_backend_s_and_says_a_failed_step_in_one_line(
+    monkeypatch, capsys, step, still_missing, code, said
+):
+    """``revseq NAME-setup`` runs what the backend's room declares; a failed step, or a
+    backend that still cannot run, is one line and exit 2."""
+    import dataclasses
+
+    from revseq.backends import _adapter
+    from revseq.cli import main
+
+    def setup(progress):
+        if step is not None:
+            raise RuntimeError(step)
+        return "onnxruntime-web 1.0 installed in /cache"
+
+    real = _adapter.adapter("webgpu")
+    monkeypatch.setattr(
+        _adapter, "adapter", lambda name: dataclasses.replace(real, setup=setup)
+    )
+    monkeypatch.setattr(_adapter, "unavailable", lambda name: still_missing)
+    assert main(["webgpu-setup", "--quiet"]) == code
+    out, err = capsys.readouterr()
+    assert said in (out if code == 0 else err)
+    assert "Traceback" not in err and len(err.strip().splitlines()) == (code != 0)

@@ -13,13 +13,14 @@ what revseq may assume of the backend), its probed profile (``NAME.json``, where
 declared quirks are stated: :func:`quirks_of`) and, where it runs in an environment of
 its own, the ``runner.py`` served there; one row of the registry (``ADAPTERS``)
 names it, imported only when asked for; each backend is an optional extra
-(``pip install "onnx-revseq[tvm]"``), ``[backends]`` installs the light ones.
+(``pip install "onnx-revseq[NAME]"``), ``[backends]`` installs the light ones.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ADAPTERS",
+    "SETUPS",
     "CPU",
     "Placement",
     "Adapter",
@@ -36,6 +37,7 @@ __all__ = [
     "isolated",
     "node_key",
     "quirks_of",
+    "set_up",
     "unavailable",
     "write_model",
 ]
@@ -43,6 +45,7 @@ __all__ = [
 from revseq.backends._adapter import (
     ADAPTERS,
     CPU,
+    SETUPS,
     Adapter,
     Backend,
     BackendError,
@@ -56,6 +59,7 @@ from revseq.backends._adapter import (
     installed,
     node_key,
     quirks_of,
+    set_up,
     unavailable,
     write_model,
 )

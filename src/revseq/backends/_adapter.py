@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "ADAPTERS",
+    "SETUPS",
     "CPU",
     "Placement",
     "Adapter",
@@ -19,6 +20,7 @@ __all__ = [
     "lowest_ir",
     "node_key",
     "quirks_of",
+    "set_up",
     "unavailable",
 ]
 
@@ -107,6 +109,9 @@ class Adapter:
             it), or None.
         simulated: It simulates a device on the host: its speed page times the
             simulator, and says so.
+        setup: Installs what it needs beyond pip (``revseq NAME-setup``), reporting
+            each step to the function it is given; returns what it installed, in one
+            line. Raises RuntimeError when a step fails.
     """
 
     prepare: Callable[[onnx.ModelProto], Callable]
@@ -123,12 +128,14 @@ class Adapter:
     builds_for_shapes: bool = False
     untimed: str | None = None
     simulated: bool = False
+    setup: Callable[[Callable[[str], None]], str] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class _Row:
     where: str  # "module" or "module:ATTRIBUTE" in this package; ADAPTER by default
     description: str
+    setup: str | None = None  # what ``revseq NAME-setup`` installs, where it has one
 
 
 _REGISTRY: dict[str, _Row] = {
@@ -148,7 +155,12 @@ _REGISTRY: dict[str, _Row] = {
     "tinygrad": _Row("tinygrad", "tinygrad's OnnxRunner on its CPU device"),
     "tract": _Row("tract", "Sonos tract, through its Python bindings"),
     "mnn": _Row("mnn", "Alibaba MNN: its converter, then its nn Module API on the CPU"),
-    "webgpu": _Row("webgpu", "onnxruntime-web's WebGPU execution provider on Dawn, in Node"),
+    "webgpu": _Row(
+        "webgpu",
+        "onnxruntime-web's WebGPU execution provider on Dawn, in Node",
+        setup="npm install the pinned onnxruntime-web that the webgpu backend runs "
+        "(into ~/.cache/revseq, or $REVSEQ_CACHE)",
+    ),
     "opencv": _Row("opencv", "OpenCV's DNN module (cv2.dnn) on its CPU backend"),
     "ncnn": _Row(
         "ncnn", "Tencent's ncnn, converted by pnnx from ONNX, run on the CPU in float32"
@@ -182,6 +194,11 @@ _REGISTRY: dict[str, _Row] = {
 
 ADAPTERS: dict[str, str] = {name: row.description for name, row in _REGISTRY.items()}
 """Every adapter, by the name ``--backend`` and ``target=`` take, with what it runs."""
+
+SETUPS: dict[str, str] = {
+    name: row.setup for name, row in _REGISTRY.items() if row.setup is not None
+}
+"""The backends that install more than pip does, with what ``revseq NAME-setup`` installs."""
 
 
 class BackendError(RevseqError):
@@ -409,6 +426,23 @@ def get(name: str) -> Backend:
     if reason is not None:
         raise BackendUnavailableError(reason)
     return Backend(name, adapter(name))
+
+
+def set_up(name: str, progress: Callable[[str], None]) -> str:
+    """Install what backend ``name`` needs beyond pip; what it installed, in one line.
+
+    Raises:
+        BackendUnavailableError: It installed, but the backend still cannot run here.
+        RuntimeError: A step of the installation failed.
+    """
+    declared = adapter(name)
+    if declared.setup is None:
+        raise BackendUnavailableError(f"backend {name!r} installs with pip alone")
+    done = declared.setup(progress)
+    reason = unavailable(name)
+    if reason is not None:
+        raise BackendUnavailableError(reason)
+    return done
 
 
 def input_names(model: onnx.ModelProto) -> list[str]:

@@ -1,6 +1,6 @@
 """Backends in a child process: a native crash there is one line here, not the end of ours.
 
-tract's Python binding aborts the whole interpreter on a Rust panic, and a compiler's
+A Python binding of a Rust runtime aborts the whole interpreter on a panic, and a compiler's
 C++ assertion can do the same. ``check --backend`` and ``probe`` therefore talk to each
 backend through a worker process (``python -m revseq.backends._isolated NAME``) that
 prepares models and runs them on request; when the worker dies, the call that was in
@@ -244,7 +244,7 @@ class IsolatedBackend:
         """Make the next call start a fresh worker.
 
         After a model went wrong in it: a backend may corrupt its memory without dying
-        (MNN 3.6.1 frees an invalid pointer reversing rank-4 data by a step -1 Slice),
+        (a runtime has freed an invalid pointer reversing rank-4 data by a step -1 Slice),
         and a later model would fail in its place (a probe of ConstantOfShape, killed by
         SIGSEGV after that Slice).
         """

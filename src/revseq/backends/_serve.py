@@ -49,7 +49,7 @@ def _one_line(error: BaseException) -> str:
 def main(runner_path: str) -> int:
     """Answer requests on stdin until it closes."""
     # This folder, first on the path of a script run, holds runners named after the
-    # runtimes they import: ``import rknn`` must find the toolkit.
+    # runtimes they import: ``import NAME`` must find the runtime, not the runner.
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     requests = os.fdopen(os.dup(0), "rb")
@@ -75,7 +75,7 @@ def main(runner_path: str) -> int:
                 start = time.perf_counter()
                 outputs = prepared[key](feeds)
                 seconds = time.perf_counter() - start  # the run here, the pipe left out
-                # Where a delegate took part of the model, what it took (LiteRT's XNNPACK).
+                # Where a delegate took part of the model, what it took (a delegate library).
                 delegation = getattr(prepared[key], "delegation", None)
                 answer = (True, [_npy(o) for o in outputs], seconds, delegation)
             else:

@@ -231,7 +231,7 @@ def _inputs_need_check(args: argparse.Namespace) -> None:
 
 def cmd_inline(args: argparse.Namespace, console: Console) -> int:
     _inputs_need_check(args)
-    # --target repeats, and takes several names at once: --target tvm tract
+    # --target repeats, and takes several names at once: --target NAME OTHER
     names = [name for group in args.target or () for name in group]
     # Resolved once, here: an unknown name is refused before any work.
     target = resolve_target(names if len(names) > 1 else names[0]) if names else None
@@ -420,17 +420,15 @@ def cmd_targets(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK
 
 
-def cmd_webgpu_setup(args: argparse.Namespace, console: Console) -> int:
-    from revseq.backends import webgpu
+def cmd_setup(args: argparse.Namespace, console: Console) -> int:
+    from revseq.backends import BackendUnavailableError, set_up
 
     try:
-        folder = webgpu.install(progress=console.progress)
+        console.result(set_up(args.backend, console.progress))
     except RuntimeError as e:
-        raise RevseqError(f"webgpu-setup: {e}") from e
-    console.result(f"onnxruntime-web {webgpu.version()} installed in {folder}")
-    missing = webgpu.missing_requirement()
-    if missing is not None:
-        raise RevseqError(missing)
+        raise RevseqError(f"{args.backend}-setup: {e}") from e
+    except BackendUnavailableError as e:
+        raise RevseqError(str(e)) from e
     return EXIT_OK
 
 

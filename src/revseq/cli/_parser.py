@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Callable
 
 import revseq
-from revseq.backends import ADAPTERS
+from revseq.backends import ADAPTERS, SETUPS
 from revseq.cli._commands import (
     Console,
     cmd_check,
@@ -16,8 +16,8 @@ from revseq.cli._commands import (
     cmd_info,
     cmd_inline,
     cmd_restore,
+    cmd_setup,
     cmd_targets,
-    cmd_webgpu_setup,
 )
 from revseq.cli._probe import cmd_probe
 from revseq.cli._values import dim_sizes, input_shape, positive_int, tolerance, value_range
@@ -124,8 +124,8 @@ def _add_rewrite_command(
 
 _EXAMPLES = """examples:
   revseq inline model.onnx -o inlined.onnx --check      the default output, checked
-  revseq inline model.onnx -o tvm.onnx --target tvm     TVM's own target
-  revseq check model.onnx inlined.onnx --backend tract  each node's replacement on tract
+  revseq inline model.onnx -o out.onnx --target NAME    a backend's own target
+  revseq check model.onnx inlined.onnx --backend NAME  each node's replacement there
   revseq check model.onnx inlined.onnx --dims T=64,B=2 --val-range ids:[0,99]
   revseq restore exported.onnx -o fused.onnx            hand-written reversals as the op
   revseq targets                                        the backends revseq knows
@@ -136,15 +136,15 @@ the runtime's own ops differ (check --whole-model)."""
 
 _INLINE_EXAMPLES = """examples:
   revseq inline model.onnx -o out.onnx                 runs on every probed backend
-  revseq inline model.onnx -o out.onnx --target tvm tract
+  revseq inline model.onnx -o out.onnx --target NAME OTHER    runs on both backends
   revseq inline model.onnx -o out.onnx --target Range Less Where GatherElements \\
       Gather Shape Slice Squeeze Unsqueeze Expand Add Sub Cast    only these op types
   revseq inline model.onnx -o out.onnx --check --dims T=64
-  revseq inline model.onnx -o rknn.onnx --target rknn --overwrite-input-shape ids:[64,2]"""
+  revseq inline model.onnx -o out.onnx --target NAME --overwrite-input-shape ids:[64,2]"""
 
 _CHECK_EXAMPLES = """examples:
   revseq check model.onnx inlined.onnx                 whole models in onnxruntime
-  revseq check model.onnx inlined.onnx --backend tvm   and each replacement on TVM
+  revseq check model.onnx inlined.onnx --backend NAME  and each replacement there
   revseq check model.onnx --per-node                   one model's nodes, one by one
   revseq check model.onnx inlined.onnx --input ids=ids.npy --dims B=4
   revseq check model.onnx inlined.onnx --input feeds.npz --val-range ids:[0,99]"""
@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (
         _add_inline, _add_restore, _add_check, _add_info, _add_targets, _add_probe,
-        _add_webgpu_setup, _add_demo,
+        _add_setups, _add_demo,
     ):  # fmt: skip
         add(commands, common)
     return parser
@@ -197,7 +197,7 @@ def _add_inline(commands, common: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="NAME",
         help=f"a backend profile ({', '.join(revseq.TARGETS)}) or an ONNX op type the "
-        "output may use; several (--target tvm tract, or --target repeated) give output "
+        "output may use; several (--target NAME OTHER, or --target repeated) give output "
         "that runs on each profile, op types are allowed together",
     )
     inline.add_argument(
@@ -207,8 +207,8 @@ def _add_inline(commands, common: argparse.ArgumentParser) -> None:
         type=input_shape,
         metavar="NAME:[D0,D1]",
         help="fix inputs' sizes first, and every symbol they bind (as onnxsim does), for "
-        "runtimes that build for fixed shapes (rknn, ncnn, x2paddle); --check then runs "
-        "at these sizes",
+        "runtimes that build for fixed shapes (their targets refuse symbolic dims); --check "
+        "then runs at these sizes",
     )
 
 
@@ -352,16 +352,13 @@ def _add_probe(commands, common: argparse.ArgumentParser) -> None:
     probe.set_defaults(handler=cmd_probe)
 
 
-def _add_webgpu_setup(commands, common: argparse.ArgumentParser) -> None:
-    """``revseq webgpu-setup``: onnxruntime-web installed from npm."""
-    setup = commands.add_parser(
-        "webgpu-setup",
-        parents=[common],
-        help="npm install the pinned onnxruntime-web that the webgpu backend runs "
-        "(into ~/.cache/revseq, or $REVSEQ_CACHE)",
-        formatter_class=_HelpFormat,
-    )
-    setup.set_defaults(handler=cmd_webgpu_setup)
+def _add_setups(commands, common: argparse.ArgumentParser) -> None:
+    """``revseq NAME-setup``: what a backend needs beyond pip, installed (its room's)."""
+    for name, what in SETUPS.items():
+        setup = commands.add_parser(
+            f"{name}-setup", parents=[common], help=what, formatter_class=_HelpFormat
+        )
+        setup.set_defaults(handler=cmd_setup, backend=name)
 
 
 def _add_demo(commands, common: argparse.ArgumentParser) -> None:

@@ -74,7 +74,7 @@ def to_proto(model: ModelLike) -> onnx.ModelProto:
 def with_definition(proto: onnx.ModelProto) -> onnx.ModelProto:
     """Attach revseq's definition of the ``revseq`` domain op, if the model uses it.
 
-    An ONNX-domain node with int32 lengths (OpenVINO's and TensorFlow's flavour, which
+    An ONNX-domain node with int32 lengths (TensorFlow's flavour, which
     onnxruntime refuses) is run on them cast to int64: the same lengths.
     """
     proto = _flavour_cast(proto)

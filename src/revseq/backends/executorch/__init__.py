@@ -1,12 +1,12 @@
 """ExecuTorch: onnx2torch's module exported with ``torch.export``, lowered, run by its runtime.
 
 The road a model takes to a phone or a microcontroller through PyTorch. The conversion
-registers revseq's ReverseSequence converter (:mod:`revseq.onnx2torch_converter`), so a model
-that still holds the op gets there too. ``executorch`` lowers with the XNNPACK delegate
-(the nodes it takes run in XNNPACK, the others on ExecuTorch's portable kernels);
-``executorch-portable`` (``PORTABLE``) with the portable
-kernels alone. A runner's ``delegation`` names the ATen ops each took (filled in when
-the first inputs have exported the model).
+registers revseq's ReverseSequence converter (:mod:`revseq.backends.onnx2torch.converter`),
+so a model that still holds the op gets there too. ``executorch`` lowers with the XNNPACK
+delegate (the nodes it takes run in XNNPACK, the others on ExecuTorch's portable kernels);
+``executorch-portable`` (``PORTABLE``) with the portable kernels alone. A runner's
+``delegation`` names the ATen ops each took (filled in when the first inputs have
+exported the model).
 
 ExecuTorch plans its memory for the largest shapes a program takes: dims the model
 declares symbolic are exported as symbols (one per name, so the lengths' own dim stays
@@ -41,7 +41,7 @@ _GROWTH = 4
 
 def prepare(model: onnx.ModelProto, *, delegate: bool = True):
     """A runner that exports and lowers ``model`` for the first inputs it is given."""
-    from revseq import onnx2torch_converter as converter
+    from revseq.backends.onnx2torch import converter
 
     return program_runner(converter.convert(model), model, delegate=delegate)
 

@@ -4,7 +4,7 @@ On a CUDA device it is another backend, ``onnx2torch-cuda`` (its kernels move ot
 types, :mod:`revseq.backends.onnx2torch_cuda`), which builds on the helpers here.
 
 This is onnx2torch as users install it: without revseq's ReverseSequence converter
-(:mod:`revseq.onnx2torch_converter`), whose module is imported here only to let
+(:mod:`revseq.backends.onnx2torch.converter`), whose module is imported here only to let
 onnx2torch import where torchvision cannot (``make_importable``).
 """
 
@@ -73,7 +73,7 @@ def to_numpy(tensor) -> np.ndarray:
 
 def convert(model: onnx.ModelProto):
     """The ``torch.fx.GraphModule`` onnx2torch makes of ``model``."""
-    from revseq.onnx2torch_converter import make_importable
+    from revseq.backends.onnx2torch.converter import make_importable
 
     make_importable()  # registers nothing: revseq's converter is registered on request
     from onnx2torch import convert as onnx2torch_convert

@@ -157,6 +157,12 @@ def install(*, progress: Callable[[str], None] = print) -> pathlib.Path:
     return folder
 
 
+def _set_up(progress: Callable[[str], None]) -> str:
+    """``revseq webgpu-setup``: :func:`install`, and what it installed."""
+    folder = install(progress=progress)
+    return f"onnxruntime-web {version()} installed in {folder}"
+
+
 def _install_lavapipe(target: pathlib.Path) -> None:
     apt, unpack = shutil.which("apt-get"), shutil.which("dpkg-deb")
     if apt is None or unpack is None:
@@ -377,6 +383,7 @@ ADAPTER = Adapter(
     imports=(),
     version=version,
     missing_requirement=missing_requirement,
+    setup=_set_up,
     untimed=(
         "its runs pass the tensors through a worker process, on a software Vulkan where "
         "no GPU is there: no GPU's timing"

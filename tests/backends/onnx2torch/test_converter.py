@@ -1,5 +1,5 @@
-"""revseq.onnx2torch_converter: ReverseSequence as one torch module, eager, compiled with
-``torch.compile(fullgraph=True)`` and exported with ``torch.export``, bit for bit against
+"""The onnx2torch room's converter: ReverseSequence as one torch module, eager, compiled
+with ``torch.compile(fullgraph=True)`` and exported with ``torch.export``, bit for bit against
 the numpy reference, at a second shape where dims are symbolic."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ TORCH_TYPES = [name for name in ELEMENT_TYPES if name != "string"]
 
 
 def _converter():
-    return pytest.importorskip("revseq.onnx2torch_converter")
+    return pytest.importorskip("revseq.backends.onnx2torch.converter")
 
 
 def _inputs(dims, dtype, batch_axis, time_axis, rng, lengths=None):
