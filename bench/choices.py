@@ -1,12 +1,12 @@
 """``python -m bench.choices``: both sides of each threshold the forms switch at.
 
-The forms switch layout or index type at the thresholds of ``revseq.ops.targets.tuning``. Each
-was set by timing both sides in onnxruntime, which has the op: for every case of a
-threshold, onnxruntime's own output is emitted with the threshold forced below the
-case and above it (its profile carrying the forced :class:`~revseq.ops.targets.tuning.Tuning`),
-and both run interleaved with the native kernel in this process, 1 thread (paired
-medians, ``revseq.measure._timing``). The page says which side was cheaper and which
-side the shipped threshold takes.
+The forms switch layout or index type at the thresholds of a profile's ``Tuning``
+(``revseq.ops.targets.profile``). Each was set by timing both sides in onnxruntime, which
+has the op: for every case of a threshold, onnxruntime's own output is emitted with the
+threshold forced below the case and above it (its profile carrying the forced
+:class:`~revseq.ops.targets.profile.Tuning`), and both run interleaved with the native
+kernel in this process, 1 thread (paired medians, ``revseq.measure._timing``). The page
+says which side was cheaper and which side the shipped threshold takes.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from bench.pages import write_measured_page
 from revseq.measure._cases import Case, fed, input_arrays, native_model
 from revseq.measure._timing import PLACEMENTS, median_of_passes, placed_medians
 from revseq.ops.targets import TARGETS
-from revseq.ops.targets.profile import COST_TIE
-from revseq.ops.targets.tuning import DEFAULT_TUNING
+from revseq.ops.targets.profile import COST_TIE, DEFAULT_TUNING
 from revseq.ops.vocabulary import STATIC
 
 _NEVER = 1 << 40
@@ -43,7 +42,7 @@ class Choice:
     """One threshold, its two sides, and the cases on both sides of its value.
 
     Attributes:
-        field: The :class:`~revseq.ops.targets.tuning.Tuning` field.
+        field: The :class:`~revseq.ops.targets.profile.Tuning` field.
         below: What the forms do at or below the threshold (batch thresholds) or above
             it (``int32_min_elements``): the side ``taken`` forces.
         other: What they do on the other side.
@@ -98,7 +97,7 @@ CHOICES: tuple[Choice, ...] = (
         "T x B",
     ),
 )
-"""Every threshold of ``revseq.ops.targets.tuning``, and where it is timed."""
+"""Every threshold of ``revseq.ops.targets.profile``, and where it is timed."""
 
 
 def _measure(case: Case, choice: Choice) -> int:
@@ -180,7 +179,8 @@ def format_choice(choice: Choice, rows: Sequence[dict[str, object]]) -> str:
 
 
 _INTRO = """\
-Each threshold of `ops/targets/tuning.py`, both sides forced on onnxruntime's own output
+Each threshold of `Tuning` (`ops/targets/profile.py`), both sides forced on
+onnxruntime's own output
 (`target="onnxruntime"`, lengths at run time), each side's median time over the
 native kernel's in the same rounds (1 thread, paired medians, the median of the
 passes). `cheaper` names the side more than 10% faster (`tie` within 10%); `shipped` is

@@ -25,9 +25,9 @@ import revseq
 from bench.pages import write_measured_page
 from bench.sweep import types_of
 from revseq import backends
-from revseq.equivalence.compare import first_difference
 from revseq.equivalence.inputs.values import random_array
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
+from revseq.equivalence.reports import first_difference
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 from revseq.ops.vocabulary import ELEMENT_TYPES

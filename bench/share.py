@@ -30,10 +30,10 @@ from bench.pages import write_measured_page
 from revseq import backends
 from revseq.equivalence.blame import without_reversals
 from revseq.equivalence.inputs import InputGenerator
-from revseq.equivalence.inputs.given import GivenInputs, dim_key
+from revseq.equivalence.inputs.sizes import GivenInputs, dim_key
 from revseq.errors import RevseqError, one_line
-from revseq.files import run_time_inputs
 from revseq.measure._timing import paired_medians
+from revseq.passes.graph.scopes import run_time_input_infos
 
 RUNTIMES = (
     "onnxruntime", "opencv", "tract", "onnx2torch", "tvm", "openvino", "mnn", "ncnn",
@@ -52,7 +52,7 @@ _DEFAULT_MODELS = "tests/fixtures/tf_*.onnx"
 
 def feeds_at_batch_1(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs as the check draws them (finite), every symbolic dim at 1."""
-    infos = run_time_inputs(model)
+    infos = run_time_input_infos(model)
     symbols = {
         key: 1
         for info in infos

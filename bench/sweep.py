@@ -31,8 +31,8 @@ import onnx_ir as ir
 
 import revseq
 from revseq import backends
-from revseq.equivalence.compare import first_difference
 from revseq.equivalence.inputs.values import random_array
+from revseq.equivalence.reports import first_difference
 from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets import TARGETS
 from revseq.ops.targets.profile import Profile

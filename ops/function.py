@@ -19,7 +19,7 @@ from onnxscript import INT64, script
 from onnxscript import opset18 as op
 from onnxscript.values import Opset
 
-from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
+from revseq.ops.vocabulary import ONNX_DOMAINS, REVSEQ_DOMAIN
 
 REVSEQ_OPSET = Opset(REVSEQ_DOMAIN, 1)
 """The ``revseq`` domain, version 1: the generalised op (any axes, int32/int64 lengths)."""

@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops.targets.tuning import DEFAULT_TUNING, Tuning
+from revseq.ops.targets.profile import DEFAULT_TUNING, Tuning
 from revseq.ops.vocabulary import data_variant
 
 MAX_FOLDED_ELEMENTS = 1 << 16

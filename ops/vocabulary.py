@@ -1,4 +1,4 @@
-"""The names revseq's layers share: forms, op variants, gathers, element types, classes.
+"""The names revseq's layers share: forms, op variants, gathers, element types, domains.
 
 A profile (each runtime room's ``NAME.json``) lists what a backend runs as ONNX op types and as
 *variants*: an op used one particular way (``GatherND:batch_dims``), or a way of
@@ -14,52 +14,56 @@ __all__ = [
     "ALL_DIMS",
     "BATCH_FROM_DATA",
     "CLIP_CAST",
+    "CONCAT_DATA",
     "COST_CLASSES",
+    "DOMAIN_KEY",
     "DYNAMIC",
     "ELEMENT_TYPES",
+    "FINITE",
+    "FINITE_DOMAIN",
     "FLAT_GATHER_ELEMENTS",
     "FORM_NAMES",
-    "GATHERS",
+    "FUNCTION_DOMAIN",
     "GATHER_CONSTANT_INDEX",
     "GATHER_ELEMENTS",
     "GATHER_ELEMENTS_INT32",
-    "GATHER_INT32",
     "GATHER_ELEMENTS_KINDS",
+    "GATHER_INT32",
     "GATHER_KINDS",
     "GATHER_ND",
     "GATHER_ND_BATCH_DIMS",
     "GATHER_ND_BATCH_TUPLES",
     "GATHER_ROWS",
+    "GATHERS",
     "INDEX_IN_PLACE",
     "INT32_INDEX",
+    "INT32_INDEX_SUFFIX",
     "INT64_INDEX",
     "LEAN_INDEX_SUFFIX",
     "LEAN_VARIANTS",
     "MATRIX",
     "MATRIX_STATIC",
     "MUL_DIM",
-    "INT32_INDEX_SUFFIX",
+    "ONE_HOT",
+    "ONNX_DOMAINS",
     "RESHAPE_ALLOWZERO",
     "RESHAPE_VIEW",
     "REVERSE_ALL",
-    "SLICES",
-    "ONE_HOT",
-    "FINITE",
-    "FINITE_DOMAIN",
-    "DOMAIN_KEY",
     "REVERSING_SLICE",
     "REVERSING_SLICE_HIGH_RANK",
+    "REVSEQ_DOMAIN",
     "SCALAR_BY_SUM",
     "SHAPE_ARITHMETIC",
     "SHAPE_CLASSES",
     "SHAPE_KINDS",
+    "SLICE_DATA",
+    "SLICES",
     "STATIC",
     "TIME_BATCH",
     "VARIANTS",
     "WHERE_BROADCAST_ELSE",
-    "SLICE_DATA",
-    "CONCAT_DATA",
     "data_variant",
+    "default_opset",
     "dtype_name",
     "int32_index_variant",
     "split_form_name",
@@ -326,3 +330,19 @@ def split_form_name(name: str) -> tuple[str, bool, bool] | None:
                 ):
                     return form, lean, narrow
     return None
+
+
+# --- Domains: the ONNX domain's two spellings, the generalised op's, the functions' ------
+ONNX_DOMAINS = frozenset({"", "ai.onnx"})
+"""The two spellings of ONNX's own (default) domain."""
+
+REVSEQ_DOMAIN = "revseq"
+"""Domain of the generalised op: any distinct axes, int32 or int64 lengths."""
+
+FUNCTION_DOMAIN = "revseq.inline"
+"""Domain of the model-local functions ``inline(..., as_function=True)`` emits."""
+
+
+def default_opset(proto: onnx.ModelProto) -> int:
+    """The version of ONNX's own domain the model imports (0 when none)."""
+    return next((op.version for op in proto.opset_import if op.domain in ONNX_DOMAINS), 0)

@@ -80,7 +80,7 @@ MUTANTS = (
     ),
     Mutant(
         "fixed shapes: computed shapes never folded",
-        "passes/graph/inference.py",
+        "passes/graph/shapes.py",
         "    if _inputs_fixed(model) and not _all_static(found[0]):",
         "    if False:",
         aimed="tests/test_tf_models.py::"
@@ -111,7 +111,7 @@ MUTANTS = (
     ),
     Mutant(
         "check: a model that runs only at 1 never tried there",
-        "src/revseq/equivalence/inputs/fitting.py",
+        "src/revseq/equivalence/inputs/sizes.py",
         "    above = [key for key in free if sizes[key] > 1]",
         "    above = []",
         aimed="tests/equivalence/inputs/test_check_inputs.py::"
@@ -395,7 +395,7 @@ MUTANTS = (
     ),
     Mutant(
         "outputs compared without their element type",
-        "src/revseq/equivalence/compare.py",
+        "src/revseq/equivalence/reports.py",
         "    if expected.shape != got.shape or expected.dtype != got.dtype:",
         "    if expected.shape != got.shape:",
         aimed="tests/equivalence/inputs/test_check_inputs.py::test_a_comparison_tells_element_types_apart",
@@ -434,7 +434,7 @@ MUTANTS = (
     ),
     Mutant(
         "dims named apart never made equal",
-        "src/revseq/equivalence/inputs/fitting.py",
+        "src/revseq/equivalence/inputs/sizes.py",
         "        for size in sorted({sizes[k] for k in free if sizes[k] > sizes[key]}):",
         "        for size in ():",
         aimed="tests/equivalence/inputs/test_check_inputs.py::"
@@ -451,7 +451,7 @@ MUTANTS = (
     ),
     Mutant(
         "given values' sizes not pinned",
-        "src/revseq/equivalence/inputs/given.py",
+        "src/revseq/equivalence/inputs/sizes.py",
         "            pins.pin(dim, size, source)",
         "            pass",
         aimed="tests/equivalence/inputs/test_check_inputs.py::"
@@ -577,7 +577,7 @@ MUTANTS = (
     ),
     Mutant(
         "check: the batch-1 retry tried for the first symbolic dim only",
-        "src/revseq/equivalence/inputs/fitting.py",
+        "src/revseq/equivalence/inputs/sizes.py",
         "    for key in above:",
         "    for key in above[:1]:",
         aimed="tests/equivalence/test_verdict_mechanics.py::"
@@ -585,7 +585,7 @@ MUTANTS = (
     ),
     Mutant(
         "whole model: NaN in both outputs counted as a difference",
-        "src/revseq/equivalence/compare.py",
+        "src/revseq/equivalence/reports.py",
         "        close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)",
         "        close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=False)",
         aimed="tests/equivalence/test_verdicts.py::test_nan_in_both_outputs_is_no_difference_across_runtimes",

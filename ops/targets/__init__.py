@@ -3,10 +3,10 @@
 A profile (written by ``revseq probe`` into its runtime's room,
 ``src/revseq/backends/ROOM/NAME.json``; the documented ones in ``profiles/``) lists the
 op types and variants a backend ran exactly, the element types it carries and what each
-form costs there. ``revseq.ops.vocabulary`` names everything a profile may say (and every layer
-speaks it); ``profile`` is the model of one; ``registry`` loads them (``TARGETS``) and
-resolves what a user asks for (``resolve_target``); ``carriers`` and ``tuning`` hold the
-element-type carriers and the measured thresholds the forms switch at.
+form costs there. ``revseq.ops.vocabulary`` names everything a profile may say (and every
+layer speaks it); ``profile`` is the model of one, with the measured thresholds the forms
+switch at (``Tuning``); ``registry`` loads them (``TARGETS``) and resolves what a user asks
+for (``resolve_target``); ``carriers`` holds the element-type carriers.
 """
 
 from __future__ import annotations

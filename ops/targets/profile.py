@@ -15,7 +15,14 @@ naming an op, variant, type, form or class revseq does not know fails to load.
 
 from __future__ import annotations
 
-__all__ = ["COST_TIE", "Cost", "Layout", "Profile"]
+__all__ = [
+    "COST_TIE",
+    "DEFAULT_TUNING",
+    "Cost",
+    "Layout",
+    "Profile",
+    "Tuning",
+]
 
 import dataclasses
 import json
@@ -35,7 +42,6 @@ from revseq.ops.targets.fields import (
     ordered,
     sorted_or_none,
 )
-from revseq.ops.targets.tuning import Tuning
 from revseq.ops.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
@@ -52,6 +58,31 @@ from revseq.ops.vocabulary import (
     SHAPE_KINDS,
     STATIC,
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning:
+    """Where the forms switch layout or index type.
+
+    Attributes:
+        time_inner_max_batch: Time-major nodes with rows of several elements and at most
+            this many batch entries compute their index as ``[B, T]`` and transpose it
+            (onnxruntime broadcasts slowly over a short innermost dim).
+        transpose_data_max_batch: Time-major single-element rows with at most this many
+            batch entries are gathered on the data's ``[B, T]`` transpose.
+        int32_min_elements: Static indexes of at least this many elements are computed
+            in int32 where every value provably fits; below it the Cast costs more than
+            the narrower arithmetic saves.
+    """
+
+    time_inner_max_batch: int = 16
+    transpose_data_max_batch: int = 32
+    int32_min_elements: int = 1 << 12
+
+
+DEFAULT_TUNING = Tuning()
+"""The thresholds every target uses unless its profile carries others."""
+
 
 COST_TIE = 1.1
 """Costs within this factor of each other are a tie: paired medians of one probe move

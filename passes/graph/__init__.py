@@ -1,7 +1,8 @@
 """Graph tooling that inline and restore share: reading a model the way the passes do.
 
 ``scopes`` walks every node of every scope; ``reverse_sequence`` reads and validates a
-ReverseSequence node; ``shapes``, ``inference`` and ``shape_reads`` reason about dims;
+ReverseSequence node; ``shapes`` (onnx's inference, the shape table) and ``producers``
+(what a value's producer says) reason about dims;
 ``evaluate`` folds constants; ``builder`` emits a form's nodes into a graph and
 ``index_sharing`` keeps one copy of index arithmetic that two forms compute alike;
 ``names`` gives emitted nodes and values names of their own; ``fixed_shapes`` fixes
@@ -26,7 +27,6 @@ __all__ = [
 
 from revseq.passes.graph.builder import gc_paused
 from revseq.passes.graph.fixed_shapes import FixInputShapesPass
-from revseq.passes.graph.inference import Dim
 from revseq.passes.graph.reverse_sequence import (
     DECOMPOSITION_MIN_OPSET,
     is_reverse_sequence,
@@ -35,4 +35,4 @@ from revseq.passes.graph.reverse_sequence import (
     validate_all,
 )
 from revseq.passes.graph.scopes import ScopedNode, walk
-from revseq.passes.graph.shapes import ShapeTable
+from revseq.passes.graph.shapes import Dim, ShapeTable

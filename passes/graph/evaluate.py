@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops.domains import ONNX_DOMAINS
+from revseq.ops.vocabulary import ONNX_DOMAINS
 
 
 class UnsupportedOp(Exception):

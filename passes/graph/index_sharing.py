@@ -21,7 +21,7 @@ from collections.abc import Hashable, Sequence
 
 import onnx_ir as ir
 
-from revseq.passes.graph.shape_reads import shape_dim_read
+from revseq.passes.graph.producers import shape_dim_read
 from revseq.passes.graph.shapes import ShapeTable
 
 

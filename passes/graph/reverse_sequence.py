@@ -21,8 +21,8 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.errors import InvalidNodeError, UnsupportedOpsetError
-from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.ops.signature import Signature
+from revseq.ops.vocabulary import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.passes.graph.scopes import ScopedNode, opset_version
 from revseq.passes.graph.shapes import ShapeTable
 

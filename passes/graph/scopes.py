@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-__all__ = ["ScopedNode", "constants_graph", "opset_version", "run_time_inputs", "walk"]
+__all__ = [
+    "ScopedNode",
+    "constants_graph",
+    "opset_version",
+    "run_time_input_infos",
+    "run_time_inputs",
+    "walk",
+]
 
 import dataclasses
 from collections.abc import Iterator
 
+import onnx
 import onnx_ir as ir
 
-from revseq.ops.domains import ONNX_DOMAINS
+from revseq.ops.vocabulary import ONNX_DOMAINS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,3 +86,13 @@ def constants_graph(model: ir.Model, scoped: ScopedNode) -> ir.Graph | None:
 def run_time_inputs(graph: ir.Graph) -> list[ir.Value]:
     """The graph's inputs fed when it runs: those no initializer gives a value."""
     return [v for v in graph.inputs if v.name not in graph.initializers]
+
+
+def run_time_input_infos(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The main graph's inputs fed when it runs, as the serialised model declares them.
+
+    An input an initializer of the same name gives its value (models of IR version < 4
+    list their weights as inputs) is not one of them.
+    """
+    initializers = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in initializers]

@@ -13,12 +13,12 @@ import onnx_ir as ir
 
 from revseq.errors import UnsupportedOpsetError, one_line
 from revseq.ops import forms
-from revseq.ops.domains import FUNCTION_DOMAIN
 from revseq.ops.targets import Target, resolve_target
 from revseq.ops.vocabulary import (
     DOMAIN_KEY,
     FINITE,
     FINITE_DOMAIN,
+    FUNCTION_DOMAIN,
     INT64_INDEX,
     ONE_HOT,
 )

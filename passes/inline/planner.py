@@ -29,8 +29,7 @@ from revseq.ops import forms
 from revseq.ops.signature import Signature
 from revseq.ops.targets import combine
 from revseq.ops.targets.carriers import CARRIERS, carrier_variant
-from revseq.ops.targets.profile import Profile
-from revseq.ops.targets.tuning import DEFAULT_TUNING
+from revseq.ops.targets.profile import DEFAULT_TUNING, Profile
 from revseq.ops.vocabulary import (
     CLIP_CAST,
     DYNAMIC,

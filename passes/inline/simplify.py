@@ -26,9 +26,9 @@ import onnx_ir as ir
 from revseq.ops.signature import Signature
 from revseq.ops.targets.profile import Profile
 from revseq.passes.graph.names import NameSource, Survey, emitted_name
+from revseq.passes.graph.producers import scalar_dim
 from revseq.passes.graph.reverse_sequence import remove_if_dead, signature_of
 from revseq.passes.graph.scopes import ScopedNode, constants_graph, opset_version
-from revseq.passes.graph.shape_reads import scalar_dim
 from revseq.passes.graph.shapes import ShapeTable
 
 logger = logging.getLogger(__name__)

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
+from revseq.ops.vocabulary import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.passes.graph.evaluate import SUPPORTED_OPS
 from revseq.passes.graph.names import EMITTED_NAME
+from revseq.passes.graph.producers import scalar_dim
 from revseq.passes.graph.reverse_sequence import LENGTH_TYPES as ACCEPTED_LENGTHS
-from revseq.passes.graph.shape_reads import scalar_dim
 from revseq.passes.graph.shapes import ShapeTable
 
 GATHER_OPS = frozenset({"GatherElements", "GatherND", "Gather"})

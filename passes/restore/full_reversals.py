@@ -19,10 +19,10 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops.domains import ONNX_DOMAINS
+from revseq.ops.vocabulary import ONNX_DOMAINS
 from revseq.passes.graph.evaluate import UnsupportedOp
 from revseq.passes.graph.names import EMITTED_NAME
-from revseq.passes.graph.shape_reads import single_int
+from revseq.passes.graph.producers import single_int
 from revseq.passes.restore.fusion import Match, NoMatch
 from revseq.passes.restore.proof import DimReads, evaluate_slice, probe_shapes
 

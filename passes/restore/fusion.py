@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from revseq.ops.domains import ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.ops.targets.carriers import carrier_pair
+from revseq.ops.vocabulary import ONNX_DOMAINS, REVSEQ_DOMAIN
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,8 +35,8 @@ import itertools
 import numpy as np
 import onnx_ir as ir
 
-from revseq.ops.domains import ONNX_DOMAINS
-from revseq.passes.graph.shape_reads import shape_dim_read
+from revseq.ops.vocabulary import ONNX_DOMAINS
+from revseq.passes.graph.producers import shape_dim_read
 from revseq.passes.graph.shapes import ShapeTable
 from revseq.passes.restore.backward_slice import (
     GATHER_OPS,

@@ -24,7 +24,7 @@ import logging
 
 import onnx_ir as ir
 
-from revseq.ops.domains import FUNCTION_DOMAIN, ONNX_DOMAINS, REVSEQ_DOMAIN
+from revseq.ops.vocabulary import FUNCTION_DOMAIN, ONNX_DOMAINS, REVSEQ_DOMAIN
 from revseq.passes.graph.builder import gc_paused
 from revseq.passes.graph.names import EMITTED_NAME
 from revseq.passes.graph.reverse_sequence import remove_if_dead, validate_all

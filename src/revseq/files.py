@@ -17,7 +17,6 @@ __all__ = [
     "external_tensor_count",
     "load_arrays",
     "load_model",
-    "run_time_inputs",
     "same_file",
     "save_arrays",
     "save_model",
@@ -424,13 +423,3 @@ def save_arrays(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
             os.replace(temporary, path)
     except OSError as e:
         raise ModelSaveError(f"{path}: cannot write: {one_line(e)}") from e
-
-
-def run_time_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    """The graph inputs a model is fed when it runs, in declaration order.
-
-    An input an initializer of the same name gives its value (models of IR version < 4
-    list their weights as inputs) is not one of them.
-    """
-    initializers = {t.name for t in model.graph.initializer}
-    return [i for i in model.graph.input if i.name not in initializers]

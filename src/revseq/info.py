@@ -11,7 +11,7 @@ import logging
 import onnx_ir as ir
 
 from revseq.errors import InvalidNodeError, UnsupportedOpsetError
-from revseq.ops.domains import REVSEQ_DOMAIN
+from revseq.ops.vocabulary import REVSEQ_DOMAIN
 from revseq.passes import (
     DECOMPOSITION_MIN_OPSET,
     Dim,

@@ -246,7 +246,7 @@ def test_a_runtime_that_gets_the_reference_itself_wrong_is_blamed_not_revseq():
 
 def test_where_no_larger_size_runs_each_symbolic_dim_is_tried_at_1_alone():
     """A time-major export with its batch baked to 1: its batch is the second dim."""
-    from revseq.equivalence.inputs.fitting import sizes_of_one
+    from revseq.equivalence.inputs.sizes import sizes_of_one
 
     tried = list(sizes_of_one({"steps": 4, "batch": 3, "fixed": 1}, ["steps", "batch"]))
     assert tried == [
@@ -259,7 +259,7 @@ def test_where_no_larger_size_runs_each_symbolic_dim_is_tried_at_1_alone():
 def test_a_long_stage_says_it_started_that_it_still_runs_and_how_long_it_took():
     import time
 
-    from revseq.equivalence.progress import stage
+    from revseq.equivalence.reports import stage
 
     said: list[str] = []
     with stage(said.append, "converting on slow", every=0.05):
@@ -357,7 +357,7 @@ def test_inputs_of_any_name_are_saved_and_read_back(tmp_path):
 
 
 def test_an_infinite_reference_gives_no_nan_relative_error():
-    from revseq.equivalence.compare import largest
+    from revseq.equivalence.reports import largest
 
     measured = largest("y", np.array([-np.inf, 2.0]), np.array([-3e38, 2.0]))
     assert measured.absolute == np.inf and measured.relative == 0.0

@@ -36,9 +36,9 @@ import numpy as np
 import onnx
 
 from revseq.errors import RevseqError, install_hint, one_line
-from revseq.files import run_time_inputs
 from revseq.ops.targets import TARGETS
 from revseq.ops.targets.profile import Profile
+from revseq.passes.graph.scopes import run_time_input_infos
 
 logger = logging.getLogger(__name__)
 
@@ -446,8 +446,8 @@ def set_up(name: str, progress: Callable[[str], None]) -> str:
 
 
 def input_names(model: onnx.ModelProto) -> list[str]:
-    """The names of the model's run-time inputs (``revseq.files.run_time_inputs``)."""
-    return [i.name for i in run_time_inputs(model)]
+    """The names of the model's run-time inputs (``run_time_input_infos``)."""
+    return [i.name for i in run_time_input_infos(model)]
 
 
 def write_model(model: onnx.ModelProto, folder: str, name: str = "model.onnx") -> str:

@@ -17,8 +17,8 @@ import revseq
 from revseq import files
 from revseq.equivalence import check
 from revseq.info import count_nodes
-from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.function import definition
+from revseq.ops.vocabulary import REVSEQ_DOMAIN, default_opset
 
 logger = logging.getLogger(__name__)
 

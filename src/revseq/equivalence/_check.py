@@ -37,24 +37,25 @@ from revseq.equivalence._runners import (
     Capturer,
     Engine,
     ModelLike,
+    declared_domain,
     refuse_invalid_nodes,
     to_proto,
     with_definition,
 )
-from revseq.equivalence.across import Whose, across_runtimes, at_sizes
-from revseq.equivalence.declared import declared_domain
+from revseq.equivalence.across import across_runtimes, at_sizes
 from revseq.equivalence.inputs import InputGenerator, Inputs
-from revseq.equivalence.inputs.given import GivenInputs, fixed_by, given_inputs
+from revseq.equivalence.inputs.sizes import GivenInputs, fixed_by, given_inputs
 from revseq.equivalence.reports import (
     CheckReport,
     NodeReport,
+    Whose,
     verdict_message,
 )
 from revseq.equivalence.whole_models import compare_models
 from revseq.errors import CheckError
-from revseq.files import run_time_inputs
 from revseq.ops.vocabulary import FINITE, FINITE_DOMAIN
 from revseq.passes import is_reverse_sequence, walk
+from revseq.passes.graph.scopes import run_time_input_infos
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ WHOLE_MODEL_ATOL = 1e-6
 
 
 def _run_inputs(proto: onnx.ModelProto) -> list[str]:
-    return [i.name for i in run_time_inputs(proto)]
+    return [i.name for i in run_time_input_infos(proto)]
 
 
 def _has_reverse_sequence(proto: onnx.ModelProto) -> bool:

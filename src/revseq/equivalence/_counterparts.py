@@ -20,10 +20,10 @@ import logging
 import onnx
 import onnx_ir as ir
 
-from revseq.ops.domains import ONNX_DOMAINS
+from revseq.ops.vocabulary import ONNX_DOMAINS
 from revseq.passes import ScopedNode, ShapeTable, is_reverse_sequence, node_label, walk
+from revseq.passes.graph.producers import scalar_dim
 from revseq.passes.graph.reverse_sequence import int32_source
-from revseq.passes.graph.shape_reads import scalar_dim
 
 logger = logging.getLogger(__name__)
 

@@ -21,19 +21,23 @@ import onnx
 import onnx_ir as ir
 
 from revseq.equivalence._counterparts import Counterpart, counterparts
-from revseq.equivalence._runners import Engine, Native, Runner, capture, with_definition
-from revseq.equivalence.compare import first_difference
-from revseq.equivalence.declared import as_declared, declared_types
+from revseq.equivalence._runners import (
+    Engine,
+    Native,
+    Runner,
+    as_declared,
+    capture,
+    declared_types,
+    with_definition,
+)
 from revseq.equivalence.inputs import Inputs
-from revseq.equivalence.inputs.lengths import MIN_TELLING_T, covering_lengths
+from revseq.equivalence.inputs.uses import MIN_TELLING_T, covering_lengths
 from revseq.equivalence.inputs.values import held, random_array
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
-from revseq.equivalence.progress import Progress, stage
-from revseq.equivalence.reports import NodeReport
+from revseq.equivalence.reports import NodeReport, Progress, first_difference, stage
 from revseq.errors import CheckError, RevseqError
-from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.targets import TARGETS
-from revseq.ops.vocabulary import GATHERS, dtype_name
+from revseq.ops.vocabulary import GATHERS, REVSEQ_DOMAIN, default_opset, dtype_name
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from revseq.equivalence._runners import (
     with_definition,
 )
 from revseq.equivalence.inputs import InputGenerator, Inputs
-from revseq.equivalence.inputs.given import given_inputs
+from revseq.equivalence.inputs.sizes import given_inputs
 from revseq.equivalence.reports import NodeReport
 from revseq.errors import CheckError
 

@@ -10,15 +10,19 @@ function) so that a runtime can execute it.
 from __future__ import annotations
 
 __all__ = [
+    "as_declared",
+    "capture",
     "Capturer",
+    "declared_domain",
+    "declared_types",
     "Engine",
+    "fed_as_declared",
     "ModelLike",
     "Native",
+    "refuse_invalid_nodes",
     "Runner",
-    "capture",
     "runners",
     "to_proto",
-    "refuse_invalid_nodes",
     "with_definition",
 ]
 
@@ -33,9 +37,9 @@ import onnx_ir as ir
 
 from revseq.backends import onnxruntime as ort_adapter
 from revseq.errors import CheckError, RevseqError, one_line
-from revseq.ops.domains import REVSEQ_DOMAIN, default_opset
 from revseq.ops.function import definition
 from revseq.ops.reference import reference_evaluator, reverse_sequence_model
+from revseq.ops.vocabulary import DOMAIN_KEY, REVSEQ_DOMAIN, default_opset
 from revseq.passes import ShapeTable, validate_all, walk
 from revseq.passes.graph.reverse_sequence import FLAVOUR_LENGTH_TYPES
 
@@ -315,3 +319,35 @@ def refuse_invalid_nodes(proto: onnx.ModelProto, label: str) -> None:
         validate_all(walk(ir.from_proto(proto)))
     except RevseqError as e:
         raise CheckError(f"{label}: {e}") from e
+
+
+def declared_domain(proto: onnx.ModelProto) -> str | None:
+    """The data ``proto`` says its decompositions are exact on, where not every value."""
+    return next((p.value for p in proto.metadata_props if p.key == DOMAIN_KEY), None)
+
+
+def declared_types(proto: onnx.ModelProto) -> dict[str, int]:
+    """Each graph input's declared element type, by name."""
+    return {i.name: i.type.tensor_type.elem_type for i in proto.graph.input}
+
+
+def as_declared(feeds: Inputs, declared: dict[str, int]) -> Inputs:
+    """``feeds`` in the element types ``declared`` names, where an integer input differs.
+
+    A ``-finite`` target makes a lengths input float32 (a float-only runtime's
+    interface): it is fed the reference's integer values as float32, which holds each
+    exactly below 2**24 (larger lengths are beyond any time axis such a form takes).
+    """
+    fed = dict(feeds)
+    for name, elem in declared.items():
+        value = fed.get(name)
+        if value is None or elem != onnx.TensorProto.FLOAT or value.dtype.kind not in "iu":
+            continue
+        fed[name] = np.clip(value.astype(np.int64), -(2**24), 2**24).astype(np.float32)
+    return fed
+
+
+def fed_as_declared(proto: onnx.ModelProto, runner: Runner) -> Runner:
+    """``runner`` fed its inputs in the types ``proto`` declares (``as_declared``)."""
+    declared = declared_types(proto)
+    return lambda feeds: runner(as_declared(feeds, declared))

@@ -18,7 +18,7 @@ three questions are asked in turn:
 
 from __future__ import annotations
 
-__all__ = ["Whose", "across_runtimes", "at_sizes", "whose_difference"]
+__all__ = ["across_runtimes", "at_sizes", "whose_difference"]
 
 import dataclasses
 from collections.abc import Mapping, Sequence
@@ -31,28 +31,10 @@ from revseq.equivalence._decompositions_alone import nodes_report
 from revseq.equivalence._runners import Engine
 from revseq.equivalence.blame import OWN, REVSEQ, first_differing_tensor
 from revseq.equivalence.inputs import Inputs
-from revseq.equivalence.progress import Progress, stage
-from revseq.equivalence.reports import NodeReport, WholeComparison
+from revseq.equivalence.reports import NodeReport, Progress, WholeComparison, Whose, stage
 from revseq.equivalence.whole_models import compare_models, storage_hint
 from revseq.errors import CheckError, RevseqError
 from revseq.passes.graph import FixInputShapesPass
-
-
-@dataclasses.dataclass(frozen=True)
-class Whose:
-    """Whose a whole-model difference is, said whole.
-
-    Attributes:
-        text: Where it starts and why it is whose it is.
-        runtime: revseq's part is exact (bit for bit in onnxruntime, and each
-            decomposition alone on the runtime), and the difference starts at one of
-            the model's own ops, or in the values of a type the runtime holds narrower
-            (float32 as float16), which revseq's decompositions move exactly: the
-            runtime's own computation.
-    """
-
-    text: str
-    runtime: bool
 
 
 def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)

@@ -30,10 +30,9 @@ import onnx
 import onnx_ir as ir
 from onnx_ir.passes.common import IdentityEliminationPass, RemoveUnusedNodesPass
 
-from revseq.equivalence._runners import Engine, Runner, runners
-from revseq.equivalence.compare import first_difference, first_difference_beyond
-from revseq.equivalence.declared import fed_as_declared
+from revseq.equivalence._runners import Engine, Runner, fed_as_declared, runners
 from revseq.equivalence.inputs import Inputs
+from revseq.equivalence.reports import first_difference, first_difference_beyond
 from revseq.errors import one_line
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})

@@ -1,16 +1,232 @@
-"""What a check reports: per model, per node, the first difference."""
+"""What a check finds and says: the first difference, the reports, the stages as they run.
+
+Outputs are compared bit for bit (:func:`first_difference`), or within a stated
+tolerance across runtimes (:func:`first_difference_beyond`, :func:`largest`); what a
+check found is reported per model, per node and whole (:class:`CheckReport`), with whose
+a difference across runtimes is (:class:`Whose`). A runtime may convert a model for
+minutes (a build for a device, a converter) before its first run returns: a check that
+printed nothing then looks hung, so each stage says when it starts, every
+``HEARTBEAT`` seconds while it lasts, and how long it took when it was slow
+(:func:`stage`).
+"""
 
 from __future__ import annotations
 
-__all__ = ["CheckReport", "Counterexample", "NodeReport", "WholeComparison", "verdict_message"]
+__all__ = [
+    "HEARTBEAT",
+    "CheckReport",
+    "Counterexample",
+    "Difference",
+    "first_difference",
+    "first_difference_beyond",
+    "largest",
+    "Largest",
+    "NodeReport",
+    "Progress",
+    "stage",
+    "verdict_message",
+    "WholeComparison",
+    "Whose",
+]
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 
-from revseq.equivalence.compare import Largest
+import numpy as np
+
 from revseq.equivalence.inputs import Inputs
 
+# --- What a long check says while it works: the stage, and how long it has taken ---------
+Progress = Callable[[str], None]
+"""Called with one line (the command line prints it to stderr)."""
 
+HEARTBEAT = 15.0
+"""Seconds between two lines of a stage that is still running."""
+
+_SLOW = 2.0  # a stage that took longer says so when it ends
+
+
+@contextlib.contextmanager
+def stage(progress: Progress | None, what: str, *, every: float = HEARTBEAT) -> Iterator[None]:
+    """Say ``what`` starts, that it still runs every ``every`` seconds, and its time."""
+    if progress is None:
+        yield
+        return
+    started = time.perf_counter()
+    progress(f"check: {what} ...")
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(every):
+            progress(f"check: {what}: still running, {time.perf_counter() - started:.0f} s")
+
+    heart = threading.Thread(target=beat, daemon=True)
+    heart.start()
+    try:
+        yield
+    finally:
+        done.set()
+        heart.join()
+        took = time.perf_counter() - started
+        if took >= _SLOW:
+            progress(f"check: {what}: {took:.1f} s")
+
+
+# --- Comparing outputs: bit for bit, or within a stated tolerance across runtimes --------
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """Where two arrays first differ.
+
+    Attributes:
+        index: The element, or None when the dtypes or shapes differ.
+        expected: The reference's value there (or its dtype and shape).
+        got: The candidate's value there (or its dtype and shape).
+    """
+
+    index: tuple[int, ...] | None
+    expected: object
+    got: object
+
+    @property
+    def where(self) -> str:
+        """``at [i, j]`` or ``in dtype/shape``."""
+        return f"at {list(self.index)}" if self.index is not None else "in dtype/shape"
+
+
+def _layout_difference(expected: np.ndarray, got: np.ndarray) -> Difference | None:
+    if expected.shape != got.shape or expected.dtype != got.dtype:
+        return Difference(
+            None, f"{expected.dtype} {list(expected.shape)}", f"{got.dtype} {list(got.shape)}"
+        )
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Bits:
+    """An element whose value prints like the other side's, shown with its bits.
+
+    Two NaNs with other payloads, or a quieted signalling NaN, print alike as ``nan``.
+    """
+
+    value: object
+    bits: str
+
+    def __repr__(self) -> str:
+        return f"{self.value!r} (bits {self.bits})"
+
+
+def _first(differs: np.ndarray, expected: np.ndarray, got: np.ndarray) -> Difference | None:
+    if not differs.any():
+        return None
+    index = tuple(int(i) for i in np.argwhere(differs)[0])
+    a, b = expected.item(index), got.item(index)
+    if repr(a) == repr(b) and expected.dtype != object:
+        return Difference(index, _with_bits(expected, index), _with_bits(got, index))
+    return Difference(index, a, b)
+
+
+def _with_bits(array: np.ndarray, index: tuple[int, ...]) -> Bits:
+    raw = np.ascontiguousarray(array[index]).tobytes()
+    return Bits(array.item(index), "0x" + (raw[::-1] if np.little_endian else raw).hex())
+
+
+def first_difference(expected: np.ndarray, got: np.ndarray) -> Difference | None:
+    """None when the arrays are bit-identical (strings: equal by value)."""
+    expected, got = np.asarray(expected), np.asarray(got)
+    layout = _layout_difference(expected, got)
+    if layout is not None:
+        return layout
+    if expected.dtype == object:
+        differs = np.array(
+            [a != b for a, b in zip(expected.reshape(-1), got.reshape(-1), strict=True)],
+            dtype=bool,
+        ).reshape(expected.shape)
+        return _first(differs, expected, got)
+    if expected.tobytes() == got.tobytes():
+        return None
+    width = expected.dtype.itemsize
+    a = np.ascontiguousarray(expected).view(np.uint8).reshape((*expected.shape, width))
+    b = np.ascontiguousarray(got).view(np.uint8).reshape((*got.shape, width))
+    return _first((a != b).any(axis=-1), expected, got)
+
+
+def first_difference_beyond(
+    expected: np.ndarray, got: np.ndarray, *, rtol: float, atol: float
+) -> Difference | None:
+    """None when every element is within ``atol + rtol * |expected|`` (NaN matches NaN).
+
+    For outputs computed by arithmetic that two runtimes may round differently; a
+    non-numeric output is compared bit for bit.
+    """
+    expected, got = np.asarray(expected), np.asarray(got)
+    layout = _layout_difference(expected, got)
+    if layout is not None:
+        return layout
+    if expected.dtype.kind not in "fciu":
+        return first_difference(expected, got)
+    a = expected.astype(np.complex128 if expected.dtype.kind == "c" else np.float64)
+    b = got.astype(a.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+    return _first(~close, expected, got)
+
+
+@dataclasses.dataclass(frozen=True)
+class Largest:
+    """The largest errors of one output across runtimes, over every trial compared.
+
+    Attributes:
+        output: The output's name.
+        absolute: The largest ``|expected - got|`` (inf where one side is NaN or inf
+            and the other is not).
+        relative: The largest ``|expected - got| / |expected|`` over the expected values
+            that are finite and nonzero.
+    """
+
+    output: str
+    absolute: float
+    relative: float
+
+    def merged(self, other: Largest) -> Largest:
+        """The larger of each error, over both."""
+        return Largest(
+            self.output, max(self.absolute, other.absolute), max(self.relative, other.relative)
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"{self.output!r}: largest absolute error {self.absolute:.3g}, "
+            f"relative {self.relative:.3g}"
+        )
+
+
+def largest(name: str, expected: np.ndarray, got: np.ndarray) -> Largest | None:
+    """The largest absolute and relative errors of ``got`` against ``expected``.
+
+    None where they cannot be measured so (another dtype or shape, not numbers). NaN
+    against NaN and an infinity against the same one count as no error.
+    """
+    expected, got = np.asarray(expected), np.asarray(got)
+    if _layout_difference(expected, got) is not None or expected.dtype.kind not in "fciu":
+        return None
+    if not expected.size:
+        return Largest(name, 0.0, 0.0)
+    wide = np.complex128 if expected.dtype.kind == "c" else np.float64
+    a, b = expected.astype(wide), got.astype(wide)
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        error = np.where(same, 0.0, np.abs(a - b))
+        error = np.where(np.isnan(error), np.inf, error)
+        scale = np.abs(a)
+        finite = (scale > 0) & np.isfinite(scale)  # the relative error is defined there
+        relative = np.where(finite, error / np.where(finite, scale, 1.0), 0.0)
+    return Largest(name, float(error.max()), float(relative.max()))
+
+
+# --- The reports: of a whole model, of each node, of the check -------------------------
 @dataclasses.dataclass(frozen=True)
 class Counterexample:
     """The first difference found in the whole models' outputs."""
@@ -230,6 +446,23 @@ class CheckReport:
             for name, value in c.inputs.items():
                 lines.append(f"  input {name}: {value.dtype} {list(value.shape)}")
         return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class Whose:
+    """Whose a whole-model difference is, said whole.
+
+    Attributes:
+        text: Where it starts and why it is whose it is.
+        runtime: revseq's part is exact (bit for bit in onnxruntime, and each
+            decomposition alone on the runtime), and the difference starts at one of
+            the model's own ops, or in the values of a type the runtime holds narrower
+            (float32 as float16), which revseq's decompositions move exactly: the
+            runtime's own computation.
+    """
+
+    text: str
+    runtime: bool
 
 
 def verdict_message(

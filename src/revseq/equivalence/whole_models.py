@@ -16,18 +16,19 @@ from typing import Any
 import numpy as np
 import onnx
 
-from revseq.equivalence._runners import Engine, Runner, runners
+from revseq.equivalence._runners import Engine, Runner, fed_as_declared, runners
 from revseq.equivalence.blame import AMBIGUOUS, fails_alike, refused_op
-from revseq.equivalence.compare import (
+from revseq.equivalence.inputs import Inputs
+from revseq.equivalence.reports import (
+    Counterexample,
     Largest,
+    Progress,
+    WholeComparison,
     first_difference,
     first_difference_beyond,
     largest,
+    stage,
 )
-from revseq.equivalence.declared import fed_as_declared
-from revseq.equivalence.inputs import Inputs
-from revseq.equivalence.progress import Progress, stage
-from revseq.equivalence.reports import Counterexample, WholeComparison
 from revseq.errors import CheckError, RevseqError, one_line
 
 

@@ -26,7 +26,7 @@ import onnx
 import onnx.helper
 
 from revseq.backends import input_names
-from revseq.equivalence.declared import as_declared, declared_types
+from revseq.equivalence import as_declared, declared_types
 from revseq.ops.reference import reverse_sequence_model
 from revseq.ops.vocabulary import ALL_DIMS, SHAPE_CLASSES, STATIC
 

@@ -26,9 +26,8 @@ import onnx.parser
 import onnx.shape_inference
 
 from revseq.equivalence.inputs.values import random_array
-from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.reference import reverse_sequence_model
-from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, GATHER_ND_BATCH_DIMS
+from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, GATHER_ND_BATCH_DIMS, REVSEQ_DOMAIN
 from revseq.probe._ops import Probe
 from revseq.probe._text import CONSTANTS, EMPTY_SIZES, OPSET, SIZES
 

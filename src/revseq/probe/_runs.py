@@ -29,10 +29,10 @@ import onnx
 import revseq
 from revseq.backends import Backend, BackendError, IsolatedBackend
 from revseq.backends import onnxruntime as ort_adapter
-from revseq.equivalence.compare import first_difference
-from revseq.equivalence.declared import as_declared, declared_types
+from revseq.equivalence import as_declared, declared_types
 from revseq.equivalence.inputs.values import NAN_PAYLOADS, held, random_array
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
+from revseq.equivalence.reports import first_difference
 from revseq.ops.forms import FORMS
 from revseq.ops.reference import reference_evaluator, reverse_sequence, reverse_sequence_model
 from revseq.ops.targets.carriers import CARRIERS, carrier_variant

@@ -15,9 +15,8 @@ from helpers import assert_identical, model_of, onnx2torch_here, run_ort
 
 import revseq
 from revseq.equivalence.inputs.values import random_array
-from revseq.ops.domains import REVSEQ_DOMAIN
 from revseq.ops.reference import reverse_sequence
-from revseq.ops.vocabulary import ELEMENT_TYPES
+from revseq.ops.vocabulary import ELEMENT_TYPES, REVSEQ_DOMAIN
 
 pytestmark = onnx2torch_here
 FIXTURES = helpers.FIXTURES

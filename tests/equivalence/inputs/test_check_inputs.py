@@ -23,10 +23,10 @@ import revseq
 from revseq.cli import main
 from revseq.equivalence import generate_inputs
 from revseq.equivalence._runners import Capturer
-from revseq.equivalence.compare import first_difference
 from revseq.equivalence.inputs import InputGenerator
-from revseq.equivalence.inputs.given import GivenInputs
-from revseq.equivalence.inputs.lengths import covering_lengths
+from revseq.equivalence.inputs.sizes import GivenInputs
+from revseq.equivalence.inputs.uses import covering_lengths
+from revseq.equivalence.reports import first_difference
 from revseq.ops.reference import reverse_sequence_model
 
 

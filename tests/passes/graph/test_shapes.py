@@ -12,7 +12,7 @@ from onnx import TensorProto as TP
 import revseq
 import revseq.passes
 from revseq.ops.reference import reverse_sequence
-from revseq.passes.graph.shape_reads import scalar_dim
+from revseq.passes.graph.producers import scalar_dim
 from revseq.passes.graph.shapes import ShapeTable
 from tests.helpers import assert_identical, constants_of, run_ort
 

@@ -18,7 +18,7 @@ import onnx
 
 from revseq.backends._adapter import Adapter, BackendError, input_names, write_model
 from revseq.errors import one_line
-from revseq.ops.domains import default_opset
+from revseq.ops.vocabulary import default_opset
 
 COMPILE_FLAGS = (
     "--iree-input-demote-f64-to-f32=false",

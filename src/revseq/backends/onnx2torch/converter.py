@@ -30,7 +30,7 @@ import onnx
 import torch
 from torch import nn
 
-from revseq.ops.domains import REVSEQ_DOMAIN
+from revseq.ops.vocabulary import REVSEQ_DOMAIN
 
 
 def make_importable() -> None:

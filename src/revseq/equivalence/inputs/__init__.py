@@ -1,10 +1,10 @@
 """The inputs a check runs on: given by the user, or generated to exercise the reversal.
 
-``generator`` makes each trial's inputs (:class:`InputGenerator`); ``given`` holds what
-the user gives; ``uses`` reads from the graph what each input is for (token ids, a
-reversal's data, its lengths); ``lengths`` draws the lengths (0, 1, T and between);
-``values`` draws the values and says what each was drawn as; ``fitting`` learns the
-sizes of symbolic dims the model runs with.
+``generator`` makes each trial's inputs (:class:`InputGenerator`); ``sizes`` holds what
+the user gives and learns the sizes of symbolic dims the model runs with; ``uses`` reads
+from the graph what each input is for (token ids, a reversal's data, its lengths) and
+draws the lengths (0, 1, T and between); ``values`` draws the values and says what each
+was drawn as.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ span 0..T of the node it feeds, with T learned from the data the node actually r
 an RNN, a Transpose. Other inputs get values the model can run on: token ids within the
 embedding they index (:mod:`~revseq.equivalence.inputs.uses`), special floats only where
 they reach a reversal, symbolic dims grown where the model needs more
-(:mod:`~revseq.equivalence.inputs.fitting`), and whatever the user gives
-(:class:`~revseq.equivalence.inputs.given.GivenInputs`).
+(:mod:`~revseq.equivalence.inputs.sizes`), and whatever the user gives
+(:class:`~revseq.equivalence.inputs.sizes.GivenInputs`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from revseq.equivalence.inputs.fitting import (
+from revseq.equivalence.inputs.sizes import (
     MAX_FIT_RUNS,
     FittedSizes,
+    GivenInputs,
     concrete_dims,
+    dim_key,
     draw_sizes,
     explain_failure,
     input_shapes,
@@ -34,23 +36,24 @@ from revseq.equivalence.inputs.fitting import (
     runtime_reason,
     sizes_of_one,
 )
-from revseq.equivalence.inputs.given import GivenInputs, dim_key
-from revseq.equivalence.inputs.lengths import (
+from revseq.equivalence.inputs.uses import (
+    IndexUse,
     LengthsInput,
     constant_reversals,
     declared_span,
+    index_uses,
     input_elem,
     lengths_inputs,
     lengths_pattern,
     reversals_as_identities,
+    reversed_inputs,
     steps_reversed,
     time_needs,
     zeros,
 )
-from revseq.equivalence.inputs.uses import IndexUse, index_uses, reversed_inputs
 from revseq.equivalence.inputs.values import FLOATS, drawn, random_array, ranged_array
 from revseq.errors import CheckError, one_line
-from revseq.files import run_time_inputs
+from revseq.passes.graph.scopes import run_time_input_infos
 
 Inputs = dict[str, np.ndarray]
 
@@ -130,7 +133,7 @@ class InputGenerator:
                 known = self._indices.setdefault(name, [])
                 known.extend(u for u in uses if u not in known)
             self._reversed |= reversed_inputs(graph)
-        self._infos = run_time_inputs(self.model)
+        self._infos = run_time_input_infos(self.model)
         self._pinned = self.given.pinned(self._infos)  # every name checked, up front
         self._data_dims = {
             dim_key(i, axis)
