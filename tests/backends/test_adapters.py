@@ -458,3 +458,34 @@ def test_a_runtime_s_declared_quirks_are_stated_once_in_its_profile():
     assert quirks_of("ncnn").batch_leads and quirks_of("ncnn").yields
     assert quirks_of("webgpu").falls_back and quirks_of("onnx2torch-cuda").device == "cuda"
     assert not quirks_of("executorch").yields  # no profile: none declared
+
+
+def test_no_module_outside_the_rooms_names_a_runtime():
+    """What revseq knows of a runtime is in its room: the planner, the forms, the check,
+    the probe and the command line name none (the registries and the docs do)."""
+    import pathlib
+    import re
+
+    from revseq.backends import ADAPTERS
+    from revseq.ops.targets import TARGETS
+
+    root = pathlib.Path(__file__).parents[2]
+    rooms = root / "src" / "revseq" / "backends"
+    registries = {rooms / "_adapter.py", root / "ops" / "targets" / "registry.py"}
+    names = {n.split("-")[0] for n in [*ADAPTERS, *TARGETS]} - {"onnxruntime"}  # the check's
+    names -= {"any", "portable", "onnx"}  # targets that are no runtime
+    pattern = re.compile(rf"\b({'|'.join(sorted(names))})\b", re.IGNORECASE)
+    naming = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for folder in ("src", "ops", "passes")
+        for path in sorted((root / folder).rglob("*.py"))
+        if path not in registries and not _in_a_room(path, rooms)
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert naming == []
+
+
+def _in_a_room(path, rooms) -> bool:
+    """Whether ``path`` is inside one runtime's room (a folder of ``revseq.backends``)."""
+    return path.is_relative_to(rooms) and path.parent != rooms
