@@ -421,14 +421,12 @@ def cmd_targets(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_setup(args: argparse.Namespace, console: Console) -> int:
-    from revseq.backends import BackendUnavailableError, set_up
+    from revseq.backends import set_up
 
     try:
         console.result(set_up(args.backend, console.progress))
-    except RuntimeError as e:
+    except RuntimeError as e:  # a step failed; BackendUnavailableError is said as it is
         raise RevseqError(f"{args.backend}-setup: {e}") from e
-    except BackendUnavailableError as e:
-        raise RevseqError(str(e)) from e
     return EXIT_OK
 
 

@@ -125,7 +125,7 @@ def _add_rewrite_command(
 _EXAMPLES = """examples:
   revseq inline model.onnx -o inlined.onnx --check      the default output, checked
   revseq inline model.onnx -o out.onnx --target NAME    a backend's own target
-  revseq check model.onnx inlined.onnx --backend NAME  each node's replacement there
+  revseq check model.onnx inlined.onnx --backend NAME   each node's replacement there
   revseq check model.onnx inlined.onnx --dims T=64,B=2 --val-range ids:[0,99]
   revseq restore exported.onnx -o fused.onnx            hand-written reversals as the op
   revseq targets                                        the backends revseq knows

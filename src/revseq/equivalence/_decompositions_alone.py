@@ -31,8 +31,12 @@ from revseq.equivalence._runners import (
     with_definition,
 )
 from revseq.equivalence.inputs import Inputs
-from revseq.equivalence.inputs.uses import MIN_TELLING_T, covering_lengths
-from revseq.equivalence.inputs.values import held, random_array
+from revseq.equivalence.inputs.values import (
+    MIN_TELLING_T,
+    covering_lengths,
+    held,
+    random_array,
+)
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.reports import NodeReport, Progress, first_difference, stage
 from revseq.errors import CheckError, RevseqError

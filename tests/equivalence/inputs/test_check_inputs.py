@@ -25,7 +25,7 @@ from revseq.equivalence import generate_inputs
 from revseq.equivalence._runners import Capturer
 from revseq.equivalence.inputs import InputGenerator
 from revseq.equivalence.inputs.sizes import GivenInputs
-from revseq.equivalence.inputs.uses import covering_lengths
+from revseq.equivalence.inputs.values import covering_lengths
 from revseq.equivalence.reports import first_difference
 from revseq.ops.reference import reverse_sequence_model
 

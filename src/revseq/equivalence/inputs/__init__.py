@@ -2,9 +2,9 @@
 
 ``generator`` makes each trial's inputs (:class:`InputGenerator`); ``sizes`` holds what
 the user gives and learns the sizes of symbolic dims the model runs with; ``uses`` reads
-from the graph what each input is for (token ids, a reversal's data, its lengths) and
-draws the lengths (0, 1, T and between); ``values`` draws the values and says what each
-was drawn as.
+from the graph what each input is for (token ids, a reversal's data, its lengths);
+``values`` draws the values, the lengths among them (0, 1, T and between), and says
+what each was drawn as.
 """
 
 from __future__ import annotations

@@ -44,14 +44,19 @@ from revseq.equivalence.inputs.uses import (
     index_uses,
     input_elem,
     lengths_inputs,
-    lengths_pattern,
     reversals_as_identities,
     reversed_inputs,
     steps_reversed,
     time_needs,
+)
+from revseq.equivalence.inputs.values import (
+    FLOATS,
+    drawn,
+    lengths_pattern,
+    random_array,
+    ranged_array,
     zeros,
 )
-from revseq.equivalence.inputs.values import FLOATS, drawn, random_array, ranged_array
 from revseq.errors import CheckError, one_line
 from revseq.passes.graph.scopes import run_time_input_infos
 

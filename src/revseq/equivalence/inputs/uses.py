@@ -21,37 +21,30 @@ Second, where a model's lengths come from and what their time length is. A check
 nothing about a reversal unless some lengths are 2 or more, and no runtime takes lengths
 beyond the time length: the generator must know, for each graph input that feeds a
 ``sequence_lens``, the data its nodes reverse (:func:`lengths_inputs`), and for nodes
-with constant lengths, how long their time dims must be (:func:`time_needs`); the
-lengths drawn then span 0, 1, T and between (:func:`lengths_pattern`).
+with constant lengths, how long their time dims must be (:func:`time_needs`).
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "MIN_TELLING_T",
     "constant_reversals",
-    "covering_lengths",
     "declared_span",
     "index_uses",
     "IndexUse",
     "input_elem",
     "lengths_inputs",
-    "lengths_pattern",
     "LengthsInput",
     "reversals_as_identities",
     "reversed_inputs",
     "steps_reversed",
     "time_needs",
     "trace_to_input",
-    "zeros",
 ]
 
 import dataclasses
 import logging
 from collections.abc import Iterator
 
-import ml_dtypes
-import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -250,7 +243,7 @@ def reversed_inputs(model: ir.Model) -> set[str]:
     return found
 
 
-# --- The lengths: where each comes from, the time length it runs to, the values drawn ---
+# --- The lengths: where each comes from, and the time length it runs to ----------------
 @dataclasses.dataclass(frozen=True)
 class LengthsInput:
     """A graph input that feeds some node's ``sequence_lens``.
@@ -404,15 +397,6 @@ def steps_reversed(node: ir.Node, longest: int) -> int:
     return longest
 
 
-def zeros(elem: int, shape: tuple[int, ...]) -> np.ndarray:
-    """Zeros (empty strings) of ONNX element type ``elem``."""
-    if elem == onnx.TensorProto.STRING:
-        return np.full(shape, "", dtype=object)
-    if elem == onnx.TensorProto.BFLOAT16:
-        return np.zeros(shape, ml_dtypes.bfloat16)
-    return np.zeros(shape, onnx.helper.tensor_dtype_to_np_dtype(elem))
-
-
 def reversals_as_identities(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with each main-graph ReverseSequence an Identity of its data."""
     probe = onnx.ModelProto()
@@ -447,43 +431,3 @@ def declared_span(
             batch if isinstance(batch, int) else None,
         )
     return 1, None
-
-
-def lengths_pattern(
-    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], trial: int
-) -> np.ndarray:
-    """Lengths in [0, T]; across three trials the first and last include 0, 1 and T."""
-    values = rng.integers(0, time_len, shape, endpoint=True)
-    flat = values.reshape(-1)
-    if flat.size:
-        flat[0] = (0, 1, time_len)[trial % 3]
-        flat[-1] = (time_len, 0, 1)[trial % 3] if flat.size > 1 else flat[0]
-    return values
-
-
-MIN_TELLING_T = 4
-"""The shortest time axis on which lengths strictly between 1 and T come in two values."""
-
-
-def covering_lengths(
-    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], dtype: np.dtype
-) -> list[np.ndarray]:
-    """Lengths vectors of ``shape`` in [0, T] that hold 0, 1, T and one strictly between.
-
-    The one between (2 <= l <= T - 1, where T >= 3) tells a wrong clamp or select that
-    0, 1 and T alone do not; a batch too small to hold the four gets more vectors.
-    Where the four fall is drawn; the other entries are random.
-    """
-    size = int(np.prod(shape))
-    if size == 0:
-        return [np.zeros(shape, dtype)]
-    wanted = [0, 1, time_len]
-    if time_len >= 3:
-        wanted.append(int(rng.integers(2, time_len)))
-    vectors = []
-    for start in range(0, len(wanted), size):
-        flat = rng.integers(0, time_len, size, endpoint=True)
-        chunk = wanted[start : start + size]
-        flat[rng.permutation(size)[: len(chunk)]] = chunk
-        vectors.append(flat.reshape(shape).astype(dtype))
-    return vectors

@@ -2,12 +2,25 @@
 
 Floats hold a quiet NaN with a payload, a signalling NaN with its sign set, infinities,
 -0.0 and subnormals: a candidate that computes on the data instead of moving it
-(``x * 1`` sets a signalling NaN's quiet bit) differs there.
+(``x * 1`` sets a signalling NaN's quiet bit) differs there. Lengths are drawn in
+[0, T] so that every trial holds 0, 1, T and one strictly between
+(:func:`lengths_pattern`, :func:`covering_lengths`).
 """
 
 from __future__ import annotations
 
-__all__ = ["FLOATS", "NAN_PAYLOADS", "drawn", "held", "random_array", "ranged_array"]
+__all__ = [
+    "FLOATS",
+    "MIN_TELLING_T",
+    "NAN_PAYLOADS",
+    "covering_lengths",
+    "drawn",
+    "held",
+    "lengths_pattern",
+    "random_array",
+    "ranged_array",
+    "zeros",
+]
 
 from collections.abc import Mapping
 
@@ -150,3 +163,53 @@ def drawn(elem: int, *, reversed_: bool, specials: bool, finite_because: str) ->
         f"generated finite, standard normal (it is reversed, but {finite_because} "
         "draws no NaN, inf or -0.0)"
     )
+
+
+# --- Zeros, and the lengths drawn: 0, 1, T and between ----------------------------------
+def zeros(elem: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Zeros (empty strings) of ONNX element type ``elem``."""
+    if elem == onnx.TensorProto.STRING:
+        return np.full(shape, "", dtype=object)
+    if elem == onnx.TensorProto.BFLOAT16:
+        return np.zeros(shape, ml_dtypes.bfloat16)
+    return np.zeros(shape, onnx.helper.tensor_dtype_to_np_dtype(elem))
+
+
+def lengths_pattern(
+    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], trial: int
+) -> np.ndarray:
+    """Lengths in [0, T]; across three trials the first and last include 0, 1 and T."""
+    values = rng.integers(0, time_len, shape, endpoint=True)
+    flat = values.reshape(-1)
+    if flat.size:
+        flat[0] = (0, 1, time_len)[trial % 3]
+        flat[-1] = (time_len, 0, 1)[trial % 3] if flat.size > 1 else flat[0]
+    return values
+
+
+MIN_TELLING_T = 4
+"""The shortest time axis on which lengths strictly between 1 and T come in two values."""
+
+
+def covering_lengths(
+    rng: np.random.Generator, time_len: int, shape: tuple[int, ...], dtype: np.dtype
+) -> list[np.ndarray]:
+    """Lengths vectors of ``shape`` in [0, T] that hold 0, 1, T and one strictly between.
+
+    The one between (2 <= l <= T - 1, where T >= 3) tells a wrong clamp or select that
+    0, 1 and T alone do not; a batch too small to hold the four gets more vectors.
+    Where the four fall is drawn; the other entries are random.
+    """
+    size = int(np.prod(shape))
+    if size == 0:
+        return [np.zeros(shape, dtype)]
+    wanted = [0, 1, time_len]
+    if time_len >= 3:
+        wanted.append(int(rng.integers(2, time_len)))
+    vectors = []
+    for start in range(0, len(wanted), size):
+        flat = rng.integers(0, time_len, size, endpoint=True)
+        chunk = wanted[start : start + size]
+        flat[rng.permutation(size)[: len(chunk)]] = chunk
+        vectors.append(flat.reshape(shape).astype(dtype))
+    return vectors
