@@ -1,7 +1,8 @@
 """Simplify pass: ReverseSequence nodes whose lengths make them trivial.
 
 - Lengths that are a constant <= 1 everywhere reverse nothing, and neither does a node
-  whose data has a static zero-sized dimension: the node becomes Identity. (The latter
+  whose data has a static zero-sized dimension or a time axis of one step (whatever
+  its lengths, clamped to [0, 1]): the node becomes Identity. (The latter
   also sidesteps onnxruntime's Expand elimination, which mis-shapes empty indices.)
 - Lengths that equal the full time length everywhere reverse everything: the node becomes
   ``Slice`` with step -1 along the time axis. The lengths may be a constant, or built
@@ -60,8 +61,11 @@ def trivial_form(scoped: ScopedNode, sig: Signature, shapes: ShapeTable) -> str 
     data, lens = scoped.node.inputs
     assert data is not None and lens is not None
     time_len = sig.dim(sig.time_axis)
-    if (sig.dims is not None and 0 in sig.dims) or (
-        sig.lens is not None and all(v <= 1 for v in sig.lens)
+    # Empty data, lengths of at most 1, or a single step: nothing moves.
+    if (
+        (sig.dims is not None and 0 in sig.dims)
+        or (sig.lens is not None and all(v <= 1 for v in sig.lens))
+        or time_len == 1
     ):
         return "Identity"
     if sig.lens is not None and time_len is not None and all(v >= time_len for v in sig.lens):

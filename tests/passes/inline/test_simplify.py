@@ -1,4 +1,4 @@
-"""The simplify pass: Identity for lengths <= 1, step -1 Slice for full lengths."""
+"""The simplify pass: Identity for lengths <= 1 or one step, step -1 Slice for full lengths."""
 
 from __future__ import annotations
 
@@ -202,3 +202,25 @@ def test_lengths_that_reverse_some_steps_are_no_trivial_node(lens):
     x = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
     expected = _run(model, {"x": x})[0]
     assert _run(inlined, {"x": x})[0].tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("target", [None, "onnxruntime", "litert", "ncnn-finite", "tract"])
+@pytest.mark.parametrize(
+    ("dims", "batch_axis", "time_axis"), [([1, 3, 2], 1, 0), ([3, 1], 0, 1)]
+)
+def test_a_single_step_is_an_identity_whatever_its_lengths(
+    target, dims, batch_axis, time_axis
+):
+    """One step reverses into itself for every length (clamped to 0 or 1): no index, no
+    gather; a converter may turn the clamp of the lengths to [0, 1] into an op with no
+    integer kernel (LiteRT's RELU_0_TO_1)."""
+    model = reverse_sequence_model(
+        dims, onnx.TensorProto.FLOAT, batch_axis=batch_axis, time_axis=time_axis
+    )
+    inlined = revseq.inline(model, target=target)
+    assert [n.op_type for n in inlined.graph.node] == ["Identity"]
+    x = np.random.default_rng(2).standard_normal(dims).astype(np.float32)
+    batch = dims[batch_axis]
+    for lens in ([0, 1, 1][:batch], [-4, 7, 1 << 40][:batch]):
+        (got,) = _run(inlined, {"x": x, "lens": np.array(lens, np.int64)})
+        assert got.tobytes() == x.tobytes()
