@@ -43,8 +43,8 @@ class Choice:
 
     Attributes:
         field: The :class:`~revseq.ops.targets.profile.Tuning` field.
-        below: What the forms do at or below the threshold (batch thresholds) or above
-            it (``int32_min_elements``): the side ``taken`` forces.
+        below: What the forms do at or below the threshold (batch thresholds) or at or
+            above it (the ``_min_elements`` ones): the side ``taken`` forces.
         other: What they do on the other side.
         taken: The field's value that forces ``below`` for every case.
         dims: How much of each case the model declares (static: the thresholds compare
@@ -88,6 +88,15 @@ CHOICES: tuple[Choice, ...] = (
         "batch",
     ),
     Choice(
+        "transpose_data_min_elements",
+        "gathered on the data's [B, T] transpose",
+        "index transposed",
+        0,
+        STATIC,
+        _time_major((64, 2), (128, 4), (256, 2), (512, 2), (1024, 1), (512, 8)),
+        "T x B",
+    ),
+    Choice(
         "int32_min_elements",
         "index in int32",
         "index in int64",
@@ -110,7 +119,7 @@ def _shipped_side(case: Case, choice: Choice) -> str:
     """The side the shipped threshold takes for ``case``."""
     value = getattr(DEFAULT_TUNING, choice.field)
     size = _measure(case, choice)
-    below = size >= value if choice.field == "int32_min_elements" else size <= value
+    below = size >= value if choice.field.endswith("_min_elements") else size <= value
     return choice.below if below else choice.other
 
 

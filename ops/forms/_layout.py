@@ -43,7 +43,9 @@ def time_inner(sig: Signature) -> bool:
 def transposes_data(sig: Signature) -> bool:
     """Whether to gather a rank-2 time-major node on the [B, T] transpose of its data.
 
-    Not with constant lengths: a constant index costs nothing to compute in any layout.
+    Not with constant lengths: a constant index costs nothing to compute in any layout;
+    nor for static data smaller than ``transpose_data_min_elements``, where the index
+    is transposed instead (one node, shared by the reversals that share the index).
     """
     if (
         sig.rank != 2
@@ -52,6 +54,9 @@ def transposes_data(sig: Signature) -> bool:
         or not sig.target_has("Transpose")
         or sig.target_lists(INDEX_IN_PLACE)
     ):
+        return False
+    lead = sig.lead_dims()
+    if lead is not None and lead[0] * lead[1] < sig.tuning.transpose_data_min_elements:
         return False
     return _short_batch(sig, sig.tuning.transpose_data_max_batch)
 

@@ -70,6 +70,10 @@ class Tuning:
             (onnxruntime broadcasts slowly over a short innermost dim).
         transpose_data_max_batch: Time-major single-element rows with at most this many
             batch entries are gathered on the data's ``[B, T]`` transpose.
+        transpose_data_min_elements: ...but not static data of fewer elements: there
+            the two Transposes of the data cost as much as they save (a tie on
+            onnxruntime), and each node costs a runtime something, so the index is
+            transposed instead, once for every reversal that shares it.
         int32_min_elements: Static indexes of at least this many elements are computed
             in int32 where every value provably fits; below it the Cast costs more than
             the narrower arithmetic saves.
@@ -77,6 +81,7 @@ class Tuning:
 
     time_inner_max_batch: int = 16
     transpose_data_max_batch: int = 32
+    transpose_data_min_elements: int = 1 << 10
     int32_min_elements: int = 1 << 12
 
 

@@ -1,0 +1,185 @@
+"""``python -m bench.nodes``: how many nodes revseq writes for one reversal, and for two.
+
+Every runtime pays a fixed cost per node (docs/share.md), so the nodes a reversal is
+written in are most of what it costs a small model. For each target (the default
+first), each case is a float32 ReverseSequence with its lengths given at run time,
+ranks 2 to 4, time-major and batch-major, static dims ([9, 3] leading) and symbolic
+ones ([T, B]); ``revseq.inline`` writes it, and the page counts the nodes it wrote
+(Constants aside: every runtime takes them as weights). Then the same model with two
+reversals by the same lengths, of two tensors of the same shape, as a bidirectional
+RNN's two flips: the nodes of both over the nodes of one (what they share is written
+once, ``passes/graph/index_sharing.py``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["CASES", "NodeCase", "count_nodes", "main", "nodes_table"]
+
+import argparse
+import dataclasses
+import io
+import logging
+import platform
+import sys
+from collections.abc import Sequence
+
+import onnx
+from onnx import TensorProto, helper
+
+import revseq
+from bench.pages import write_measured_page
+from revseq.errors import RevseqError
+from revseq.ops.targets import TARGETS
+
+MOST_NODES = 12
+"""The nodes one reversal by run-time lengths should take at most."""
+
+MOST_SHARED = 1.35
+"""What two reversals by the same lengths should take at most, over one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeCase:
+    """One reversal's data: its rank, its layout, static or symbolic leading dims."""
+
+    rank: int
+    time_major: bool
+    static: bool
+
+    @property
+    def dims(self) -> list[int | str]:
+        """The data's dims: two leading ones, then the rank's trailing 4 and 5."""
+        lead: list[int | str] = [9, 3] if self.static else ["T", "B"]
+        if not self.time_major:
+            lead.reverse()
+        return [*lead, *(4, 5)[: self.rank - 2]]
+
+    @property
+    def axes(self) -> tuple[int, int]:
+        """(time axis, batch axis)."""
+        return (0, 1) if self.time_major else (1, 0)
+
+    def label(self) -> str:
+        """The dims as the column says them: ``[T,B,4]``, ``[3,9]``."""
+        return "[" + ",".join(str(d) for d in self.dims) + "]"
+
+
+CASES: tuple[NodeCase, ...] = tuple(
+    NodeCase(rank, time_major, static)
+    for static in (False, True)
+    for rank in (2, 3, 4)
+    for time_major in (True, False)
+)
+"""Every case the page counts: symbolic dims first."""
+
+
+def reversals_model(case: NodeCase, count: int) -> onnx.ModelProto:
+    """``count`` reversals by the lengths ``lens``, each of its own tensor (``-x``, ``x``...).
+
+    Each reverses a tensor of its own, as a bidirectional RNN reverses its input and its
+    output: a Neg makes each (not counted).
+    """
+    time_axis, batch_axis = case.axes
+    dims = case.dims
+    nodes, outputs = [], []
+    for i in range(count):
+        nodes.append(helper.make_node("Neg", ["x"], [f"x{i}"]))
+        nodes.append(
+            helper.make_node(
+                "ReverseSequence", [f"x{i}", "lens"], [f"y{i}"],
+                time_axis=time_axis, batch_axis=batch_axis,
+            )
+        )  # fmt: skip
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, dims))
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, dims),
+        helper.make_tensor_value_info("lens", TensorProto.INT64, [dims[batch_axis]]),
+    ]
+    graph = helper.make_graph(nodes, "reversals", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def count_nodes(model: onnx.ModelProto, target: str | None) -> int | str:
+    """The nodes ``revseq.inline`` writes for the model's reversals, or why it writes none.
+
+    Constants and the model's own Negs are not counted.
+    """
+    quiet = logging.getLogger("revseq")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # a target that retypes the lengths says so each time
+    try:
+        inlined = revseq.inline(model, target=target)
+    except RevseqError as e:
+        return f"refused: {str(e).splitlines()[0]}"
+    finally:
+        quiet.setLevel(level)
+    return sum(1 for n in inlined.graph.node if n.op_type not in ("Constant", "Neg"))
+
+
+def _targets() -> list[tuple[str, str | None]]:
+    """(column label, target): the default, then each target by name."""
+    return [("default", None), *((name, name) for name in TARGETS)]
+
+
+def nodes_table(targets: Sequence[tuple[str, str | None]]) -> tuple[str, str]:
+    """Markdown tables, a row per target and a column per case: one reversal's nodes; two."""
+    header = "| target | " + " | ".join(case.label() for case in CASES) + " |"
+    rule = "|---|" + "---|" * len(CASES)
+    one_rows, two_rows = [header, rule], [header, rule]
+    for label, target in targets:
+        one_cells, two_cells = [], []
+        for case in CASES:
+            one = count_nodes(reversals_model(case, 1), target)
+            two = count_nodes(reversals_model(case, 2), target)
+            if isinstance(one, str) or isinstance(two, str):
+                one_cells.append("refused" if isinstance(one, str) else str(one))
+                two_cells.append("refused")
+                continue
+            one_cells.append(f"**{one}**" if one > MOST_NODES else str(one))
+            ratio = two / one
+            cell = f"{two} ({ratio:.2f})"
+            two_cells.append(f"**{cell}**" if ratio > MOST_SHARED else cell)
+        one_rows.append(f"| {label} | " + " | ".join(one_cells) + " |")
+        two_rows.append(f"| {label} | " + " | ".join(two_cells) + " |")
+    return "\n".join(one_rows), "\n".join(two_rows)
+
+
+_INTRO = f"""\
+Each case is a float32 ReverseSequence whose int64 lengths are given at run time, written
+by `revseq.inline` for each target (`default`: no target given). A cell counts the nodes
+written, Constants aside; **bold** marks one reversal over {MOST_NODES} nodes, or two
+reversals by the same lengths over {MOST_SHARED} times one. `refused`: the target has no
+form for the case (`revseq inline` says why).
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Count each case's nodes for each target; print the tables, and write them as a page."""
+    prog = "python -m bench.nodes"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--target", action="append", metavar="NAME", help="only these targets (repeatable)"
+    )
+    parser.add_argument("--write", metavar="PATH", help="also write the tables as a page")
+    args = parser.parse_args(argv)
+    targets = _targets()
+    if args.target:
+        unknown = sorted(set(args.target) - {label for label, _ in targets})
+        if unknown:
+            parser.exit(2, f"{prog}: error: no target named {', '.join(unknown)}\n")
+        targets = [(label, t) for label, t in targets if label in args.target]
+    one, two = nodes_table(targets)
+    out = io.StringIO()
+    out.write(f"## One reversal: nodes\n\n{one}\n\n")
+    out.write(f"## Two reversals by the same lengths: nodes (over one)\n\n{two}\n")
+    sys.stdout.write(out.getvalue())
+    if args.write:
+        command = " ".join([prog, *(sys.argv[1:] if argv is None else argv)])
+        context = f"onnx {onnx.__version__}, Python {platform.python_version()}"
+        body = f"{_INTRO}\n{out.getvalue()}"
+        write_measured_page(args.write, "Nodes per reversal", command, context, body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
