@@ -160,13 +160,14 @@ def test_a_check_that_cannot_tell_a_reversal_from_the_identity_says_so(tmp_path)
 @pytest.mark.backend
 @pytest.mark.parametrize("model", sorted(p.name for p in MODELS.glob("*.onnx")))
 @pytest.mark.parametrize("name", BACKENDS)
-def test_bundled_models_check_on_the_backend(name, model, tmp_path):
+def test_bundled_models_check_on_the_backend(name, model):
+    """Through the API, in this process: the command line's ``--backend`` is run on each
+    backend by the planted off-by-one below."""
     _backend_or_skip(name)
-    inlined = tmp_path / "inlined.onnx"
-    assert revseq("inline", MODELS / model, "-o", inlined, "-q").returncode == 0
-    good = revseq("check", MODELS / model, inlined, "--backend", name, "--trials", "2")
-    assert good.returncode == 0, good.stdout + good.stderr
-    assert "bit-identical" in good.stdout and backends.get(name).label in good.stdout
+    original = onnx.load(MODELS / model)
+    report = api.check(original, api.inline(original), backend=name, trials=2)
+    assert report.ok and report.verdict == "OK", str(report)
+    assert "bit-identical" in str(report) and backends.get(name).label in str(report)
 
 
 @pytest.mark.backend
@@ -313,21 +314,22 @@ FIXTURES = helpers.FIXTURES
         - {"litert"}
     ),
 )
-def test_tf2onnx_s_reverse_sequence_checks_on_the_backend(name, per_node, tmp_path):
+def test_tf2onnx_s_reverse_sequence_checks_on_the_backend(name, per_node):
     """tf2onnx's export of ``tf.reverse_sequence``: int32 lengths declared with a symbol
     of their own, cast to int64. The check gives them the data's batch size whatever
     dim they are declared with (onnxruntime refuses others), and the default runs on
-    every backend."""
+    every backend: node by node from the command line, its output through the API."""
     _backend_or_skip(name)
     model = FIXTURES / "tf_reverse_sequence_opset13.onnx"
     if per_node:
         result = revseq("check", model, "--per-node", "--backend", name)
-    else:
-        inlined = tmp_path / "inlined.onnx"
-        assert revseq("inline", model, "-o", inlined).returncode == 0
-        result = revseq("check", model, inlined, "--backend", name)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "bit-identical" in result.stdout
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "bit-identical" in result.stdout
+        return
+    original = onnx.load(model)
+    report = api.check(original, api.inline(original), backend=name)
+    assert report.ok and report.verdict == "OK", str(report)
+    assert "bit-identical" in str(report)
 
 
 @pytest.mark.backend

@@ -12,13 +12,36 @@ from revseq.ops.targets import TARGETS
 from revseq.ops.targets.profile import Profile
 
 
-def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(capsys):
+def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(
+    capsys, monkeypatch
+):
     """What ``revseq probe onnxruntime`` measures here is what ships (ops, types, forms),
-    and each form that ran gets a cost per shape class (values are not asserted)."""
-    from revseq.measure.costs import MATRIX_FORMS
-    from revseq.probe.backend import probe_backend
+    and each form that ran gets a cost per shape class (values are not asserted, so the
+    forms are timed on small cases: the probe's own reach 16 MiB)."""
+    from revseq.measure import costs as costs_module
+    from revseq.measure import layouts
+    from revseq.measure._cases import Case
+    from revseq.probe import backend as probe_module
 
-    probed, results = probe_backend("onnxruntime")
+    def small(*shapes: tuple[int, ...]) -> tuple[Case, ...]:
+        return tuple(Case(shape, 1, 0, "float32") for shape in shapes)
+
+    monkeypatch.setattr(
+        costs_module, "COST_CASES", small((20, 4, 8), (16, 8, 16), (32, 8, 16))
+    )
+    monkeypatch.setattr(costs_module, "MATRIX_CASES", small((200, 4), (256, 8), (512, 16)))
+    monkeypatch.setattr(layouts, "LAYOUT_CASES", small((100, 1, 16), (40, 8, 16)))
+    monkeypatch.setattr(layouts, "LAYOUT_MATRIX_CASES", small((800, 1), (200, 16)))
+    # The probes run once: ``revseq probe --no-costs`` below reads what they found.
+    run, found = probe_module._Probed.run.__func__, {}
+
+    def once(cls, name, backend, say):
+        if name not in found:
+            found[name] = run(cls, name, backend, say)
+        return found[name]
+
+    monkeypatch.setattr(probe_module._Probed, "run", classmethod(once))
+    probed, results = probe_module.probe_backend("onnxruntime")
     shipped = TARGETS["onnxruntime"]
     if probed.backend_version == shipped.backend_version:  # another release may differ
         assert (probed.static_ops, probed.dynamic_ops) == (
@@ -29,10 +52,11 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(ca
     assert any(r.index == "int32" for r in results)  # the int32 twins ran
     assert probed.costs is not None
     assert set(probed.costs) == {"static", "time+batch", "all", "matrix", "matrix:static"}
-    for kind, costs in probed.costs.items():
+    for kind, class_costs in probed.costs.items():
         ran = probed.forms["static" if kind.endswith("static") else "dynamic"]
-        assert set(costs) == (ran & MATRIX_FORMS if kind.startswith("matrix") else ran)
-        assert all(c.ratio > 0 and c.nodes > 0 for c in costs.values())
+        timed = ran & costs_module.MATRIX_FORMS if kind.startswith("matrix") else ran
+        assert set(class_costs) == timed
+        assert all(c.ratio > 0 and c.nodes > 0 for c in class_costs.values())
     # The index layout timed per class, on batches of 1 to 256 (values not asserted).
     assert set(probed.layouts or {}) <= set(probed.costs) and probed.layouts
     assert all(
@@ -42,6 +66,7 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(ca
     assert again.costs == probed.costs and again.layouts == probed.layouts
     assert main(["probe", "onnxruntime", "--no-costs", "--json"]) == 0
     assert "costs" not in json.loads(capsys.readouterr().out)
+    assert list(found) == ["onnxruntime"]
 
 
 def test_a_gather_moves_a_type_where_it_ran_with_its_index_constant_and_at_run_time():
