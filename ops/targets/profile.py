@@ -75,14 +75,14 @@ class Tuning:
             onnxruntime), and each node costs a runtime something, so the index is
             transposed instead, once for every reversal that shares it.
         int32_min_elements: Static indexes of at least this many elements are computed
-            in int32 where every value provably fits; below it the Cast costs more than
-            the narrower arithmetic saves.
+            in int32 where every value provably fits; below it int32 saves nothing on
+            onnxruntime (a tie, or the same model: docs/choices.md).
     """
 
     time_inner_max_batch: int = 16
     transpose_data_max_batch: int = 32
     transpose_data_min_elements: int = 1 << 10
-    int32_min_elements: int = 1 << 12
+    int32_min_elements: int = 1 << 8
 
 
 DEFAULT_TUNING = Tuning()

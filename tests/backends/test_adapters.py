@@ -209,12 +209,18 @@ def _casts_to_int32(model: onnx.ModelProto) -> bool:
 @pytest.mark.backend
 @pytest.mark.parametrize(
     ("dims", "batch_axis", "time_axis"),
-    [((600, 8), 1, 0), ((600, 8, 1), 1, 0), ((8, 600, 1), 0, 1), ((700, 6, 2), 1, 0)],
-    ids=["matrix-transposed", "squeezed-transposed", "squeezed", "rows"],
+    [
+        ((600, 8), 1, 0),
+        ((600, 8, 1), 1, 0),
+        ((8, 600, 1), 0, 1),
+        ((700, 6, 2), 1, 0),
+        ((300, 3, 2), 1, 0),
+    ],
+    ids=["matrix-transposed", "squeezed-transposed", "squeezed", "rows", "rows-900"],
 )
 @pytest.mark.parametrize("name", BACKENDS)
 def test_large_static_indexes_run_on_the_backend(name, dims, batch_axis, time_axis):
-    """Indexes of 4,096 elements and more, static: int32 index arithmetic where the
+    """Indexes of 256 elements and more, static: int32 index arithmetic where the
     target's profile allows it, time-major single-element rows gathered on the data's
     transpose but where the target's probe timed them cheaper in place (its layout).
     Exact with lengths T, 0, 1 and between, default and backend target."""

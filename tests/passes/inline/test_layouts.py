@@ -107,7 +107,7 @@ def test_every_layout_restores_to_one_node(dims, batch_axis, time_axis, first):
 
 
 def test_small_indexes_stay_int64():
-    """Below 4,096 index elements the casts cost more than int32 saves."""
+    """Below 256 index elements int32 saves nothing (docs/choices.md)."""
     inlined = revseq.inline(_model((60, 8), 1, 0), target="any")
     assert _int32_casts(inlined) == 0
 
