@@ -106,10 +106,24 @@ def test_every_layout_restores_to_one_node(dims, batch_axis, time_axis, first):
         ]
 
 
-def test_small_indexes_stay_int64():
-    """Below 256 index elements int32 saves nothing (docs/choices.md)."""
-    inlined = revseq.inline(_model((60, 8), 1, 0), target="any")
-    assert _int32_casts(inlined) == 0
+@pytest.mark.parametrize(("dims", "narrow"), [((20, 3, 10), False), ((30, 3, 10), True)])
+def test_static_indexes_of_256_elements_and_more_are_int32(dims, narrow):
+    """Below 256 index elements int32 saves nothing (docs/choices.md). A batch axis after
+    a trailing one: no constant table stands for the index (two leading axes only), so
+    its arithmetic shows the type: 20 x 10 elements int64, 30 x 10 int32, both exact."""
+    model = reverse_sequence_model(
+        dims, onnx.TensorProto.FLOAT, batch_axis=2, time_axis=0, domain="revseq"
+    )
+    inlined = revseq.inline(model, target="any")
+    assert (_int32_casts(inlined) > 0) == narrow
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(dims).astype(np.float32)
+    lens = rng.integers(0, dims[0], dims[2], endpoint=True)
+    lens[:3] = [dims[0], 0, 1]
+    expected = reverse_sequence(x, lens, batch_axis=2, time_axis=0)
+    assert (
+        _run(inlined, {"x": x, "lens": lens}, optimized=False).tobytes() == expected.tobytes()
+    )
 
 
 def _emitted_casts(dims, batch_axis: int, time_axis: int, allowed) -> list[int]:
