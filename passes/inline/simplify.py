@@ -2,8 +2,8 @@
 
 - Lengths that are a constant <= 1 everywhere reverse nothing, and neither does a node
   whose data has a static zero-sized dimension or a time axis of one step (whatever
-  its lengths, clamped to [0, 1]): the node becomes Identity. (The latter
-  also sidesteps onnxruntime's Expand elimination, which mis-shapes empty indices.)
+  its lengths, clamped to [0, 1]): the node becomes Identity. (Empty data so also
+  sidesteps onnxruntime's Expand elimination, which mis-shapes empty indices.)
 - Lengths that equal the full time length everywhere reverse everything: the node becomes
   ``Slice`` with step -1 along the time axis. The lengths may be a constant, or built
   from the data's own shape the way tf2onnx exports ``tf.reverse``
