@@ -74,10 +74,10 @@ CASES: tuple[NodeCase, ...] = tuple(
 
 
 def reversals_model(case: NodeCase, count: int) -> onnx.ModelProto:
-    """``count`` reversals by the lengths ``lens``, each of its own tensor (``-x``, ``x``...).
+    """``count`` reversals by the lengths ``lens``, each of a tensor of its own.
 
-    Each reverses a tensor of its own, as a bidirectional RNN reverses its input and its
-    output: a Neg makes each (not counted).
+    As a bidirectional RNN reverses its input and its output: two tensors of the same
+    dims, each here a Neg of ``x`` (not counted).
     """
     time_axis, batch_axis = case.axes
     dims = case.dims
