@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnx.helper as oh
 import onnx_ir as ir
 import pytest
 from helpers import constants_of, model_of, run_ort
@@ -180,6 +181,43 @@ def test_dynamic_time_with_a_short_static_batch_is_gathered_transposed():
         got = _run(inlined, {"x": x, "lens": lens}, optimized=False)
         assert got.tobytes() == reverse_sequence(x, lens).tobytes()
     assert [n.op_type for n in revseq.restore(inlined).graph.node] == ["ReverseSequence"]
+
+
+@pytest.mark.parametrize(
+    ("dims", "first"), [((300, 3), "GatherElements"), ((512, 2), "Transpose")]
+)
+def test_small_static_data_transposes_its_index_not_itself(dims, first):
+    """Below 1,024 elements the data's two Transposes save nothing (docs/choices.md): the
+    index is transposed, once for every reversal by the same lengths; at 1,024 and more
+    the short batch is gathered on the data's transpose. Both exact."""
+    model = _model(dims, 1, 0)
+    inlined = revseq.inline(model)
+    assert _reads_of_x(inlined) == [first]
+    x = np.random.default_rng(4).standard_normal(dims).astype(np.float32)
+    lens = np.array([dims[0], 0, 1][: dims[1]], dtype=np.int64)
+    expected = reverse_sequence(x, lens)
+    assert _run(inlined, {"x": x, "lens": lens}, optimized=False).tobytes() == (
+        expected.tobytes()
+    )
+    if first == "GatherElements":  # two reversals: one Transpose, of the shared index
+        twice = oh.make_model(
+            oh.make_graph(
+                [
+                    oh.make_node("ReverseSequence", ["x", "lens"], ["y0"]),
+                    oh.make_node("Neg", ["x"], ["n"]),
+                    oh.make_node("ReverseSequence", ["n", "lens"], ["y1"]),
+                ],
+                "g",
+                list(model.graph.input),
+                [
+                    oh.make_tensor_value_info(f"y{i}", onnx.TensorProto.FLOAT, dims)
+                    for i in (0, 1)
+                ],
+            ),
+            opset_imports=[oh.make_opsetid("", 18)],
+        )
+        ops = [n.op_type for n in revseq.inline(twice).graph.node]
+        assert ops.count("Transpose") == 1 and ops.count("GatherElements") == 2
 
 
 @pytest.mark.parametrize("dims", [(70_000, 2), (70_000, 2, 2)])
