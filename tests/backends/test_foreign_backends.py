@@ -8,6 +8,7 @@ are named, and skipped with the reason elsewhere.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -23,7 +24,7 @@ from revseq.backends import (
     adapter,
     unavailable,
 )
-from revseq.backends._isolated import BackendCrashError
+from revseq.backends._isolated import BackendCrashError, _absolute_python_path
 from revseq.measure._timing import time_once
 from revseq.ops.reference import reverse_sequence_model
 
@@ -44,6 +45,8 @@ def prepare(model_bytes):
             raise RuntimeError("bad input")
         if x.size and x.flat[0] == 97:
             time.sleep(0.2)
+        if x.size and x.flat[0] == 96:  # as a converter saves what it folds
+            open("folded.npy", "w").write("litter")
         return [x[::-1].copy(), np.asarray(sys.path[0] == os.path.dirname(__file__))]
 
     return run
@@ -138,6 +141,26 @@ def test_a_refusal_and_a_failed_run_are_one_line_each(runner):
     run = _prepare(runner)
     with pytest.raises(BackendError, match=r"fake: run failed: RuntimeError: bad input"):
         run({"x": np.array([98.0])})
+
+
+def test_what_a_runtime_writes_where_it_runs_stays_out_of_the_user_s_folder(
+    runner, tmp_path, monkeypatch
+):
+    """A worker runs in a temporary folder of its own, removed when it closes; the
+    folders of a relative ``PYTHONPATH`` still mean the user's."""
+    user = tmp_path / "user"
+    user.mkdir()
+    monkeypatch.chdir(user)
+    monkeypatch.setenv("PYTHONPATH", f"lib{os.pathsep}")
+    assert _absolute_python_path() == {"PYTHONPATH": f"{user / 'lib'}{os.pathsep}{user}"}
+    _prepare(runner)({"x": np.array([96.0])})
+    worker = _foreign._WORKERS["fake"]
+    assert worker._folder is not None
+    folder = worker._folder.name
+    assert list(user.iterdir()) == []
+    assert os.listdir(folder) == ["folded.npy"]
+    worker.close()
+    assert not os.path.exists(folder)
 
 
 def test_a_crash_is_an_error_and_the_next_call_starts_afresh(runner):

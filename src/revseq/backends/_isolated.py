@@ -25,6 +25,7 @@ import pickle
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from typing import Any
 
@@ -67,16 +68,26 @@ class _Worker:
         self._panic: str | None = None
         self._stderr: collections.deque[str] = collections.deque(maxlen=40)
         self._lock = threading.Lock()
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
 
     def _start(self) -> subprocess.Popen[bytes]:
+        """A fresh worker, working in a folder of its own.
+
+        Runtimes write files where they run (a converter's build has saved each constant
+        it folds as a ``.npy``): the worker's working folder is a temporary one, removed
+        with it, never the user's.
+        """
         self._stderr.clear()
         self._panic: str | None = None
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix=f"revseq-{self.name}-")
         process = subprocess.Popen(
             self._command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env={**os.environ, "RUST_BACKTRACE": "0"},
+            cwd=self._folder.name,
+            env={**os.environ, **_absolute_python_path(), "RUST_BACKTRACE": "0"},
         )
         self._drainer = threading.Thread(target=self._drain, args=(process,), daemon=True)
         self._drainer.start()
@@ -139,16 +150,29 @@ class _Worker:
             return answer
 
     def close(self) -> None:
+        """End the worker, and remove its working folder."""
         with self._lock:
             process, self._process = self._process, None
-        if process is None:
-            return
-        try:
-            assert process.stdin is not None
-            process.stdin.close()
-            process.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            process.kill()
+            folder, self._folder = self._folder, None
+        if process is not None:
+            try:
+                assert process.stdin is not None
+                process.stdin.close()
+                process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                process.kill()
+                process.wait()
+        if folder is not None:
+            folder.cleanup()
+
+
+def _absolute_python_path() -> dict[str, str]:
+    """``PYTHONPATH`` with its folders made absolute: the worker runs in another folder."""
+    path = os.environ.get("PYTHONPATH")
+    if not path:
+        return {}
+    folders = (os.path.abspath(p or os.curdir) for p in path.split(os.pathsep))
+    return {"PYTHONPATH": os.pathsep.join(folders)}
 
 
 _WORKERS: dict[str, _Worker] = {}
