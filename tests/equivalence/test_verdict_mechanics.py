@@ -244,6 +244,45 @@ def test_a_runtime_that_gets_the_reference_itself_wrong_is_blamed_not_revseq():
     assert "the reference itself, its ReverseSequence kept, differs there too" in str(located)
 
 
+class _OwnOpOff(_Forgetful):
+    """An engine standing in for a runtime whose own Neg is off by one: revseq's exact."""
+
+    def __init__(self) -> None:
+        super().__init__(forgets="")
+        self.label = self.name = "own-op-off"
+
+    def prepare(self, model: onnx.ModelProto):
+        run = super().prepare(model)
+        negates = {n.output[0] for n in model.graph.node if n.op_type == "Neg"}
+        names = [o.name for o in model.graph.output]
+
+        def off(feeds):
+            outputs = run(feeds)
+            return [o + 1 if n in negates else o for n, o in zip(names, outputs, strict=True)]
+
+        return off
+
+
+def test_the_engines_line_names_the_runtime_the_decompositions_also_ran_alone_on():
+    """The blame runs each decomposition alone on the runtime: the engines say so, beside
+    onnxruntime, where each ran against the native op."""
+    from revseq.equivalence.across import across_runtimes
+
+    model = _around_a_reversal(
+        oh.make_node("ReverseSequence", ["x", "lens"], ["r"], name="rs"),
+        oh.make_node("Neg", ["r"], ["y"], name="post"),
+    )
+    _, engines, nodes, whose = across_runtimes(
+        model, revseq.inline(model), _OwnOpOff(), [_FEEDS], (1e-5, 1e-6),
+        seed=0, specials=False, progress=None,
+    )  # fmt: skip
+    assert whose.runtime and "own-op-off's own computation" in whose.text, whose
+    assert nodes and whose.alone_on == "own-op-off"
+    assert engines["decompositions"] == (
+        "onnxruntime (against the native op), own-op-off (each alone)"
+    )
+
+
 def test_where_no_larger_size_runs_each_symbolic_dim_is_tried_at_1_alone():
     """A time-major export with its batch baked to 1: its batch is the second dim."""
     from revseq.equivalence.inputs.sizes import sizes_of_one

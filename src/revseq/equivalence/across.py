@@ -58,18 +58,21 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
             )
         except RevseqError as e:  # a decomposition alone fails there: not proven exact
             nodes, failed = [], f" (revseq's decompositions alone fail on {engine.name}: {e})"
+    ran = nodes and all(n.error is None for n in nodes)
+    alone_on = engine.label if ran else ""
     wrong = next((n for n in nodes if n.difference is not None), None)
     if wrong is not None:
         return Whose(
             f"revseq's decomposition of node {wrong.name or '(unnamed)'} in {wrong.scope} "
             f"differs alone on {engine.label}: {wrong.difference}",
             runtime=False,
+            alone_on=alone_on,
         )
     with stage(progress, f"finding the first tensor that differs on {engine.label}"):
         located = first_differing_tensor(ref, cand, example_inputs, engine, tolerance)
     unchecked = [n for n in nodes if n.error is not None]
     if failed:
-        return Whose(f"{located}{failed}", runtime=False)
+        return Whose(f"{located}{failed}", runtime=False, alone_on=alone_on)
     if (
         located.writer == REVSEQ
         and nodes
@@ -84,10 +87,11 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
             f"exactly what {engine.name} holds, alone on it; {engine.name} holds "
             f"{narrower}, and what it holds differs: {located}",
             runtime=True,
+            alone_on=alone_on,
         )
     if located.writer != OWN or unchecked:
         alone = f" ({len(unchecked)} decomposition(s) not checked alone)" if unchecked else ""
-        return Whose(f"{located}{alone}", runtime=False)
+        return Whose(f"{located}{alone}", runtime=False, alone_on=alone_on)
     alone = (
         f", and its {len(nodes)} decomposition(s) run alone on {engine.label} bit for bit"
         if nodes
@@ -99,6 +103,7 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
         f"differs: {located} (on the inputs listed below: --val-range NAME:[LO,HI] states "
         "an input's real range)",
         runtime=True,
+        alone_on=alone_on,
     )
 
 
@@ -157,9 +162,13 @@ def across_runtimes(
     whole, engines = compare_models(
         ref, cand, engine, ("on",), input_sets, tolerance, how["progress"]
     )
-    if nodes:
-        engines["decompositions"] = "onnxruntime"
     whose = _located(ref, cand, whole, input_sets, engine, tolerance, **how)
+    if nodes:
+        engines["decompositions"] = "onnxruntime" + (
+            f" (against the native op), {whose.alone_on} (each alone)"
+            if whose.alone_on
+            else ""
+        )
     return whole, engines, nodes, whose
 
 

@@ -459,10 +459,13 @@ class Whose:
             the model's own ops, or in the values of a type the runtime holds narrower
             (float32 as float16), which revseq's decompositions move exactly: the
             runtime's own computation.
+        alone_on: The runtime each decomposition also ran alone on, to find whose the
+            difference is (its label; empty where none ran there).
     """
 
     text: str
     runtime: bool
+    alone_on: str = ""
 
 
 def verdict_message(
