@@ -19,6 +19,11 @@ def lead_shape_of(op: OpBuilder, data: ir.Value, sig: Signature) -> ir.Value:
     return op.Slice(shape_of(op, data), const(op, [0]), const(op, [sig.lead_rank]))
 
 
+_GATHERED_BY = "revseq.gathered_by"
+"""The key of the steps 0 .. B-1 the lengths were gathered by (``batch_lengths``), in
+the gathered value's metadata: they are the batch's coordinates, shaped as the lengths."""
+
+
 def batch_lengths(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
     """The lengths gathered at 0 .. B-1, B read from the data: the same values, the data's dim.
 
@@ -26,9 +31,14 @@ def batch_lengths(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature)
     beside the data's ``unk__16``). A backend that tracks symbols may not prove
     it the data's batch dim where a value shaped by the lengths meets one shaped by the
     data; gathered by an index counted from the data's batch dim, the lengths carry it.
+    The steps they were gathered by are kept with them: a form that counts the batch
+    reads those (``axis_grid``).
     """
     batch = dim_vector(op, data, sig.batch_axis, sig)
-    return op.Gather(lens, iota(op, batch, sig.dim(sig.batch_axis), sig), axis=0)
+    steps = iota(op, batch, sig.dim(sig.batch_axis), sig)
+    gathered = op.Gather(lens, steps, axis=0)
+    gathered.meta[_GATHERED_BY] = steps
+    return gathered
 
 
 def axis_grid(
@@ -53,7 +63,8 @@ def axis_grid(
     not [B'] (a Range's own length) where it meets the index by broadcasting: such a
     frontend cannot emit that Add otherwise (a caller that expands it to the index's shape
     needs no Reshape). Not where the target takes the data's dim there
-    (``BATCH_FROM_DATA``).
+    (``BATCH_FROM_DATA``). Lengths gathered by the batch's steps (``batch_lengths``)
+    give those steps, counted once.
     """
     counted = (
         lens is not None
@@ -61,8 +72,14 @@ def axis_grid(
         and sig.dim(axis) is None
         and not sig.target_lists(BATCH_FROM_DATA)
     )
-    size = op.Shape(lens) if counted else dim_vector(op, data, axis, sig)
     where = axis if position is None else position
+    gathered_by = lens.meta.get(_GATHERED_BY) if counted and lens is not None else None
+    if gathered_by is not None:  # 0 .. B-1 already, shaped as the lengths
+        steps = gathered_by
+        if itype is np.int32:
+            steps = op.Cast(steps, to=ir.DataType.INT32)
+        return place_along(op, steps, where, sig.lead_rank, sig, broadcast=True)
+    size = op.Shape(lens) if counted else dim_vector(op, data, axis, sig)
     iota_ = iota(op, size, sig.dim(axis), sig, itype)
     if counted and lens_shaped:
         iota_ = op.Reshape(iota_, size)
