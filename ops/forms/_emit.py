@@ -82,6 +82,26 @@ def dims_read(
     return op.Cast(sliced, to=ir.DataType.INT64)
 
 
+def dim_as_int32(op: OpBuilder, dim: ir.Value) -> ir.Value:
+    """A dim read at run time, cast to int32 from the shape read itself.
+
+    Not through the int64 Cast ``dim_vector`` gives it: every cast of the read to int32
+    is then the same node, emitted once (the lengths' clamp and a row stride).
+    """
+    read = dim.producer()
+    if read is not None and read.op_type == "Cast" and reads_shape(read.inputs[0]):
+        dim = read.inputs[0]
+    return op.Cast(dim, to=ir.DataType.INT32)
+
+
+def reads_shape(value: ir.Value | None) -> bool:
+    """Whether ``value`` is a Shape's output, or a Slice of one (before opset 15)."""
+    node = None if value is None else value.producer()
+    if node is not None and node.op_type == "Slice":
+        node = node.inputs[0].producer() if node.inputs[0] is not None else None
+    return node is not None and node.op_type == "Shape"
+
+
 def squeeze(op: OpBuilder, value: ir.Value, axes: Sequence[int], sig: Signature) -> ir.Value:
     if not axes:
         return value
@@ -178,7 +198,7 @@ def clamped_lengths(
     if static_time and clamps(sig) and (itype is np.int32 or not _clamps_at_run_time(sig)):
         return lengths_in_range(op, lens, sig, itype)
     if itype is np.int32 and sig.lens_dtype == ir.DataType.INT32:
-        return _at_most(op, lens, op.Cast(time_len, to=ir.DataType.INT32), np.int32, sig)
+        return _at_most(op, lens, dim_as_int32(op, time_len), np.int32, sig)
     if itype is np.int32:  # clamped to [0, T] in int64 (a [B] vector), then cast
         clamped = _at_least_zero(op, clamped_lengths(op, lens, time_len, sig), np.int64, sig)
         return op.Cast(clamped, to=ir.DataType.INT32)

@@ -23,6 +23,7 @@ from revseq.ops.forms._emit import (
     clamped_lengths,
     clamps,
     const,
+    dim_as_int32,
     dim_vector,
     iota,
     lengths_in_range,
@@ -228,25 +229,14 @@ def _as_int32(op: OpBuilder, value: ir.Value | None) -> ir.Value | None:
     """A scale or stride for int32 arithmetic, from the int64 one the form passed.
 
     A constant is made again in int32 (None for 1); a run-time one (a dim or a product
-    of dims) is cast once: a dim read from a shape straight to int32, not through the
-    int64 Cast ``dim_vector`` gives it (then dead, and dropped).
+    of dims) is cast once (``dim_as_int32``: a dim from its shape read; the int64 Cast
+    ``dim_vector`` gave it, where nothing else reads it, is dropped).
     """
     static = _static_int(value)
     if static is not None:
         return None if static == 1 else const(op, static, np.int32)
     assert value is not None
-    read = value.producer()
-    if read is not None and read.op_type == "Cast" and _reads_shape(read.inputs[0]):
-        value = read.inputs[0]
-    return op.Cast(value, to=ir.DataType.INT32)
-
-
-def _reads_shape(value: ir.Value | None) -> bool:
-    """Whether ``value`` is a Shape's output, or a Slice of one (before opset 15)."""
-    node = None if value is None else value.producer()
-    if node is not None and node.op_type == "Slice":
-        node = node.inputs[0].producer() if node.inputs[0] is not None else None
-    return node is not None and node.op_type == "Shape"
+    return dim_as_int32(op, value)
 
 
 def _index_arithmetic(

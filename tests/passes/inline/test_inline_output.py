@@ -258,3 +258,29 @@ def test_lengths_of_a_dim_of_their_own_count_the_batch_once(time_major, target, 
     for optimize in (False, True):
         (got,) = run_ort(inlined, {"x": x, "lens": lens}, optimize=optimize)
         assert_identical(got, expected)
+
+
+@pytest.mark.parametrize("target", [None, "tract", "webgpu"])
+@pytest.mark.parametrize("time_major", [True, False])
+def test_a_dim_is_cast_to_int32_from_its_shape_read_once(time_major, target):
+    """int32 lengths are clamped against T cast to int32, and a row stride is a dim cast
+    to int32: each straight from its shape read, never a Cast of a Cast, so that the
+    same dim's casts are one node."""
+    from revseq.ops.reference import reverse_sequence_model
+
+    dims = ["T", "B", 3] if time_major else ["B", "T", 3]
+    time_axis, batch_axis = (0, 1) if time_major else (1, 0)
+    axes = {"time_axis": time_axis, "batch_axis": batch_axis}
+    model = reverse_sequence_model(dims, TP.FLOAT, lens_dim="L", lens_elem=TP.INT32, **axes)
+    inlined = revseq.inline(model, target=target)
+    made_by = {out: n.op_type for n in inlined.graph.node for out in n.output}
+    casts = [n for n in inlined.graph.node if n.op_type == "Cast"]
+    assert casts and not [n.name for n in casts if made_by.get(n.input[0]) == "Cast"]
+    read = [(n.input[0], n.attribute[0].i) for n in casts]
+    assert len(read) == len(set(read))  # no dim cast to one type twice
+    lens = np.array([0, 1, 7, 4, 12, -3], dtype=np.int32)
+    x = np.arange(7 * 6 * 3, dtype=np.float32).reshape((7, 6, 3) if time_major else (6, 7, 3))
+    expected = reverse_sequence(x, lens, **axes)
+    for optimize in (False, True):
+        (got,) = run_ort(inlined, {"x": x, "lens": lens}, optimize=optimize)
+        assert_identical(got, expected)
