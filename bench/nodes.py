@@ -13,15 +13,27 @@ once, ``passes/graph/index_sharing.py``).
 
 from __future__ import annotations
 
-__all__ = ["CASES", "NodeCase", "count_nodes", "main", "nodes_table"]
+__all__ = [
+    "CASES",
+    "EXPORTED_CASES",
+    "NodeCase",
+    "count_nodes",
+    "earlier_counts",
+    "main",
+    "nodes_table",
+]
 
 import argparse
 import dataclasses
 import io
+import json
 import logging
+import pathlib
 import platform
+import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
 
 import onnx
 from onnx import TensorProto, helper
@@ -45,6 +57,9 @@ class NodeCase:
     rank: int
     time_major: bool
     static: bool
+    own_lengths: bool = False
+    """The lengths int32 with a dim of their own, as tf2onnx declares them (else int64,
+    the data's batch dim)."""
 
     @property
     def dims(self) -> list[int | str]:
@@ -72,28 +87,40 @@ CASES: tuple[NodeCase, ...] = tuple(
 )
 """Every case the page counts: symbolic dims first."""
 
+EXPORTED_CASES: tuple[NodeCase, ...] = tuple(
+    dataclasses.replace(case, own_lengths=True) for case in CASES if not case.static
+)
+"""The symbolic cases again, their lengths declared as tf2onnx declares them."""
+
 
 def reversals_model(case: NodeCase, count: int) -> onnx.ModelProto:
     """``count`` reversals by the lengths ``lens``, each of a tensor of its own.
 
     As a bidirectional RNN reverses its input and its output: two tensors of the same
-    dims, each here a Neg of ``x`` (not counted).
+    dims, each here a Neg of ``x`` (not counted). Lengths declared as tf2onnx declares
+    them are cast to int64 by the model, as tf2onnx writes it (counted where it stays).
     """
     time_axis, batch_axis = case.axes
     dims = case.dims
-    nodes, outputs = [], []
+    nodes, outputs, lengths = [], [], "lens"
+    if case.own_lengths:  # as tf2onnx writes it: int32 lengths cast for the op
+        lengths = "lens64"
+        nodes.append(helper.make_node("Cast", ["lens"], [lengths], to=TensorProto.INT64))
     for i in range(count):
         nodes.append(helper.make_node("Neg", ["x"], [f"x{i}"]))
         nodes.append(
             helper.make_node(
-                "ReverseSequence", [f"x{i}", "lens"], [f"y{i}"],
+                "ReverseSequence", [f"x{i}", lengths], [f"y{i}"],
                 time_axis=time_axis, batch_axis=batch_axis,
             )
         )  # fmt: skip
         outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, dims))
+    lens_type, lens_dim = TensorProto.INT64, dims[batch_axis]
+    if case.own_lengths:
+        lens_type, lens_dim = TensorProto.INT32, "L"
     inputs = [
         helper.make_tensor_value_info("x", TensorProto.FLOAT, dims),
-        helper.make_tensor_value_info("lens", TensorProto.INT64, [dims[batch_axis]]),
+        helper.make_tensor_value_info("lens", lens_type, [lens_dim]),
     ]
     graph = helper.make_graph(nodes, "reversals", inputs, outputs)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -121,27 +148,85 @@ def _targets() -> list[tuple[str, str | None]]:
     return [("default", None), *((name, name) for name in TARGETS)]
 
 
-def nodes_table(targets: Sequence[tuple[str, str | None]]) -> tuple[str, str]:
-    """Markdown tables, a row per target and a column per case: one reversal's nodes; two."""
-    header = "| target | " + " | ".join(case.label() for case in CASES) + " |"
-    rule = "|---|" + "---|" * len(CASES)
+Counts = Mapping[tuple[NodeCase, int, str | None], "int | str"]
+"""Nodes by (case, reversals, target), as an earlier revseq wrote them (``--before``)."""
+
+
+def nodes_table(
+    targets: Sequence[tuple[str, str | None]],
+    cases: Sequence[NodeCase] | None = None,
+    *,
+    before: Counts | None = None,
+) -> tuple[str, str]:
+    """Markdown tables, a row per target and a column per case: one reversal's nodes; two.
+
+    ``cases``: :data:`CASES` unless given. With ``before``, a cell whose count moved
+    says the earlier one first (``30 → 26``).
+    """
+    cases = CASES if cases is None else cases
+    header = "| target | " + " | ".join(case.label() for case in cases) + " |"
+    rule = "|---|" + "---|" * len(cases)
     one_rows, two_rows = [header, rule], [header, rule]
     for label, target in targets:
         one_cells, two_cells = [], []
-        for case in CASES:
+        for case in cases:
             one = count_nodes(reversals_model(case, 1), target)
             two = count_nodes(reversals_model(case, 2), target)
+            was = "" if before is None else _was(before[case, 1, target], one)
             if isinstance(one, str) or isinstance(two, str):
-                one_cells.append("refused" if isinstance(one, str) else str(one))
+                one_cells.append(was + ("refused" if isinstance(one, str) else str(one)))
                 two_cells.append("refused")
                 continue
-            one_cells.append(f"**{one}**" if one > MOST_NODES else str(one))
+            one_cells.append(was + (f"**{one}**" if one > MOST_NODES else str(one)))
             ratio = two / one
             cell = f"{two} ({ratio:.2f})"
-            two_cells.append(f"**{cell}**" if ratio > MOST_SHARED else cell)
+            was = "" if before is None else _was(before[case, 2, target], two)
+            two_cells.append(was + (f"**{cell}**" if ratio > MOST_SHARED else cell))
         one_rows.append(f"| {label} | " + " | ".join(one_cells) + " |")
         two_rows.append(f"| {label} | " + " | ".join(two_cells) + " |")
     return "\n".join(one_rows), "\n".join(two_rows)
+
+
+def _was(earlier: int | str, now: int | str) -> str:
+    """The earlier count and an arrow, where it differs from ``now``."""
+    if earlier == now or (isinstance(earlier, str) and isinstance(now, str)):
+        return ""
+    return ("refused" if isinstance(earlier, str) else str(earlier)) + " → "
+
+
+_COUNT_EARLIER = """\
+import json, logging, sys
+import onnx, revseq
+logging.getLogger("revseq").setLevel(logging.ERROR)
+counts = []
+for path, target in json.load(sys.stdin):
+    try:
+        inlined = revseq.inline(onnx.load(path), target=target)
+    except Exception as e:  # a refusal, whatever that version raised it as
+        counts.append(f"refused: {e}")
+        continue
+    counts.append(sum(n.op_type not in ("Constant", "Neg") for n in inlined.graph.node))
+print(json.dumps(counts))
+"""
+"""What an earlier revseq runs for ``--before``: ``count_nodes`` of each model given."""
+
+
+def earlier_counts(
+    python: str, targets: Sequence[tuple[str, str | None]], cases: Sequence[NodeCase]
+) -> dict[tuple[NodeCase, int, str | None], int | str]:
+    """Each case's nodes, one and two reversals, as the revseq of ``python`` writes them."""
+    keys = [(case, count, t) for _, t in targets for case in cases for count in (1, 2)]
+    with tempfile.TemporaryDirectory() as folder:
+        jobs = []
+        for i, (case, count, target) in enumerate(keys):
+            path = pathlib.Path(folder, f"{i}.onnx")
+            onnx.save(reversals_model(case, count), path)
+            jobs.append([str(path), target])
+        done = subprocess.run(
+            [python, "-c", _COUNT_EARLIER], input=json.dumps(jobs), capture_output=True,
+            text=True, check=True,
+        )  # fmt: skip
+    return dict(zip(keys, json.loads(done.stdout), strict=True))
 
 
 _INTRO = f"""\
@@ -149,8 +234,15 @@ Each case is a float32 ReverseSequence whose int64 lengths are given at run time
 by `revseq.inline` for each target (`default`: no target given). A cell counts the nodes
 written, Constants aside; **bold** marks one reversal over {MOST_NODES} nodes, or two
 reversals by the same lengths over {MOST_SHARED} times one. `refused`: the target has no
-form for the case (`revseq inline` says why).
-"""
+form for the case (`revseq inline` says why)."""
+
+_EXPORTED = """\
+## One reversal, lengths as exporters declare them: nodes
+
+tf2onnx declares the lengths int32, with a dim of their own (`L`, not the data's `B`),
+and casts them to int64 for the op: the symbolic cases again, written so (the Cast
+counted where it stays). Each decomposition first gathers the lengths at the data's
+batch steps, so that runtimes that track symbols see one batch dim."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -161,6 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--target", action="append", metavar="NAME", help="only these targets (repeatable)"
     )
     parser.add_argument("--write", metavar="PATH", help="also write the tables as a page")
+    parser.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help="an interpreter with an earlier revseq installed: its counts beside",
+    )
+    parser.add_argument(
+        "--before-label", default="an earlier revseq", help="what the page calls it"
+    )
     args = parser.parse_args(argv)
     targets = _targets()
     if args.target:
@@ -168,15 +268,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.exit(2, f"{prog}: error: no target named {', '.join(unknown)}\n")
         targets = [(label, t) for label, t in targets if label in args.target]
-    one, two = nodes_table(targets)
+    before = None
+    if args.before:
+        before = earlier_counts(args.before, targets, (*CASES, *EXPORTED_CASES))
+    one, two = nodes_table(targets, before=before)
+    exported, _ = nodes_table(targets, EXPORTED_CASES, before=before)
     out = io.StringIO()
     out.write(f"## One reversal: nodes\n\n{one}\n\n")
-    out.write(f"## Two reversals by the same lengths: nodes (over one)\n\n{two}\n")
+    out.write(f"## Two reversals by the same lengths: nodes (over one)\n\n{two}\n\n")
+    out.write(f"{_EXPORTED}\n\n{exported}\n")
     sys.stdout.write(out.getvalue())
     if args.write:
         command = " ".join([prog, *(sys.argv[1:] if argv is None else argv)])
         context = f"onnx {onnx.__version__}, Python {platform.python_version()}"
-        body = f"{_INTRO}\n{out.getvalue()}"
+        earlier = (
+            f" Where a count moved, the count {args.before_label} wrote comes first "
+            "(`30 → 26`)."
+            if args.before
+            else ""
+        )
+        body = f"{_INTRO}{earlier}\n\n{out.getvalue()}"
         write_measured_page(args.write, "Nodes per reversal", command, context, body)
     return 0
 

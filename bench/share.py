@@ -8,6 +8,13 @@ with every reversal an Identity of its data, side by side in one process (interl
 rounds, paired medians: ``_timing.paired_medians``), at batch 1. The share is how much
 longer the inlined model takes; where the runtime has the op, the original model's
 share is shown beside it. A runtime that does not run a model says why in its cell.
+
+Two more models split what the inlined one costs. Its gathers alone: the inlined model
+with each decomposition's index computed beforehand (run once in onnxruntime on the
+same inputs) and given as a constant, the index arithmetic pruned; what the inlined
+model takes beyond that is the index arithmetic, per node it adds. With ``--before
+PYTHON`` (an interpreter with an earlier revseq installed), the model as that revseq
+inlines it is timed in the same rounds: before and after side by side.
 """
 
 from __future__ import annotations
@@ -20,10 +27,13 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 
 import numpy as np
 import onnx
+import onnx_ir as ir
+from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 import revseq
 from bench.pages import write_measured_page
@@ -33,6 +43,7 @@ from revseq.equivalence.inputs import InputGenerator
 from revseq.equivalence.inputs.sizes import GivenInputs, dim_key
 from revseq.errors import RevseqError, one_line
 from revseq.measure._timing import paired_medians
+from revseq.passes.graph.names import EMITTED_NAME
 from revseq.passes.graph.scopes import run_time_input_infos
 
 RUNTIMES = (
@@ -65,27 +76,114 @@ def feeds_at_batch_1(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndar
     return generator.trial(0)
 
 
+_GATHERS = frozenset({"Gather", "GatherElements", "GatherND"})
+
+_INLINE_BEFORE = (
+    "import json, sys, onnx, revseq\n"
+    "model, out, target, shapes = sys.argv[1:]\n"
+    "inlined = revseq.inline(onnx.load(model), target=target or None,\n"
+    "                        input_shapes=json.loads(shapes) or None)\n"
+    "onnx.save(inlined, out)\n"
+)
+"""What the earlier revseq runs (``--before``): the same call, the model written."""
+
+
+def graph_nodes(graph: onnx.GraphProto) -> int:
+    """The nodes of ``graph`` and its subgraphs, Constants aside (weights to a runtime)."""
+    count = 0
+    for node in graph.node:
+        count += node.op_type != "Constant"
+        for attribute in node.attribute:
+            for body in [attribute.g] if attribute.HasField("g") else attribute.graphs:
+                count += graph_nodes(body)
+    return count
+
+
+def gathers_alone(inlined: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """``inlined`` with the index of each decomposition's gather given as a constant.
+
+    Each decomposition in the main graph (its nodes named ``<node>/<Op>_<i>``) moves the
+    data with its last gather; that gather's index is computed once in onnxruntime on
+    ``feeds`` and becomes an initializer, and the arithmetic that made it is pruned.
+    What is left is the reversal's view of the data and its gathers: what the inlined
+    model takes beyond this model is its index arithmetic.
+    """
+    last: dict[str, onnx.NodeProto] = {}
+    for node in inlined.graph.node:
+        named = EMITTED_NAME.match(node.name)
+        if named is not None and node.op_type in _GATHERS:
+            last[named["prefix"]] = node
+    indexes = [node.input[1] for node in last.values()]
+    marked = onnx.ModelProto()
+    marked.CopyFrom(inlined)
+    marked.graph.output.extend(onnx.ValueInfoProto(name=name) for name in indexes)
+    values = backends.get("onnxruntime").prepare(marked)(feeds)[-len(indexes) :]
+    alone = onnx.ModelProto()
+    alone.CopyFrom(inlined)
+    for node in alone.graph.node:
+        if node.name in {n.name for n in last.values()}:
+            name = f"{node.input[1]}/given"
+            value = values[indexes.index(node.input[1])]
+            alone.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
+            node.input[1] = name
+    pruned = ir.from_proto(alone)
+    RemoveUnusedNodesPass()(pruned)
+    return ir.to_proto(pruned)
+
+
+def _inlined_before(
+    python: str, model: onnx.ModelProto, target: str | None, shapes: dict | None
+) -> onnx.ModelProto:
+    """``model`` as the revseq installed for ``python`` inlines it (``--before``)."""
+    with tempfile.TemporaryDirectory() as folder:
+        source, out = pathlib.Path(folder, "model.onnx"), pathlib.Path(folder, "out.onnx")
+        onnx.save(model, source)
+        command = [python, "-c", _INLINE_BEFORE, str(source), str(out), target or "",
+                   json.dumps(shapes or {})]  # fmt: skip
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+        except OSError as e:
+            raise RevseqError(f"the earlier revseq's {python} does not run: {e}") from e
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines() or ["no message"]
+            raise RevseqError(f"the earlier revseq failed: {lines[-1]}")
+        return onnx.load(out)
+
+
 def _variants(
-    model: onnx.ModelProto, runtime: str, feeds: dict[str, np.ndarray]
+    model: onnx.ModelProto, runtime: str, feeds: dict[str, np.ndarray], before: str | None
 ) -> dict[str, onnx.ModelProto]:
-    """The models timed on ``runtime``: without reversals first, then inlined, native."""
+    """The models timed on ``runtime``, the one without reversals first.
+
+    Then the inlined one (by the earlier revseq too, given ``before``), its gathers
+    alone, and the original where the runtime has the op.
+    """
     target = OWN_TARGET.get(runtime)
     shapes = {name: list(np.shape(value)) for name, value in feeds.items()}
     inlined = revseq.inline(model, target=target, input_shapes=shapes if target else None)
-    variants = {"identity": without_reversals(model), "inlined": inlined}
+    variants = {"identity": without_reversals(model)}
+    if before is not None:
+        variants["before"] = _inlined_before(before, model, target, shapes if target else None)
+    variants["inlined"] = inlined
+    variants["gathers"] = gathers_alone(inlined, feeds)
     if runtime in NATIVE:
         variants["native"] = model
     return variants
 
 
 def time_model(
-    model: onnx.ModelProto, runtime: str, *, rounds: int, budget_s: float
+    model: onnx.ModelProto,
+    runtime: str,
+    *,
+    rounds: int,
+    budget_s: float,
+    before: str | None = None,
 ) -> dict[str, str]:
     """One row's cells: each variant's milliseconds and share, or why it did not run."""
     feeds = feeds_at_batch_1(model)
     try:
         backend = backends.get(runtime)
-        variants = _variants(model, runtime, feeds)
+        variants = _variants(model, runtime, feeds, before)
         runners = {
             label: backend.prepare(each, repeated=True) for label, each in variants.items()
         }
@@ -93,29 +191,45 @@ def time_model(
         timed = paired_medians(calls, rounds=rounds, budget_s=budget_s)
     except (RevseqError, backends.BackendUnavailableError) as e:
         return {"error": one_line(e).split(" Caused by")[0][:110]}
-    cells = {"identity": f"{timed['identity'][0] * 1e3:.3f}"}
-    for label in ("inlined", "native"):
+    nodes = {label: graph_nodes(each.graph) for label, each in variants.items()}
+    cells = {"identity": f"{timed['identity'][0] * 1e3:.3f} ({nodes['identity']})"}
+    for label in ("before", "inlined", "gathers", "native"):
         if label in timed:
             seconds, ratio = timed[label]
-            cells[label] = f"{seconds * 1e3:.3f} ({(ratio - 1) * 100:+.1f} %)"
+            cells[label] = f"{seconds * 1e3:.3f} ({(ratio - 1) * 100:+.1f} %, {nodes[label]})"
+    arithmetic = timed["inlined"][0] - timed["gathers"][0]
+    added = nodes["inlined"] - nodes["gathers"]
+    cells["per_node"] = f"{arithmetic * 1e6 / added:.2f}" if added > 0 else "-"
     return cells
 
 
-def page(rows: Sequence[tuple[str, str, dict[str, str]]]) -> str:
-    """The table: a row per model and runtime."""
+_COLUMNS = (
+    ("identity", "without reversals"),
+    ("before", "inlined before"),
+    ("inlined", "inlined"),
+    ("gathers", "its gathers alone"),
+    ("per_node", "index arithmetic, µs a node"),
+    ("native", "own op"),
+)
+
+
+def page(rows: Sequence[tuple[str, str, dict[str, str]]], *, before: bool = False) -> str:
+    """The table: a row per model and runtime; the earlier revseq's column with ``before``.
+
+    Each timed cell is ms (share over the model without reversals, nodes).
+    """
+    columns = [(key, title) for key, title in _COLUMNS if before or key != "before"]
     lines = [
-        "| model | runtime | without reversals, ms | inlined, ms (share) | own op, ms "
-        "(share) |",
-        "|---|---|---|---|---|",
+        "| model | runtime | " + " | ".join(title for _, title in columns) + " |",
+        "|---|---|" + "---|" * len(columns),
     ]
     for model, runtime, cells in rows:
         if "error" in cells:
-            lines.append(f"| {model} | {runtime} | not run: {cells['error']} | | |")
+            rest = " |" * (len(columns) - 1)
+            lines.append(f"| {model} | {runtime} | not run: {cells['error']} |{rest}")
             continue
-        lines.append(
-            f"| {model} | {runtime} | {cells['identity']} | {cells['inlined']} | "
-            f"{cells.get('native', '-')} |"
-        )
+        row = " | ".join(cells.get(key, "-") for key, _ in columns)
+        lines.append(f"| {model} | {runtime} | {row} |")
     return "\n".join(lines)
 
 
@@ -124,7 +238,7 @@ def _row_in_a_child(path: str, runtime: str, args: argparse.Namespace) -> dict[s
     command = [
         sys.executable, "-m", "bench.share", "--models", path,
         "--runtimes", runtime, "--rounds", str(args.rounds), "--budget", str(args.budget),
-        "--rows",
+        "--rows", *(["--before", args.before] if args.before else []),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode == 0:
@@ -146,13 +260,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--budget", type=float, default=2.0, help="seconds per row")
     parser.add_argument("--write", metavar="PAGE", help="write the page (docs/share.md)")
+    parser.add_argument(
+        "--before",
+        metavar="PYTHON",
+        help="an interpreter with an earlier revseq installed: its output timed beside",
+    )
+    parser.add_argument(
+        "--before-label", default="an earlier revseq", help="what the page calls it"
+    )
     parser.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     installed = [r for r in args.runtimes if backends.unavailable(r) is None]
     if args.rows:  # one runtime, in this process: its rows as JSON
         rows = [
             (pathlib.Path(path).stem, runtime, time_model(
-                onnx.load(path), runtime, rounds=args.rounds, budget_s=args.budget
+                onnx.load(path), runtime, rounds=args.rounds, budget_s=args.budget,
+                before=args.before,
             ))
             for path in _paths(args.models)
             for runtime in installed
@@ -165,14 +288,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             cells = _row_in_a_child(path, runtime, args)
             rows.append((pathlib.Path(path).stem, runtime, cells))
             print(f"share: {path} on {runtime}: {cells}", file=sys.stderr, flush=True)
+    earlier = (
+        f"`inlined before`: the same model as {args.before_label} inlines it, timed in "
+        "the same rounds. "
+        if args.before
+        else ""
+    )
     body = (
         "The inlined model against the same model without its reversals (each one's "
         "output read from its data, the lengths it read pruned), each runtime's own runs "
         "side by side (median of paired rounds, batch 1; each model on each runtime in a "
-        "process of its own); the share is how much longer the inlined model takes. "
-        "Where the runtime has the op, the original model's share beside it. The target "
-        "is the README's for each runtime (its own where it builds for fixed "
-        "shapes).\n\n" + page(rows)
+        "process of its own); the share is how much longer a model takes than the one "
+        "without reversals, and each cell says ms (share, nodes: Constants aside, "
+        "subgraphs' included). Where the runtime has the op, the original model's share "
+        "beside it. The target is the README's for each runtime (its own where it builds "
+        f"for fixed shapes). {earlier}`its gathers alone`: the inlined model with each "
+        "gather's index computed beforehand and given as a constant: what the reversal "
+        "costs without its index arithmetic. `index arithmetic, µs a node`: the inlined "
+        "model's time beyond its gathers alone, over the nodes it adds (a negative or "
+        "tiny figure: within the noise).\n\n" + page(rows, before=bool(args.before))
     )
     print(body)
     if args.write:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import onnx
 import pytest
@@ -12,17 +14,23 @@ from bench import nodes
 from revseq.ops.reference import reverse_sequence
 
 
-@pytest.mark.parametrize("case", nodes.CASES, ids=lambda c: c.label())
+@pytest.mark.parametrize(
+    "case",
+    [*nodes.CASES, *nodes.EXPORTED_CASES],
+    ids=lambda c: c.label() + (" exported" if c.own_lengths else ""),
+)
 def test_each_case_model_reverses_each_tensor_by_the_shared_lengths(case):
     model = nodes.reversals_model(case, 2)
     onnx.checker.check_model(model, full_check=True)
     reversals = [n for n in model.graph.node if n.op_type == "ReverseSequence"]
-    assert [r.input[1] for r in reversals] == ["lens", "lens"]
+    lengths = "lens64" if case.own_lengths else "lens"
+    assert [r.input[1] for r in reversals] == [lengths, lengths]
     assert len({r.input[0] for r in reversals}) == 2
     time_axis, batch_axis = case.axes
     dims = [d if isinstance(d, int) else 3 for d in case.dims]
     x = np.arange(np.prod(dims), dtype=np.float32).reshape(dims)
-    lens = np.array([0, 1, dims[time_axis]][: dims[batch_axis]], dtype=np.int64)
+    lens_type = np.int32 if case.own_lengths else np.int64
+    lens = np.array([0, 1, dims[time_axis]][: dims[batch_axis]], dtype=lens_type)
     got = revseq.inline(model)
     y0, y1 = ReferenceEvaluator(got).run(None, {"x": x, "lens": lens})
     expected = reverse_sequence(-x, lens, batch_axis=batch_axis, time_axis=time_axis)
@@ -65,7 +73,8 @@ def test_the_page_is_stamped_with_its_command(tmp_path, capsys):
     assert text.startswith("# Nodes per reversal\n")
     assert "| default |" in text and "| any |" in text and "| tract |" not in text
     assert "`python -m bench.nodes --target default --target any --write" in text
-    assert capsys.readouterr().out.count("| default |") == 2
+    assert capsys.readouterr().out.count("| default |") == 3  # one, two, as exported
+    assert "## One reversal, lengths as exporters declare them: nodes" in text
 
 
 def test_an_unknown_target_is_refused_in_one_line(capsys):
@@ -74,3 +83,19 @@ def test_an_unknown_target_is_refused_in_one_line(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.strip() == "python -m bench.nodes: error: no target named nosuch"
+
+
+def test_an_earlier_revseq_s_counts_come_first_where_they_moved(monkeypatch):
+    case = nodes.EXPORTED_CASES[0]
+    earlier = nodes.earlier_counts(sys.executable, [("default", None)], [case])
+    assert earlier == {
+        (case, 1, None): nodes.count_nodes(nodes.reversals_model(case, 1), None),
+        (case, 2, None): nodes.count_nodes(nodes.reversals_model(case, 2), None),
+    }
+    one, two = nodes.nodes_table([("default", None)], [case], before=earlier)
+    assert "→" not in one + two  # the same revseq: nothing moved
+    monkeypatch.setattr(nodes, "count_nodes", lambda model, target: 10 * _reversals(model))
+    moved = {(case, 1, None): 30, (case, 2, None): "refused: no form"}
+    one, two = nodes.nodes_table([("default", None)], [case], before=moved)
+    assert one.splitlines()[-1] == "| default | 30 → 10 |"
+    assert two.splitlines()[-1] == "| default | refused → **20 (2.00)** |"

@@ -1,0 +1,72 @@
+"""The share page: what its variants compute, what they count, and how a row reads."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from helpers import assert_identical, run_ort
+
+import revseq
+from bench import share
+
+_DENSE = pathlib.Path(__file__).parents[1] / "fixtures" / "tf_reverse_sequence_dense.onnx"
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_gathers_alone_compute_what_the_inlined_model_computes_on_its_inputs(batch):
+    """Each gather's index given as the constant it computes on these inputs: the same
+    outputs bit for bit, and no index arithmetic left."""
+    inlined = revseq.inline(onnx.load(_DENSE))
+    feeds = {
+        "x": np.arange(batch * 27, dtype=np.float32).reshape(batch, 9, 3),
+        "lens": np.array([5, 0, 9, 1][:batch], dtype=np.int32),
+    }
+    alone = share.gathers_alone(inlined, feeds)
+    onnx.checker.check_model(alone)
+    expected = run_ort(inlined, feeds, optimize=False)
+    for got, want in zip(run_ort(alone, feeds, optimize=False), expected, strict=True):
+        assert_identical(got, want)
+    ops = [n.op_type for n in alone.graph.node]
+    assert "Range" not in ops and "Where" not in ops and "Gather" in ops
+    assert share.graph_nodes(alone.graph) == share.graph_nodes(inlined.graph) - 16
+
+
+def test_nodes_are_counted_in_subgraphs_too_constants_aside():
+    from revseq.ops.reference import reverse_sequence_model
+
+    body = onnx.load(_DENSE).graph
+    model = reverse_sequence_model(["T", "B", 3], onnx.TensorProto.FLOAT)
+    node = onnx.helper.make_node("If", ["c"], ["o"], then_branch=body, else_branch=body)
+    model.graph.node.append(node)
+    model.graph.node.append(onnx.helper.make_node("Constant", [], ["k"], value_int=1))
+    assert share.graph_nodes(model.graph) == 1 + 1 + 2 * len(body.node)
+
+
+def test_a_row_times_each_variant_and_the_earlier_revseq_s_output(monkeypatch):
+    """``--before`` with this very revseq: the same model, so the same nodes."""
+    cells = share.time_model(
+        onnx.load(_DENSE), "onnxruntime", rounds=3, budget_s=0.2, before=sys.executable
+    )
+    assert cells.keys() == {"identity", "before", "inlined", "gathers", "native", "per_node"}
+    nodes = {key: cells[key].rsplit(", ", 1)[-1] for key in ("before", "inlined")}
+    assert nodes["before"] == nodes["inlined"] == f"{share.graph_nodes(_inlined())})"
+    table = share.page([("dense", "onnxruntime", cells)], before=True)
+    header, _, row = table.splitlines()
+    assert header.count("|") == row.count("|") == 9
+    assert "inlined before" in header and "inlined before" not in share.page([], before=False)
+
+
+def _inlined() -> onnx.GraphProto:
+    return revseq.inline(onnx.load(_DENSE)).graph
+
+
+def test_an_earlier_revseq_that_fails_is_said_in_the_row():
+    cells = share.time_model(
+        onnx.load(_DENSE), "onnxruntime", rounds=3, budget_s=0.2, before=sys.executable + "-no"
+    )
+    assert cells.keys() == {"error"}
+    assert "the earlier revseq's" in cells["error"] and "does not run" in cells["error"]
