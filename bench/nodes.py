@@ -39,7 +39,7 @@ import onnx
 from onnx import TensorProto, helper
 
 import revseq
-from bench.pages import write_measured_page
+from bench.pages import stamped_command, write_measured_page
 from revseq.errors import RevseqError
 from revseq.ops.targets import TARGETS
 
@@ -148,8 +148,9 @@ def _targets() -> list[tuple[str, str | None]]:
     return [("default", None), *((name, name) for name in TARGETS)]
 
 
-Counts = Mapping[tuple[NodeCase, int, str | None], "int | str"]
-"""Nodes by (case, reversals, target), as an earlier revseq wrote them (``--before``)."""
+Counts = Mapping[tuple[NodeCase, int, str | None], "int | str | None"]
+"""Nodes by (case, reversals, target), as an earlier revseq wrote them (``--before``);
+None where it had no such target."""
 
 
 def nodes_table(
@@ -187,9 +188,13 @@ def nodes_table(
     return "\n".join(one_rows), "\n".join(two_rows)
 
 
-def _was(earlier: int | str, now: int | str) -> str:
-    """The earlier count and an arrow, where it differs from ``now``."""
-    if earlier == now or (isinstance(earlier, str) and isinstance(now, str)):
+def _was(earlier: int | str | None, now: int | str) -> str:
+    """The earlier count and an arrow, where it differs from ``now``.
+
+    None: the target is newer than the earlier revseq, which has no count to show.
+    """
+    both_refused = isinstance(earlier, str) and isinstance(now, str)
+    if earlier is None or earlier == now or both_refused:
         return ""
     return ("refused" if isinstance(earlier, str) else str(earlier)) + " → "
 
@@ -203,7 +208,7 @@ for path, target in json.load(sys.stdin):
     try:
         inlined = revseq.inline(onnx.load(path), target=target)
     except Exception as e:  # a refusal, whatever that version raised it as
-        counts.append(f"refused: {e}")
+        counts.append(None if "unknown target" in str(e) else f"refused: {e}")
         continue
     counts.append(sum(n.op_type not in ("Constant", "Neg") for n in inlined.graph.node))
 print(json.dumps(counts))
@@ -213,8 +218,11 @@ print(json.dumps(counts))
 
 def earlier_counts(
     python: str, targets: Sequence[tuple[str, str | None]], cases: Sequence[NodeCase]
-) -> dict[tuple[NodeCase, int, str | None], int | str]:
-    """Each case's nodes, one and two reversals, as the revseq of ``python`` writes them."""
+) -> dict[tuple[NodeCase, int, str | None], int | str | None]:
+    """Each case's nodes, one and two reversals, as the revseq of ``python`` writes them.
+
+    None for a target it does not have.
+    """
     keys = [(case, count, t) for _, t in targets for case in cases for count in (1, 2)]
     with tempfile.TemporaryDirectory() as folder:
         jobs = []
@@ -279,11 +287,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.write(f"{_EXPORTED}\n\n{exported}\n")
     sys.stdout.write(out.getvalue())
     if args.write:
-        command = " ".join([prog, *(sys.argv[1:] if argv is None else argv)])
+        given = sys.argv[1:] if argv is None else argv
+        command = stamped_command(prog, given, placeholders=["--before"])
         context = f"onnx {onnx.__version__}, Python {platform.python_version()}"
         earlier = (
             f" Where a count moved, the count {args.before_label} wrote comes first "
-            "(`30 → 26`)."
+            "(`30 → 26`; a target it did not have, its count alone; `PYTHON` in the command "
+            "below: an interpreter with it installed)."
             if args.before
             else ""
         )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["write_measured_page"]
+__all__ = ["stamped_command", "write_measured_page"]
 
 import os
+import shlex
 import time
+from collections.abc import Sequence
 
 from revseq import __version__, files
 
@@ -31,3 +33,18 @@ def write_measured_page(
     )
     head = f"# {title}\n\n" + (f"{setup}\n\n" if setup else "")
     files.write_text_atomically(path, f"{head}{body.rstrip()}\n\n{stamp}\n")
+
+
+def stamped_command(
+    prog: str, argv: Sequence[str], *, placeholders: Sequence[str] = ()
+) -> str:
+    """The command a page was written by, as its stamp says it.
+
+    The value of each option in ``placeholders`` (``--before``: an interpreter on the
+    machine that ran it) is said by its metavar instead, ``PYTHON``.
+    """
+    words, hidden = [], False
+    for word in argv:
+        words.append("PYTHON" if hidden else shlex.quote(word))
+        hidden = word in placeholders
+    return " ".join([prog, *words])

@@ -36,7 +36,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 import revseq
-from bench.pages import write_measured_page
+from bench.pages import stamped_command, write_measured_page
 from revseq import backends
 from revseq.equivalence.blame import without_reversals
 from revseq.equivalence.inputs import InputGenerator
@@ -289,8 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append((pathlib.Path(path).stem, runtime, cells))
             print(f"share: {path} on {runtime}: {cells}", file=sys.stderr, flush=True)
     earlier = (
-        f"`inlined before`: the same model as {args.before_label} inlines it, timed in "
-        "the same rounds. "
+        f"`inlined before`: the same model as {args.before_label} inlines it (`PYTHON` "
+        "in the command below: an interpreter with it installed), timed in the same "
+        "rounds. "
         if args.before
         else ""
     )
@@ -312,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write:
         labels = ", ".join(backends.get(r).label for r in installed)
         context = f"Python {platform.python_version()}; {labels}"
-        command = "python -m bench.share " + " ".join(sys.argv[1:] if argv is None else argv)
+        given = sys.argv[1:] if argv is None else argv
+        command = stamped_command("python -m bench.share", given, placeholders=["--before"])
         write_measured_page(args.write, "The reversal's share of a model", command,
                             context, body + "\n")  # fmt: skip
     return 0
