@@ -70,3 +70,12 @@ def test_an_earlier_revseq_that_fails_is_said_in_the_row():
     )
     assert cells.keys() == {"error"}
     assert "the earlier revseq's" in cells["error"] and "does not run" in cells["error"]
+
+
+def test_a_page_s_stamp_says_an_interpreter_given_as_its_metavar():
+    from bench.pages import stamped_command
+
+    argv = ["--before", "/somewhere/bin/python", "--before-label", "revseq of May", "-x"]
+    assert stamped_command("python -m bench.share", argv, placeholders=["--before"]) == (
+        "python -m bench.share --before PYTHON --before-label 'revseq of May' -x"
+    )
