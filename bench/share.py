@@ -151,19 +151,29 @@ def _inlined_before(
 
 
 def _variants(
-    model: onnx.ModelProto, runtime: str, feeds: dict[str, np.ndarray], before: str | None
+    model: onnx.ModelProto,
+    runtime: str,
+    feeds: dict[str, np.ndarray],
+    before: str | None,
+    refusals: dict[str, str],
 ) -> dict[str, onnx.ModelProto]:
     """The models timed on ``runtime``, the one without reversals first.
 
-    Then the inlined one (by the earlier revseq too, given ``before``), its gathers
-    alone, and the original where the runtime has the op.
+    Then the inlined one (by the earlier revseq too, given ``before``: where it fails,
+    ``refusals`` says why), its gathers alone, and the original where the runtime has
+    the op.
     """
     target = OWN_TARGET.get(runtime)
     shapes = {name: list(np.shape(value)) for name, value in feeds.items()}
     inlined = revseq.inline(model, target=target, input_shapes=shapes if target else None)
     variants = {"identity": without_reversals(model)}
     if before is not None:
-        variants["before"] = _inlined_before(before, model, target, shapes if target else None)
+        try:
+            variants["before"] = _inlined_before(
+                before, model, target, shapes if target else None
+            )
+        except RevseqError as e:  # said in its cell; the rest is timed
+            refusals["before"] = one_line(e)[:110]
     variants["inlined"] = inlined
     variants["gathers"] = gathers_alone(inlined, feeds)
     if runtime in NATIVE:
@@ -183,7 +193,8 @@ def time_model(
     feeds = feeds_at_batch_1(model)
     try:
         backend = backends.get(runtime)
-        variants = _variants(model, runtime, feeds, before)
+        refusals: dict[str, str] = {}
+        variants = _variants(model, runtime, feeds, before, refusals)
         runners = {
             label: backend.prepare(each, repeated=True) for label, each in variants.items()
         }
@@ -200,6 +211,7 @@ def time_model(
     arithmetic = timed["inlined"][0] - timed["gathers"][0]
     added = nodes["inlined"] - nodes["gathers"]
     cells["per_node"] = f"{arithmetic * 1e6 / added:.2f}" if added > 0 else "-"
+    cells.update((label, f"not written: {why}") for label, why in refusals.items())
     return cells
 
 
