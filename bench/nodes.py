@@ -39,7 +39,7 @@ import onnx
 from onnx import TensorProto, helper
 
 import revseq
-from bench.pages import stamped_command, write_measured_page
+from bench.pages import add_before_options, stamped_command, write_measured_page
 from revseq.errors import RevseqError
 from revseq.ops.targets import TARGETS
 
@@ -261,14 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--target", action="append", metavar="NAME", help="only these targets (repeatable)"
     )
     parser.add_argument("--write", metavar="PATH", help="also write the tables as a page")
-    parser.add_argument(
-        "--before",
-        metavar="PYTHON",
-        help="an interpreter with an earlier revseq installed: its counts beside",
-    )
-    parser.add_argument(
-        "--before-label", default="an earlier revseq", help="what the page calls it"
-    )
+    add_before_options(parser, "its counts beside")
     args = parser.parse_args(argv)
     targets = _targets()
     if args.target:

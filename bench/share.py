@@ -36,7 +36,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 import revseq
-from bench.pages import stamped_command, write_measured_page
+from bench.pages import add_before_options, stamped_command, write_measured_page
 from revseq import backends
 from revseq.equivalence.blame import without_reversals
 from revseq.equivalence.inputs import InputGenerator
@@ -272,14 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=41)
     parser.add_argument("--budget", type=float, default=2.0, help="seconds per row")
     parser.add_argument("--write", metavar="PAGE", help="write the page (docs/share.md)")
-    parser.add_argument(
-        "--before",
-        metavar="PYTHON",
-        help="an interpreter with an earlier revseq installed: its output timed beside",
-    )
-    parser.add_argument(
-        "--before-label", default="an earlier revseq", help="what the page calls it"
-    )
+    add_before_options(parser, "its output timed beside")
     parser.add_argument("--rows", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     installed = [r for r in args.runtimes if backends.unavailable(r) is None]
