@@ -9,10 +9,12 @@ from __future__ import annotations
 
 __all__ = [
     "BACKEND_SUITE",
+    "DEFAULT_BEFORE",
     "PAGE_INTRO",
     "BackendTimer",
     "backend_models",
     "backend_suite",
+    "bar_fractions",
     "format_backend",
     "ratio_cells",
     "table_head",
@@ -26,7 +28,9 @@ import numpy as np
 import onnx
 
 import revseq
+from bench.earlier import inlined_before
 from revseq import backends
+from revseq.errors import RevseqError, one_line
 from revseq.measure._cases import Case, native_model
 from revseq.measure._timing import Models, Timed
 from revseq.measure.floor import FLOORS, floor_ratio, time_pass
@@ -49,7 +53,9 @@ measured cheapest there); the form columns are each form as emitted for that tar
 static dims (the gather the backend's own costs pick, its index folded: what the index
 arithmetic adds to); `finite target`, where the backend runs no exact form with lengths
 at run time, its target exact on finite data (`NAME-finite`); `native` the backend's own
-ReverseSequence where it has one. Identical models (the own target is one of the form
+ReverseSequence where it has one; `default before`, given `--before PYTHON`, the default
+as an earlier revseq writes it (`PYTHON` in the command: an interpreter with it
+installed). Identical models (the own target is one of the form
 columns, but where it gathers single-element rows by the row form's Gather, which the
 named `gather_rows` gathers as GatherElements does) are timed once and show the same
 figure. Each row is the median of its passes, each pass with every runner made anew;
@@ -84,15 +90,22 @@ def backend_suite(name: str) -> tuple[Case, ...]:
 
 
 def backend_models(
-    name: str, case: Case, dims: str, lens: np.ndarray
+    name: str, case: Case, dims: str, lens: np.ndarray, *, before: str | None = None
 ) -> dict[str, onnx.ModelProto | str]:
     """Each variant's model, or why it has none.
 
-    The default, the backend's own target, and each named form emitted for that target
-    (for "any" where the backend has no profile).
+    The default (first as the revseq of ``before`` writes it, given an interpreter with
+    it installed), the backend's own target, and each named form emitted for that
+    target (for "any" where the backend has no profile).
     """
     native = native_model(case, dims=dims)
-    models: dict[str, onnx.ModelProto | str] = {"default": revseq.inline(native)}
+    models: dict[str, onnx.ModelProto | str] = {}
+    if before is not None:
+        try:
+            models[DEFAULT_BEFORE] = inlined_before(before, native)
+        except RevseqError as e:
+            models[DEFAULT_BEFORE] = one_line(e)
+    models["default"] = revseq.inline(native)
     target = name if name in TARGETS else "any"
     for label, strategy in (("own target", "auto"), *((f, f) for f in FORMS)):
         models[label] = _inlined(native, strategy=strategy, target=target)
@@ -121,15 +134,18 @@ class BackendTimer:
     backend: backends.Backend
     rounds: int
     budget_s: float
+    before: str | None = None
 
     @classmethod
-    def of(cls, name: str, *, rounds: int, budget_s: float) -> BackendTimer:
-        """The timer of installed backend ``name``."""
-        return cls(backends.get(name), rounds, budget_s)
+    def of(
+        cls, name: str, *, rounds: int, budget_s: float, before: str | None = None
+    ) -> BackendTimer:
+        """The timer of installed backend ``name`` (``before``: ``backend_models``)."""
+        return cls(backends.get(name), rounds, budget_s, before)
 
     def models(self, case: Case, dims: str, lens: np.ndarray) -> Models:
         """The variants of ``backend_models``."""
-        return backend_models(self.backend.name, case, dims, lens)
+        return backend_models(self.backend.name, case, dims, lens, before=self.before)
 
     def time(self, case: Case, feeds: dict[str, np.ndarray], models: Models) -> Timed:
         """One pass of fresh runners (``time_pass``); a backend without the op says so."""
@@ -143,14 +159,26 @@ class BackendTimer:
         return result, notes, nodes
 
 
-_COLUMNS = ("default", "own target", *FORMS, "gather alone", "finite target", "native")
+DEFAULT_BEFORE = "default before"
+"""The default as an earlier revseq writes it (``--before``)."""
+
+_COLUMNS = (
+    DEFAULT_BEFORE, "default", "own target", *FORMS, "gather alone", "finite target",
+    "native",
+)  # fmt: skip
+
+_SOMETIMES = ("finite target", DEFAULT_BEFORE)
+"""Columns only where some row has them."""
 
 
 def _columns(rows: Sequence[dict[str, object]]) -> tuple[str, ...]:
-    """``_COLUMNS``, the finite target's only where the backend has one."""
-    name = "finite target"
-    finite = any(name in r["result"] or name in r["notes"] for r in rows)  # type: ignore[operator]
-    return tuple(c for c in _COLUMNS if c != "finite target" or finite)
+    """``_COLUMNS``, the finite target's and the earlier default only where rows have them."""
+    held = {
+        name
+        for name in _SOMETIMES
+        if any(name in r["result"] or name in r["notes"] for r in rows)  # type: ignore[operator]
+    }
+    return tuple(c for c in _COLUMNS if c not in _SOMETIMES or c in held)
 
 
 def _floor(row: dict[str, object]) -> tuple[float, float, str]:
@@ -220,7 +248,7 @@ def format_backend(label: str, rows: list[dict[str, object]]) -> str:
         )
     lines.append("")
     for dims in dict.fromkeys(r["dims"] for r in rows):
-        for name in ("default", "own target", "finite target"):
+        for name in (DEFAULT_BEFORE, "default", "own target", "finite target"):
             over = (_over_floor(r, name) for r in rows if r["dims"] == dims)
             ratios = [ratio for ratio in over if ratio is not None]
             if ratios:
@@ -228,4 +256,45 @@ def format_backend(label: str, rows: list[dict[str, object]]) -> str:
                     f"{name}, {dims} dims: geomean {statistics.geometric_mean(ratios):.2f}x "
                     f"the floor, worst {max(ratios):.2f}x  "
                 )
+    fractions = bar_fractions(rows)
+    if fractions:
+        lines += ["", BAR_INTRO, "", *table_head(_BAR_COLUMNS), *fractions]
     return "\n".join(lines)
+
+
+GATHER_BAR, COPY_BAR = 1.2, 1.5
+"""A backend's bar: its own gather alone times 1.2, or a copy times 1.5 (the looser)."""
+
+BAR_INTRO = f"""\
+Each default against the backend's bar, the looser of {GATHER_BAR}x its `gather alone` and \
+{COPY_BAR}x the copy floor (1.00: at the bar; over 1, over it), and of the default's time \
+the part beyond its gather alone: the index arithmetic, a fixed cost per node that no \
+size of data pays back on a small tensor. `default before` has a row where it wrote \
+another model than the default's."""
+
+_BAR_COLUMNS = ("shape", "dims", "variant", "x the bar", "index arithmetic, of its time")
+
+
+def bar_fractions(rows: Sequence[dict[str, object]]) -> list[str]:
+    """A table row per case and default that ran beside its gather.
+
+    The earlier default's row only where its model differs from the default's.
+    """
+    lines = []
+    for row in rows:
+        gather = _over_floor(row, "gather alone")
+        if gather is None:
+            continue
+        bar = max(GATHER_BAR * gather, COPY_BAR)
+        case: Case = row["case"]  # type: ignore[assignment]
+        now = _over_floor(row, "default")
+        for name in (DEFAULT_BEFORE, "default"):
+            ratio = _over_floor(row, name)
+            if ratio is None or (name == DEFAULT_BEFORE and ratio == now):
+                continue  # the same model as the default's, timed once
+            arithmetic = max(ratio - gather, 0.0) / ratio
+            lines.append(
+                f"| {case.label} | {row['dims']} | {name} | {ratio / bar:.2f} | "
+                f"{arithmetic * 100:.0f} % |"
+            )
+    return lines

@@ -36,7 +36,8 @@ from bench._tables import (
     format_summary,
     page_body,
 )
-from bench.pages import write_measured_page
+from bench.earlier import add_before_options
+from bench.pages import stamped_command, write_measured_page
 from revseq import backends
 from revseq.measure._cases import DIMS, QUICK, SUITE
 from revseq.measure._timing import rows_of_passes
@@ -124,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="also write the tables as a Markdown page (docs/benchmark.md is written so)",
     )
+    add_before_options(parser, "with --backend, its default timed beside")
     return parser
 
 
@@ -189,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         intro = _bench_torch.PAGE_INTRO
     elif args.backend is not None:
         timer = _bench_backend.BackendTimer.of(
-            args.backend, rounds=args.rounds, budget_s=args.budget
+            args.backend, rounds=args.rounds, budget_s=args.budget, before=args.before
         )
         rows = rows_of_passes(timer, cases, args.dims, args.passes)
         label = backends.get(args.backend).label
@@ -212,9 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _write_tables(out, rows, args)
     sys.stdout.write(out.getvalue())
     if args.write:
-        command = " ".join(
-            ["python -m bench.bench", *(sys.argv[1:] if argv is None else argv)]
-        )
+        given = sys.argv[1:] if argv is None else argv
+        command = stamped_command("python -m bench.bench", given, placeholders=["--before"])
         body = page_body(out.getvalue(), intro)
         write_measured_page(args.write, title, command, machine, body, setup=setup)
     return 0

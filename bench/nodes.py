@@ -39,7 +39,8 @@ import onnx
 from onnx import TensorProto, helper
 
 import revseq
-from bench.pages import add_before_options, stamped_command, write_measured_page
+from bench.earlier import add_before_options
+from bench.pages import stamped_command, write_measured_page
 from revseq.errors import RevseqError
 from revseq.ops.targets import TARGETS
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["add_before_options", "stamped_command", "write_measured_page"]
+__all__ = ["stamped_command", "write_measured_page"]
 
-import argparse
 import os
 import shlex
 import time
@@ -49,18 +48,3 @@ def stamped_command(
         words.append("PYTHON" if hidden else shlex.quote(word))
         hidden = word in placeholders
     return " ".join([prog, *words])
-
-
-def add_before_options(parser: argparse.ArgumentParser, beside: str) -> None:
-    """``--before PYTHON`` and ``--before-label``: an earlier install's ``beside`` shown too.
-
-    A page written so says the interpreter as ``PYTHON`` (:func:`stamped_command`).
-    """
-    parser.add_argument(
-        "--before",
-        metavar="PYTHON",
-        help=f"an interpreter with an earlier revseq installed: {beside}",
-    )
-    parser.add_argument(
-        "--before-label", default="an earlier revseq", help="what the page calls it"
-    )

@@ -27,7 +27,6 @@ import platform
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,7 +35,8 @@ import onnx_ir as ir
 from onnx_ir.passes.common import RemoveUnusedNodesPass
 
 import revseq
-from bench.pages import add_before_options, stamped_command, write_measured_page
+from bench.earlier import add_before_options, inlined_before
+from bench.pages import stamped_command, write_measured_page
 from revseq import backends
 from revseq.equivalence.blame import without_reversals
 from revseq.equivalence.inputs import InputGenerator
@@ -77,15 +77,6 @@ def feeds_at_batch_1(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndar
 
 
 _GATHERS = frozenset({"Gather", "GatherElements", "GatherND"})
-
-_INLINE_BEFORE = (
-    "import json, sys, onnx, revseq\n"
-    "model, out, target, shapes = sys.argv[1:]\n"
-    "inlined = revseq.inline(onnx.load(model), target=target or None,\n"
-    "                        input_shapes=json.loads(shapes) or None)\n"
-    "onnx.save(inlined, out)\n"
-)
-"""What the earlier revseq runs (``--before``): the same call, the model written."""
 
 
 def graph_nodes(graph: onnx.GraphProto) -> int:
@@ -131,25 +122,6 @@ def gathers_alone(inlined: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> onn
     return ir.to_proto(pruned)
 
 
-def _inlined_before(
-    python: str, model: onnx.ModelProto, target: str | None, shapes: dict | None
-) -> onnx.ModelProto:
-    """``model`` as the revseq installed for ``python`` inlines it (``--before``)."""
-    with tempfile.TemporaryDirectory() as folder:
-        source, out = pathlib.Path(folder, "model.onnx"), pathlib.Path(folder, "out.onnx")
-        onnx.save(model, source)
-        command = [python, "-c", _INLINE_BEFORE, str(source), str(out), target or "",
-                   json.dumps(shapes or {})]  # fmt: skip
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-        except OSError as e:
-            raise RevseqError(f"the earlier revseq's {python} does not run: {e}") from e
-        if done.returncode != 0:
-            lines = done.stderr.strip().splitlines() or ["no message"]
-            raise RevseqError(f"the earlier revseq failed: {lines[-1]}")
-        return onnx.load(out)
-
-
 def _variants(
     model: onnx.ModelProto,
     runtime: str,
@@ -169,8 +141,8 @@ def _variants(
     variants = {"identity": without_reversals(model)}
     if before is not None:
         try:
-            variants["before"] = _inlined_before(
-                before, model, target, shapes if target else None
+            variants["before"] = inlined_before(
+                before, model, target=target, input_shapes=shapes if target else None
             )
         except RevseqError as e:  # said in its cell; the rest is timed
             refusals["before"] = one_line(e)[:110]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import sys
 
 import numpy as np
 import onnx
@@ -73,8 +74,13 @@ def test_symbolic_dims_rows_declare_what_they_say():
 def test_backend_rows_time_the_default_against_the_copy_floor(capsys):
     argv = ["--backend", "onnxruntime", "--shape", "2000,16", "--dims", "static,all"]
     assert bench.main([*argv, "--rounds", "3", "--budget", "0.05", "--passes", "3"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| [")]
+    from bench import _backend_bench as bb
+
+    out, bars = capsys.readouterr().out.split(bb.BAR_INTRO)
+    rows = [line for line in out.splitlines() if line.startswith("| [")]
     assert [row.split(" | ")[1] for row in rows] == ["static", "all"]
+    bar_rows = [line.split(" | ")[1:3] for line in bars.splitlines() if line.startswith("| [")]
+    assert bar_rows == [["static", "default"], ["all", "default"]]
     for row in rows:
         default, own = row.split(" | ")[4:6]
         assert default.endswith(")") and "x (" in default and "x (" in own
@@ -118,6 +124,44 @@ def test_a_speed_page_reads_as_reference(tmp_path):
     assert lines[0] == "# Speed on tract 0.23.9" and lines[2] == "Set-up: tract on 2 CPUs"
     assert lines[-1].startswith("Written by `python -m bench.bench --backend tract`")
     assert "shared machine" not in page.read_text()
+
+
+def _bar_row(default, gather, before=None):
+    result = {"Identity": (1e-3, 1.0), "memcpy": (1e-3, 0.5)}
+    result |= {"default": (0, default), "gather alone": (0, gather)}
+    if before is not None:
+        result["default before"] = (0, before)
+    case = _cases.Case((64, 32, 256), 1, 0, "float32")
+    return {"case": case, "dims": "all", "result": result, "notes": {}, "nodes": {}}
+
+
+def test_each_default_is_set_against_the_bar_with_its_index_arithmetic_s_part():
+    """The bar is the looser of 1.2x the gather alone and 1.5x a copy; the part beyond
+    the gather is the index arithmetic's; an earlier default that wrote the same model
+    has no row of its own."""
+    from bench import _backend_bench as bb
+
+    rows = bb.bar_fractions([_bar_row(3.0, 2.0, before=4.0), _bar_row(1.2, 1.0, before=1.2)])
+    assert rows == [
+        "| [64, 32, 256] time-major float32 | all | default before | 1.67 | 50 % |",
+        "| [64, 32, 256] time-major float32 | all | default | 1.25 | 33 % |",
+        "| [64, 32, 256] time-major float32 | all | default | 0.80 | 17 % |",
+    ]
+    table = bb.format_backend("tract 0.23.9", [_bar_row(3.0, 2.0, before=4.0)])
+    assert "| default before | default |" in table.splitlines()[2]
+    assert bb.BAR_INTRO in table and "default before, all dims: geomean 4.00x" in table
+
+
+def test_an_earlier_revseq_s_default_is_a_variant_of_its_own(monkeypatch):
+    from bench import _backend_bench as bb
+
+    case = _cases.Case((20, 4), 1, 0, "float32")
+    lens = np.array([0, 1, 20, 7])
+    models = bb.backend_models("onnxruntime", case, "all", lens, before=sys.executable)
+    earlier, now = models[bb.DEFAULT_BEFORE], models["default"]
+    assert earlier.SerializeToString() == now.SerializeToString()
+    models = bb.backend_models("onnxruntime", case, "all", lens, before=sys.executable + "-no")
+    assert "does not run" in models[bb.DEFAULT_BEFORE]
 
 
 def test_paired_medians_start_each_round_one_variant_further_on():
