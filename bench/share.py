@@ -284,7 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "gather's index computed beforehand and given as a constant: what the reversal "
         "costs without its index arithmetic. `index arithmetic, µs a node`: the inlined "
         "model's time beyond its gathers alone, over the nodes it adds (a negative or "
-        "tiny figure: within the noise).\n\n" + page(rows, before=bool(args.before))
+        "tiny figure: within the noise). The page times, it does not check: `revseq "
+        "check --backend NAME --whole-model` says whether an output is right there (an "
+        "earlier output that was wrong on a runtime may be faster).\n\n"
+        + page(rows, before=bool(args.before))
     )
     print(body)
     if args.write:
