@@ -639,6 +639,54 @@ MUTANTS = (
         aimed="tests/equivalence/test_verdict_mechanics.py::"
         "test_a_tensor_the_runtime_does_not_give_back_is_skipped_not_blamed",
     ),
+    Mutant(
+        "whole model: the engines line leaves out the runtime the decompositions ran alone on",
+        "src/revseq/equivalence/across.py",
+        '    alone_on = engine.label if ran else ""',
+        '    alone_on = ""',
+        aimed="tests/equivalence/test_verdict_mechanics.py::"
+        "test_the_engines_line_names_the_runtime_the_decompositions_also_ran_alone_on",
+    ),
+    Mutant(
+        "forms: the steps kept with the gathered lengths are the lengths",
+        "ops/forms/_axes.py",
+        "    gathered.meta[_GATHERED_BY] = steps",
+        "    gathered.meta[_GATHERED_BY] = lens",
+        aimed="tests/passes/inline/test_inline_output.py::"
+        "test_lengths_of_a_dim_of_their_own_count_the_batch_once",
+    ),
+    Mutant(
+        "forms: a counted batch counts the gathered lengths again",
+        "ops/forms/_axes.py",
+        "lens.meta.get(_GATHERED_BY) if counted",
+        "None if counted",
+        aimed="tests/passes/inline/test_inline_output.py::"
+        "test_lengths_of_a_dim_of_their_own_count_the_batch_once",
+    ),
+    Mutant(
+        "forms: a dim cast to int32 through its int64 Cast",
+        "ops/forms/_emit.py",
+        '    if read is not None and read.op_type == "Cast" and reads_shape(read.inputs[0]):',
+        "    if False:",
+        aimed="tests/passes/inline/test_inline_output.py::"
+        "test_a_dim_is_cast_to_int32_from_its_shape_read_once",
+    ),
+    Mutant(
+        "share page: a gather's index left computed",
+        "bench/share.py",
+        "            node.input[1] = name",
+        "            pass",
+        aimed="tests/measure/test_share.py::"
+        "test_the_gathers_alone_compute_what_the_inlined_model_computes_on_its_inputs",
+    ),
+    Mutant(
+        "speed page: the bar the tighter of the two",
+        "bench/_backend_bench.py",
+        "        bar = max(GATHER_BAR * gather, COPY_BAR)",
+        "        bar = min(GATHER_BAR * gather, COPY_BAR)",
+        aimed="tests/measure/test_bench.py::"
+        "test_each_default_is_set_against_the_bar_with_its_index_arithmetic_s_part",
+    ),
 )
 
 
