@@ -104,18 +104,18 @@ def gathers_alone(inlined: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> onn
         named = EMITTED_NAME.match(node.name)
         if named is not None and node.op_type in _GATHERS:
             last[named["prefix"]] = node
-    indexes = [node.input[1] for node in last.values()]
     marked = onnx.ModelProto()
     marked.CopyFrom(inlined)
-    marked.graph.output.extend(onnx.ValueInfoProto(name=name) for name in indexes)
-    values = backends.get("onnxruntime").prepare(marked)(feeds)[-len(indexes) :]
+    marked.graph.output.extend(onnx.ValueInfoProto(name=n.input[1]) for n in last.values())
+    values = backends.get("onnxruntime").prepare(marked)(feeds)[-len(last) :]
+    given = {node.name: value for node, value in zip(last.values(), values, strict=True)}
     alone = onnx.ModelProto()
     alone.CopyFrom(inlined)
     for node in alone.graph.node:
-        if node.name in {n.name for n in last.values()}:
+        if node.name in given:
             name = f"{node.input[1]}/given"
-            value = values[indexes.index(node.input[1])]
-            alone.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
+            value = onnx.numpy_helper.from_array(given[node.name], name)
+            alone.graph.initializer.append(value)
             node.input[1] = name
     pruned = ir.from_proto(alone)
     RemoveUnusedNodesPass()(pruned)

@@ -642,8 +642,8 @@ MUTANTS = (
     Mutant(
         "whole model: the engines line leaves out the runtime the decompositions ran alone on",
         "src/revseq/equivalence/across.py",
-        '    alone_on = engine.label if ran else ""',
-        '    alone_on = ""',
+        'return dataclasses.replace(whose, alone_on=engine.label if ran else "")',
+        'return dataclasses.replace(whose, alone_on="")',
         aimed="tests/equivalence/test_verdict_mechanics.py::"
         "test_the_engines_line_names_the_runtime_the_decompositions_also_ran_alone_on",
     ),
@@ -666,7 +666,7 @@ MUTANTS = (
     Mutant(
         "forms: a dim cast to int32 through its int64 Cast",
         "ops/forms/_emit.py",
-        '    if read is not None and read.op_type == "Cast" and reads_shape(read.inputs[0]):',
+        '    if read is not None and read.op_type == "Cast" and _reads_shape(read.inputs[0]):',
         "    if False:",
         aimed="tests/passes/inline/test_inline_output.py::"
         "test_a_dim_is_cast_to_int32_from_its_shape_read_once",

@@ -89,12 +89,12 @@ def dim_as_int32(op: OpBuilder, dim: ir.Value) -> ir.Value:
     is then the same node, emitted once (the lengths' clamp and a row stride).
     """
     read = dim.producer()
-    if read is not None and read.op_type == "Cast" and reads_shape(read.inputs[0]):
+    if read is not None and read.op_type == "Cast" and _reads_shape(read.inputs[0]):
         dim = read.inputs[0]
     return op.Cast(dim, to=ir.DataType.INT32)
 
 
-def reads_shape(value: ir.Value | None) -> bool:
+def _reads_shape(value: ir.Value | None) -> bool:
     """Whether ``value`` is a Shape's output, or a Slice of one (before opset 15)."""
     node = None if value is None else value.producer()
     if node is not None and node.op_type == "Slice":

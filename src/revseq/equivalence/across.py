@@ -49,7 +49,10 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
     specials: bool,
     progress: Progress | None,
 ) -> Whose:
-    """Whose the difference found on ``example_inputs`` is (questions 2 and 3)."""
+    """Whose the difference found on ``example_inputs`` is (questions 2 and 3).
+
+    Its ``alone_on`` is the runtime's label where every decomposition ran alone there.
+    """
     failed = ""
     with stage(progress, f"running each decomposition alone on {engine.label}"):
         try:
@@ -58,21 +61,34 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
             )
         except RevseqError as e:  # a decomposition alone fails there: not proven exact
             nodes, failed = [], f" (revseq's decompositions alone fail on {engine.name}: {e})"
+    whose = _whose(ref, cand, example_inputs, engine, tolerance, nodes, failed, progress)
     ran = nodes and all(n.error is None for n in nodes)
-    alone_on = engine.label if ran else ""
+    return dataclasses.replace(whose, alone_on=engine.label if ran else "")
+
+
+def _whose(
+    ref: onnx.ModelProto,
+    cand: onnx.ModelProto,
+    example_inputs: Inputs,
+    engine: Engine,
+    tolerance: tuple[float, float],
+    nodes: Sequence[NodeReport],
+    failed: str,
+    progress: Progress | None,
+) -> Whose:
+    """Whose the difference is, given each decomposition's run alone on the runtime."""
     wrong = next((n for n in nodes if n.difference is not None), None)
     if wrong is not None:
         return Whose(
             f"revseq's decomposition of node {wrong.name or '(unnamed)'} in {wrong.scope} "
             f"differs alone on {engine.label}: {wrong.difference}",
             runtime=False,
-            alone_on=alone_on,
         )
     with stage(progress, f"finding the first tensor that differs on {engine.label}"):
         located = first_differing_tensor(ref, cand, example_inputs, engine, tolerance)
     unchecked = [n for n in nodes if n.error is not None]
     if failed:
-        return Whose(f"{located}{failed}", runtime=False, alone_on=alone_on)
+        return Whose(f"{located}{failed}", runtime=False)
     if (
         located.writer == REVSEQ
         and nodes
@@ -87,11 +103,10 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
             f"exactly what {engine.name} holds, alone on it; {engine.name} holds "
             f"{narrower}, and what it holds differs: {located}",
             runtime=True,
-            alone_on=alone_on,
         )
     if located.writer != OWN or unchecked:
         alone = f" ({len(unchecked)} decomposition(s) not checked alone)" if unchecked else ""
-        return Whose(f"{located}{alone}", runtime=False, alone_on=alone_on)
+        return Whose(f"{located}{alone}", runtime=False)
     alone = (
         f", and its {len(nodes)} decomposition(s) run alone on {engine.label} bit for bit"
         if nodes
@@ -103,7 +118,6 @@ def whose_difference(  # noqa: PLR0913 (the check's own options, passed on)
         f"differs: {located} (on the inputs listed below: --val-range NAME:[LO,HI] states "
         "an input's real range)",
         runtime=True,
-        alone_on=alone_on,
     )
 
 
