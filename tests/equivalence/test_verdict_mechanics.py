@@ -178,20 +178,32 @@ def test_a_tensor_the_runtime_does_not_give_back_is_skipped_not_blamed():
     assert "not given back by forgetful" in located.text and "'a' first" in located.text
 
 
-class _Narrowing(_Forgetful):
+class _Altering(_Forgetful):
+    """An engine standing in for a runtime that gives back what onnxruntime computes,
+    altered (``alter``: what it makes of a model's outputs)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(forgets="")
+        self.label = self.name = name
+
+    def prepare(self, model: onnx.ModelProto):
+        run, alter = super().prepare(model), self.alter(model)
+        return lambda feeds: alter(run(feeds))
+
+    def alter(self, model: onnx.ModelProto):
+        raise NotImplementedError
+
+
+class _Narrowing(_Altering):
     """An engine standing in for LiteRT, whose Shape gives int32: every int64 narrowed."""
 
     def __init__(self) -> None:
-        super().__init__(forgets="")
-        self.label = self.name = "narrowing"
+        super().__init__("narrowing")
 
-    def prepare(self, model: onnx.ModelProto):
-        run = super().prepare(model)
-
-        def narrowed(feeds):
-            return [o.astype(np.int32) if o.dtype == np.int64 else o for o in run(feeds)]
-
-        return narrowed
+    def alter(self, model: onnx.ModelProto):
+        return lambda outputs: [
+            o.astype(np.int32) if o.dtype == np.int64 else o for o in outputs
+        ]
 
 
 def test_integers_given_back_in_a_narrower_type_are_not_where_a_difference_starts():
@@ -210,24 +222,17 @@ def test_integers_given_back_in_a_narrower_type_are_not_where_a_difference_start
     assert "first differing tensor 'r'" in located.text, located
 
 
-class _WrongInContext(_Forgetful):
+class _WrongInContext(_Altering):
     """An engine standing in for a runtime with the op that gets a whole model holding a
     reversal wrong, native or inlined, but not with its tensors marked as outputs."""
 
     def __init__(self) -> None:
-        super().__init__(forgets="")
-        self.label = self.name = "wrong-in-context"
+        super().__init__("wrong-in-context")
 
-    def prepare(self, model: onnx.ModelProto):
-        run = super().prepare(model)
+    def alter(self, model: onnx.ModelProto):
         reversal = any("lens" in node.input for node in model.graph.node)
         whole = len(model.graph.output) == 1
-
-        def perturbed(feeds):
-            outputs = run(feeds)
-            return [o + 1 for o in outputs] if reversal and whole else outputs
-
-        return perturbed
+        return lambda outputs: [o + 1 for o in outputs] if reversal and whole else outputs
 
 
 def test_a_runtime_that_gets_the_reference_itself_wrong_is_blamed_not_revseq():
@@ -244,23 +249,18 @@ def test_a_runtime_that_gets_the_reference_itself_wrong_is_blamed_not_revseq():
     assert "the reference itself, its ReverseSequence kept, differs there too" in str(located)
 
 
-class _OwnOpOff(_Forgetful):
+class _OwnOpOff(_Altering):
     """An engine standing in for a runtime whose own Neg is off by one: revseq's exact."""
 
     def __init__(self) -> None:
-        super().__init__(forgets="")
-        self.label = self.name = "own-op-off"
+        super().__init__("own-op-off")
 
-    def prepare(self, model: onnx.ModelProto):
-        run = super().prepare(model)
+    def alter(self, model: onnx.ModelProto):
         negates = {n.output[0] for n in model.graph.node if n.op_type == "Neg"}
         names = [o.name for o in model.graph.output]
-
-        def off(feeds):
-            outputs = run(feeds)
-            return [o + 1 if n in negates else o for n, o in zip(names, outputs, strict=True)]
-
-        return off
+        return lambda outputs: [
+            o + 1 if n in negates else o for n, o in zip(names, outputs, strict=True)
+        ]
 
 
 def test_the_engines_line_names_the_runtime_the_decompositions_also_ran_alone_on():
