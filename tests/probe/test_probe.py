@@ -12,8 +12,31 @@ from revseq.ops.targets import TARGETS
 from revseq.ops.targets.profile import Profile
 
 
+@pytest.fixture(scope="module")
+def probed_once():
+    """The probes' findings on onnxruntime, found once for the tests that read them.
+
+    The tests below probe the same backend through ``probe_backend`` and the command
+    line: each run serves ``_Probed.run`` from here (the probes' results, not their
+    timings: those tests time or keep costs themselves). Returns the names probed, in
+    the order asked."""
+    from revseq.probe import backend as probe_module
+
+    run, found, asked = probe_module._Probed.run.__func__, {}, []
+
+    def once(cls, name, backend, say):
+        asked.append(name)
+        if name not in found:
+            found[name] = run(cls, name, backend, say)
+        return found[name]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(probe_module._Probed, "run", classmethod(once))
+        yield asked
+
+
 def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(
-    capsys, monkeypatch
+    capsys, monkeypatch, probed_once
 ):
     """What ``revseq probe onnxruntime`` measures here is what ships (ops, types, forms),
     and each form that ran gets a cost per shape class (values are not asserted, so the
@@ -33,14 +56,7 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(
     monkeypatch.setattr(layouts, "LAYOUT_CASES", small((100, 1, 16), (40, 8, 16)))
     monkeypatch.setattr(layouts, "LAYOUT_MATRIX_CASES", small((800, 1), (200, 16)))
     # The probes run once: ``revseq probe --no-costs`` below reads what they found.
-    run, found = probe_module._Probed.run.__func__, {}
-
-    def once(cls, name, backend, say):
-        if name not in found:
-            found[name] = run(cls, name, backend, say)
-        return found[name]
-
-    monkeypatch.setattr(probe_module._Probed, "run", classmethod(once))
+    asked = len(probed_once)
     probed, results = probe_module.probe_backend("onnxruntime")
     shipped = TARGETS["onnxruntime"]
     if probed.backend_version == shipped.backend_version:  # another release may differ
@@ -66,7 +82,7 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(
     assert again.costs == probed.costs and again.layouts == probed.layouts
     assert main(["probe", "onnxruntime", "--no-costs", "--json"]) == 0
     assert "costs" not in json.loads(capsys.readouterr().out)
-    assert list(found) == ["onnxruntime"]
+    assert probed_once[asked:] == ["onnxruntime", "onnxruntime"]  # each run probed it
 
 
 def test_a_gather_moves_a_type_where_it_ran_with_its_index_constant_and_at_run_time():
@@ -86,13 +102,15 @@ def test_a_gather_moves_a_type_where_it_ran_with_its_index_constant_and_at_run_t
     assert moved([ok, quieted, other]) == {("GatherND", "float16")}
 
 
-def test_probe_keeps_the_saved_costs_of_the_same_version_only(capsys):
+def test_probe_keeps_the_saved_costs_of_the_same_version_only(capsys, probed_once):
     """``--keep-costs`` probes what runs anew and keeps the shipped timings; a saved
     profile of another version has its costs refused, in one line."""
     from revseq.probe.backend import ProbeError, probe_backend
 
     shipped = TARGETS["onnxruntime"]
+    asked = len(probed_once)
     assert main(["probe", "onnxruntime", "--keep-costs", "--json"]) == 0
+    assert probed_once[asked:] == ["onnxruntime"]
     kept = Profile.from_json(json.loads(capsys.readouterr().out))
     assert kept.costs == shipped.costs
     assert kept.layouts == shipped.layouts  # timed on the output the kept costs choose
