@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import types
 
 import numpy as np
 import onnx
@@ -223,7 +224,9 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
     from revseq.measure import costs as _costs
 
     floors = []
-    monkeypatch.setattr(_costs.backends, "get", lambda name: name)
+    monkeypatch.setattr(
+        _costs.backends, "get", lambda name: types.SimpleNamespace(name=name, storage={})
+    )
     monkeypatch.setattr(
         floor, "floor_runners", lambda b, case, x: ("Identity", floors.append(case))
     )
@@ -323,6 +326,37 @@ def test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so():
         budget_s=0.05,
     )
     assert "default" in result and notes["wrong"] == "wrong values"
+
+
+class _HoldsFloat16:
+    """onnxruntime as an NPU that holds float32 as float16 (RKNN): data rounded going in."""
+
+    def __init__(self):
+        self.storage = {"float32": "float16"}
+        self.real = backends.get("onnxruntime")
+        self.resident = False
+
+    def prepare(self, model, *, repeated=False):
+        from revseq.equivalence.inputs.values import held
+
+        runner = self.real.prepare(model, repeated=repeated)
+        return lambda feeds: runner(held(feeds, self.storage))
+
+
+def test_a_backend_holding_float32_narrower_is_timed_against_the_truth_of_what_it_holds():
+    """RKNN's page is in float32, which it holds as float16: its output is the reversal of
+    the data as held, exact, and timed; a wrong one is still not."""
+    case = _cases.Case((6, 4, 3), 1, 0, "float32")
+    feeds = _cases.input_arrays(case, np.random.default_rng(0))
+    feeds["lens"] = np.array([0, 6, 2, 1])
+    right = revseq.inline(_cases.native_model(case))
+    wrong = revseq.inline(_cases.native_model(case, np.array([3, 6, 2, 1])))
+    result, notes, _ = floor.time_pass(
+        _HoldsFloat16(), case, feeds, {"default": right, "wrong": wrong}, rounds=3,
+        budget_s=0.05,
+    )  # fmt: skip
+    assert "default" in result and "default" not in notes
+    assert notes["wrong"] == "wrong values"
 
 
 class _NoIdentity:
