@@ -181,3 +181,21 @@ def installed_or_skip(backend: str) -> None:
     reason = backends.unavailable(backend)
     if reason is not None:
         pytest.skip(reason)
+
+
+class HoldsFloat16:
+    """onnxruntime as an NPU that holds float32 as float16 (RKNN): data rounded going in."""
+
+    name = "onnxruntime"
+    label = "onnxruntime holding float32 as float16"
+    resident = False
+
+    def __init__(self):
+        self.storage = {"float32": "float16"}
+        self.real = backends.get("onnxruntime")
+
+    def prepare(self, model, *, repeated=False):
+        from revseq.equivalence.inputs.values import held
+
+        runner = self.real.prepare(model, repeated=repeated)
+        return lambda feeds: runner(held(feeds, self.storage))

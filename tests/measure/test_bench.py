@@ -9,6 +9,7 @@ import types
 import numpy as np
 import onnx
 import pytest
+from helpers import HoldsFloat16
 
 import revseq
 from bench import _ort_bench, _passes_bench, bench
@@ -328,21 +329,6 @@ def test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so():
     assert "default" in result and notes["wrong"] == "wrong values"
 
 
-class _HoldsFloat16:
-    """onnxruntime as an NPU that holds float32 as float16 (RKNN): data rounded going in."""
-
-    def __init__(self):
-        self.storage = {"float32": "float16"}
-        self.real = backends.get("onnxruntime")
-        self.resident = False
-
-    def prepare(self, model, *, repeated=False):
-        from revseq.equivalence.inputs.values import held
-
-        runner = self.real.prepare(model, repeated=repeated)
-        return lambda feeds: runner(held(feeds, self.storage))
-
-
 def test_a_backend_holding_float32_narrower_is_timed_against_the_truth_of_what_it_holds():
     """RKNN's page is in float32, which it holds as float16: its output is the reversal of
     the data as held, exact, and timed; a wrong one is still not."""
@@ -352,7 +338,7 @@ def test_a_backend_holding_float32_narrower_is_timed_against_the_truth_of_what_i
     right = revseq.inline(_cases.native_model(case))
     wrong = revseq.inline(_cases.native_model(case, np.array([3, 6, 2, 1])))
     result, notes, _ = floor.time_pass(
-        _HoldsFloat16(), case, feeds, {"default": right, "wrong": wrong}, rounds=3,
+        HoldsFloat16(), case, feeds, {"default": right, "wrong": wrong}, rounds=3,
         budget_s=0.05,
     )  # fmt: skip
     assert "default" in result and "default" not in notes

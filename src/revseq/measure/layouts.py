@@ -26,6 +26,7 @@ import onnx
 
 import revseq
 from revseq import backends
+from revseq.equivalence.inputs.values import held
 from revseq.measure._cases import Case, input_arrays, native_model
 from revseq.measure.costs import floor_ratios
 from revseq.ops.reference import reverse_sequence
@@ -107,7 +108,9 @@ def _exact(backend: backends.Backend, model: onnx.ModelProto, case: Case) -> boo
         (got,) = backend.run(model, {"x": x, "lens": lens})
     except revseq.RevseqError:  # a layout the backend cannot run is not chosen
         return False
-    expected = reverse_sequence(x, lens, batch_axis=case.batch_axis, time_axis=case.time_axis)
+    kept = held({"x": x}, backend.storage)["x"]  # as the backend holds it
+    b, t = case.batch_axis, case.time_axis
+    expected = reverse_sequence(kept, lens, batch_axis=b, time_axis=t)
     return np.asarray(got).tobytes() == expected.tobytes()
 
 
