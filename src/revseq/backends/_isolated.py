@@ -46,6 +46,12 @@ class BackendCrashError(BackendError):
     """The backend's worker process died (a panic, a segfault, an abort)."""
 
 
+REQUEST_MARK = "revseq: a request begins"
+"""The line a worker writes to stderr as it takes each request (its loop reads it from
+``REVSEQ_REQUEST_MARK``): a worker's last words are what it wrote since, never what a
+runtime logged while an earlier model ran."""
+
+
 def _exit_description(returncode: int | None) -> str:
     if returncode is None:
         return "closed its pipe"
@@ -87,7 +93,12 @@ class _Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=self._folder.name,
-            env={**os.environ, **_absolute_python_path(), "RUST_BACKTRACE": "0"},
+            env={
+                **os.environ,
+                **_absolute_python_path(),
+                "RUST_BACKTRACE": "0",
+                "REVSEQ_REQUEST_MARK": REQUEST_MARK,
+            },
         )
         self._drainer = threading.Thread(target=self._drain, args=(process,), daemon=True)
         self._drainer.start()
@@ -99,6 +110,10 @@ class _Worker:
         after_panic = False
         for raw in process.stderr:
             line = raw.decode(errors="replace").strip()
+            if line == REQUEST_MARK:  # what came before was another request's
+                self._stderr.clear()
+                self._panic, after_panic = None, False
+                continue
             if not line:
                 continue
             if after_panic and self._panic is None:  # Rust: the message follows
@@ -298,6 +313,7 @@ def _serve(name: str) -> int:
             kind, key, payload = pickle.load(requests)
         except EOFError:
             return 0
+        print(os.environ.get("REVSEQ_REQUEST_MARK", ""), file=sys.stderr, flush=True)
         try:
             answer: Any = None
             if kind == "prepare":

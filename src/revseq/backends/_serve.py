@@ -63,6 +63,8 @@ def main(runner_path: str) -> int:
             kind, key, payload = pickle.load(requests)
         except EOFError:
             return 0
+        # Where the worker's last words begin, were it to die on this request.
+        print(os.environ.get("REVSEQ_REQUEST_MARK", ""), file=sys.stderr, flush=True)
         try:
             if kind == "prepare":
                 prepared[key] = runner.prepare(payload)
