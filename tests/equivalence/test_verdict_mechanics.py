@@ -178,6 +178,51 @@ def test_a_tensor_the_runtime_does_not_give_back_is_skipped_not_blamed():
     assert "not given back by forgetful" in located.text and "'a' first" in located.text
 
 
+class _NoInt8OfRank4(_Forgetful):
+    """An engine standing in for RKNN 2.5, whose build crashes on any int8 input of rank 4
+    (an Identity's too), and for a runtime that refuses a Gather (``gathers``: False)."""
+
+    def __init__(self, *, gathers: bool = True) -> None:
+        super().__init__(forgets="")
+        self.label = self.name = "no-int8-of-rank-4"
+        self.gathers = gathers
+
+    def prepare(self, model: onnx.ModelProto):
+        from revseq.backends import BackendError
+
+        for value in model.graph.input:
+            tensor = value.type.tensor_type
+            if tensor.elem_type == TP.INT8 and len(tensor.shape.dim) == 4:
+                raise BackendError(self.name, "run", "killed by SIGSEGV (building ...)")
+        if not self.gathers and any(n.op_type.startswith("Gather") for n in model.graph.node):
+            raise BackendError(self.name, "convert", "no Gather")
+        return super().prepare(model)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32"])
+def test_a_decomposition_failing_where_the_runtime_takes_no_such_data_says_whose(dtype):
+    """The decomposition alone fails on the runtime; where an Identity of the same data
+    fails there too, the runtime's own is said, not the decomposition's."""
+    from helpers import model_of
+
+    from revseq.equivalence._decompositions_alone import nodes_report
+    from revseq.errors import CheckError
+
+    model = model_of([5, 4, 2, 3], dtype, 1, 0)
+    feeds = {
+        "x": np.arange(120).astype(dtype).reshape(5, 4, 2, 3),
+        "lens": np.array([5, 0, 1, 2]),
+    }
+    engine = _NoInt8OfRank4(gathers=dtype == "int8")
+    with pytest.raises(CheckError) as failure:
+        nodes_report(model, revseq.inline(model), [feeds], engine, seed=0, progress=None)
+    said = str(failure.value)
+    theirs = f"fails on an Identity of the node's {dtype} [5, 4, 2, 3] data as well"
+    assert (theirs in said) == (dtype == "int8"), said
+    assert ("runtime's own, not the decomposition's" in said) == (dtype == "int8"), said
+    assert said.count("killed by SIGSEGV") == (dtype == "int8")  # the same failure once
+
+
 class _Altering(_Forgetful):
     """An engine standing in for a runtime that gives back what onnxruntime computes,
     altered (``alter``: what it makes of a model's outputs)."""

@@ -39,7 +39,7 @@ from revseq.equivalence.inputs.values import (
 )
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.reports import NodeReport, Progress, first_difference, stage
-from revseq.errors import CheckError, RevseqError
+from revseq.errors import CheckError, RevseqError, one_line
 from revseq.ops.targets import TARGETS
 from revseq.ops.vocabulary import GATHERS, REVSEQ_DOMAIN, default_opset, dtype_name
 
@@ -286,7 +286,7 @@ def _run_case(
         try:
             got = runner(fed)[0]
         except RevseqError as e:
-            raise CheckError(f"{cp.label}: {e}") from e
+            raise _failed(cp, e, run.engine, fed) from e
         state.runs += 1
         reversed_steps = int(np.clip(lens, 0, time_len).max()) if lens.size else 0
         state.longest = max(state.longest, reversed_steps)
@@ -401,7 +401,7 @@ def _counterpart_runner(
             with stage(said, f"preparing the decomposition of {cp.label} on {engine.label}"):
                 runner = state.runners[key] = engine.prepare(model)
         except RevseqError as e:
-            raise CheckError(f"{cp.label}: {e}") from e
+            raise _failed(cp, e, engine, feeds) from e
         placement = getattr(runner, "placement", None)
         if placement is not None:
             limit = harmless_size(expected.shape, cp.time_axis, cp.batch_axis)
@@ -410,3 +410,39 @@ def _counterpart_runner(
                 state.difference = f"placed off the device: {'; '.join(harmful)}"
                 return None
     return state.runners[key]
+
+
+def _failed(cp: Counterpart, error: RevseqError, engine: Engine, feeds: Inputs) -> CheckError:
+    """The decomposition's failure on ``engine``, said whose where it is the runtime's.
+
+    A runtime may take no such data at all: RKNN's build crashes on any int8 input of
+    rank 4, an Identity's too.
+    """
+    data = feeds.get(cp.data)
+    theirs = "" if data is None else _fails_on_data_alone(engine, np.asarray(data), error)
+    return CheckError(f"{cp.label}: {error}{theirs}")
+
+
+def _fails_on_data_alone(engine: Engine, data: np.ndarray, error: RevseqError) -> str:
+    """What to add where ``engine`` fails on an Identity of ``data`` too, else nothing.
+
+    Its failure is said where it is not ``error``'s (the decomposition's) word for word.
+    """
+    elem = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
+    value = onnx.helper.make_tensor_value_info("data", elem, list(data.shape))
+    returned = onnx.helper.make_tensor_value_info("same", elem, list(data.shape))
+    identity = onnx.helper.make_node("Identity", ["data"], ["same"])
+    graph = onnx.helper.make_graph([identity], "data_alone", [value], [returned])
+    model = onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=8
+    )
+    try:
+        engine.prepare(model)({"data": data})
+    except Exception as e:  # the runtime's own failure, whatever its type
+        alike = "" if str(e) == str(error) else f" ({one_line(e, 120, typed=True)})"
+        return (
+            f"; {engine.label} fails on an Identity of the node's {data.dtype.name} "
+            f"{list(data.shape)} data as well{alike}: the runtime's own, not the "
+            "decomposition's"
+        )
+    return ""
