@@ -15,7 +15,13 @@ import numpy as np
 import onnx_ir as ir
 
 from revseq.ops.signature import MAX_FOLDED_ELEMENTS, OpBuilder, Signature
-from revseq.ops.vocabulary import CLIP_CAST, SCALAR_BY_SUM, SHAPE_ARITHMETIC
+from revseq.ops.vocabulary import (
+    CLIP_CAST,
+    INT32_INDEX,
+    INT64_INDEX,
+    SCALAR_BY_SUM,
+    SHAPE_ARITHMETIC,
+)
 
 
 def const(
@@ -211,12 +217,17 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
     """The lengths clamped to [0, T] (T static), as [B] of ``itype``.
 
     Clamped in the lengths' own type before any Cast, so a 64-bit length never wraps
-    into range: one Clip where the target has it, else two selects (Less+Where, see
+    into range (int32 ones widened first where the target has int64 index arithmetic
+    only): one Clip where the target has it, else two selects (Less+Where, see
     ``clamped_lengths``), else Min and Max (``clamps``).
     """
     time_len = sig.dim(sig.time_axis)
     assert time_len is not None
-    own = np.int32 if sig.lens_dtype == ir.DataType.INT32 else np.int64
+    # int32 lengths widened first where the target computes an index in int64 but not in
+    # int32 (RKNN's build crashes on an int32 Less): widening loses nothing.
+    int64_only = sig.target_has(INT64_INDEX) and not sig.target_has(INT32_INDEX)
+    narrow = sig.lens_dtype == ir.DataType.INT32 and not int64_only
+    own = np.int32 if narrow else np.int64
     if own is np.int64 and sig.lens_dtype != ir.DataType.INT64:
         lens = op.Cast(lens, to=ir.DataType.INT64)
     # A Clip:cast result is cast back to the index type even where it is of that type.

@@ -116,6 +116,34 @@ def test_rknn_refuses_up_front_the_int32_arithmetic_its_build_crashes_on():
     assert rknn._int32_arithmetic(revseq.inline(ids, target="rknn")) is None
 
 
+_INT32_LENGTHS = [([5, 4], 1, 0), ([4, 5, 3], 0, 1), ([5, 4, 2, 3], 1, 0)]
+"""TensorFlow's flavour at static dims: int32 lengths (the revseq domain)."""
+
+
+@pytest.mark.parametrize(("dims", "batch_axis", "time_axis"), _INT32_LENGTHS)
+def test_rknn_s_target_widens_int32_lengths_before_any_arithmetic(dims, batch_axis, time_axis):
+    """Its build crashes on an int32 Less: the lengths are cast to int64, then clamped."""
+    from revseq.backends import rknn
+
+    model = reverse_sequence_model(
+        dims, _TYPES["float32"], batch_axis=batch_axis, time_axis=time_axis,
+        domain="revseq", lens_elem=onnx.TensorProto.INT32,
+    )  # fmt: skip
+    assert rknn._int32_arithmetic(revseq.inline(model, target="rknn")) is None
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize(("dims", "batch_axis", "time_axis"), _INT32_LENGTHS[1:])
+def test_rknn_s_target_is_exact_there_with_int32_lengths(dims, batch_axis, time_axis):
+    _environment_or_skip("rknn")
+    model = reverse_sequence_model(
+        dims, _TYPES["int32"], batch_axis=batch_axis, time_axis=time_axis,
+        domain="revseq", lens_elem=onnx.TensorProto.INT32,
+    )  # fmt: skip
+    report = revseq.check(model, revseq.inline(model, target="rknn"), backend="rknn", trials=2)
+    assert report.ok and report.exercised, report
+
+
 @pytest.mark.backend
 def test_rknn_s_int64_rounding_at_rank_4_is_said_with_the_difference():
     """RKNN moves int64 of rank 4 through float64: the report says so beside the values."""
