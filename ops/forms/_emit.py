@@ -224,7 +224,7 @@ def lengths_in_range(op: OpBuilder, lens: ir.Value, sig: Signature, itype: type)
     time_len = sig.dim(sig.time_axis)
     assert time_len is not None
     # int32 lengths widened first where the target computes an index in int64 but not in
-    # int32 (RKNN's build crashes on an int32 Less): widening loses nothing.
+    # int32 (an NPU's build crashes on an int32 Less): widening loses nothing.
     int64_only = sig.target_has(INT64_INDEX) and not sig.target_has(INT32_INDEX)
     narrow = sig.lens_dtype == ir.DataType.INT32 and not int64_only
     own = np.int32 if narrow else np.int64

@@ -415,8 +415,8 @@ def _counterpart_runner(
 def _failed(cp: Counterpart, error: RevseqError, engine: Engine, feeds: Inputs) -> CheckError:
     """The decomposition's failure on ``engine``, said whose where it is the runtime's.
 
-    A runtime may take no such data at all: RKNN's build crashes on any int8 input of
-    rank 4, an Identity's too.
+    A runtime may take no such data at all: an NPU's build has crashed on any int8 input
+    of rank 4, an Identity's too.
     """
     data = feeds.get(cp.data)
     theirs = "" if data is None else _fails_on_data_alone(engine, np.asarray(data), error)

@@ -67,7 +67,7 @@ def time_pass(
     (``Backend.storage``): float32 held as float16 is exact to that storage.
     """
     label, identities = floor_runners(backend, case, feeds["x"])
-    held_x = held({"x": feeds["x"]}, backend.storage)["x"]  # float32 as float16 on RKNN
+    held_x = held({"x": feeds["x"]}, backend.storage)["x"]  # float32 as float16 on an NPU
     want = reverse_sequence(
         held_x, feeds["lens"], batch_axis=case.batch_axis, time_axis=case.time_axis
     )
