@@ -52,6 +52,7 @@ KEYS = frozenset(
         "device",
         "tuning",
         "domain",
+        "opset_limit",
     }
 )
 

@@ -168,6 +168,8 @@ class Profile:
         domain: None where the output is exact on every value; ``FINITE`` for a target
             asked for by name (``finite``) that may emit a form exact on finite data
             only, where no exact form fits.
+        opset_limit: The latest opset of ONNX's domain its converter reads (None: any):
+            inline for it converts a later model down with onnx's version converter.
     """
 
     name: str
@@ -191,6 +193,7 @@ class Profile:
     layouts: Mapping[str, Layout] | None = None
     tuning: Tuning | None = None
     domain: str | None = None
+    opset_limit: int | None = None
 
     @property
     def verified(self) -> bool:
@@ -335,6 +338,8 @@ class Profile:
             data["tuning"] = dataclasses.asdict(self.tuning)
         if self.domain is not None:
             data["domain"] = self.domain
+        if self.opset_limit is not None:
+            data["opset_limit"] = self.opset_limit
         return data
 
     @classmethod
@@ -400,6 +405,7 @@ class Profile:
                 for kind, layout in layouts.items()
             },
             tuning=None if data.get("tuning") is None else Tuning(**data["tuning"]),
+            opset_limit=None if data.get("opset_limit") is None else int(data["opset_limit"]),
         )
 
     @classmethod

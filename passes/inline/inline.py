@@ -130,7 +130,11 @@ class InlineReverseSequencePass(ir.passes.InPlacePass):
         if not survey.targets:
             return ir.passes.PassResult(model, modified=False)
         if _needs_upgrade(model):
-            _upgrade_to_decomposition_opset(model)
+            _convert_opset(model, DECOMPOSITION_MIN_OPSET, "which the decomposition needs")
+            survey = Survey(model)
+        limit = self.target.opset_limit
+        if limit is not None and (opset_version(model.graph, "") or 0) > limit:
+            _convert_opset(model, limit, f"the latest {self.target.name} reads")
             survey = Survey(model)
 
         targets, names = survey.targets, survey.names
@@ -240,23 +244,24 @@ def _needs_upgrade(model: ir.Model) -> bool:
     return version is not None and version < DECOMPOSITION_MIN_OPSET
 
 
-def _upgrade_to_decomposition_opset(model: ir.Model) -> None:
-    """Convert the model to opset 11 with onnx's version converter, in place."""
+def _convert_opset(model: ir.Model, target: int, why: str) -> None:
+    """Convert the model to opset ``target`` with onnx's version converter, in place.
+
+    Up to the opset the decomposition needs, or down to the latest a target's converter
+    reads (``Profile.opset_limit``); ``why`` says which, in the refusal.
+    """
     version = opset_version(model.graph, "")
     try:
-        proto = onnx.version_converter.convert_version(
-            ir.to_proto(model), DECOMPOSITION_MIN_OPSET
-        )
+        proto = onnx.version_converter.convert_version(ir.to_proto(model), target)
     except Exception as e:
         raise UnsupportedOpsetError(
             f"the model is at opset {version} and onnx's version converter could not "
-            f"convert it to opset {DECOMPOSITION_MIN_OPSET}, which the decomposition "
-            f"needs: {one_line(e)}"
+            f"convert it to opset {target}, {why}: {one_line(e)}"
         ) from e
     converted = ir.from_proto(proto)
     model.graph = converted.graph
     model.ir_version = max(model.ir_version, converted.ir_version)
-    logger.info("converted the model from opset %s to %d", version, DECOMPOSITION_MIN_OPSET)
+    logger.info("converted the model from opset %s to %d (%s)", version, target, why)
 
 
 def _replace_with_template(

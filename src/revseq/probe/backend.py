@@ -291,4 +291,5 @@ def _profile(
         batch_leads=stated.batch_leads,
         rounding=stated.rounding,
         device=stated.device,
+        opset_limit=stated.opset_limit,
     )

@@ -145,6 +145,17 @@ def test_rknn_s_target_is_exact_there_with_int32_lengths(dims, batch_axis, time_
 
 
 @pytest.mark.backend
+def test_a_model_past_rknn_s_opsets_is_written_at_the_latest_it_loads():
+    """RKNN loads no model past opset 19: its target's output is converted down."""
+    _environment_or_skip("rknn")
+    model = reverse_sequence_model([6, 3, 4], _TYPES["int32"], opset=21)
+    inlined = revseq.inline(model, target="rknn")
+    assert {o.domain: o.version for o in inlined.opset_import}[""] == 19
+    report = revseq.check(model, inlined, backend="rknn", trials=2)
+    assert report.ok and report.exercised, report
+
+
+@pytest.mark.backend
 def test_rknn_s_int64_rounding_at_rank_4_is_said_with_the_difference():
     """RKNN moves int64 of rank 4 through float64: the report says so beside the values."""
     _environment_or_skip("rknn")

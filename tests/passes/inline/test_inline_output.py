@@ -155,6 +155,35 @@ def test_opset_10_is_converted_to_11():
     )
 
 
+@pytest.mark.parametrize(("target", "limit"), [("rknn", 19), ("onnx2torch", 18), (None, 21)])
+def test_a_target_s_converter_gets_the_latest_opset_it_reads(target, limit):
+    """RKNN loads no model past opset 19, onnx2torch converts no Shape or Cast past 18:
+    inline for them converts a later model down, exactly; the default keeps its opset."""
+    model = one_node_model("float32", ["T", "B", 3], (1, 0), opset=21)
+    inlined = revseq.inline(model, target=target)
+    assert {o.domain: o.version for o in inlined.opset_import}[""] == limit
+    rng = np.random.default_rng(0)
+    x = data(rng, "float32", (5, 4, 3))
+    lens = lengths(rng, 4, 5)
+    assert_identical(
+        run_ort(inlined, {"x": x, "lens": lens}, optimize=False)[0], reverse_sequence(x, lens)
+    )
+
+
+def test_a_model_the_converter_cannot_take_down_to_a_target_s_opset_is_refused():
+    gelu = oh.make_node("Gelu", ["x"], ["g"])  # from opset 20: no earlier version
+    reverse = oh.make_node("ReverseSequence", ["g", "lens"], ["y"], batch_axis=1, time_axis=0)
+    graph = oh.make_graph(
+        [gelu, reverse], "g", [value("x", TP.FLOAT, [5, 4, 3]), value("lens", TP.INT64, [4])],
+        [value("y", TP.FLOAT, [5, 4, 3])],
+    )  # fmt: skip
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)])
+    refusal = "to opset 19, the latest rknn reads"
+    with pytest.raises(revseq.UnsupportedOpsetError, match=refusal):
+        revseq.inline(model, target="rknn")
+    assert revseq.inline(model).opset_import[0].version == 21  # the default needs none
+
+
 def test_opset_9_reports_the_node():
     model = one_node_model("float32", ["T", "B", 3], (1, 0), opset=9)
     with pytest.raises(
