@@ -413,10 +413,11 @@ def _counterpart_runner(
 
 
 def _failed(cp: Counterpart, error: RevseqError, engine: Engine, feeds: Inputs) -> CheckError:
-    """The decomposition's failure on ``engine``, said whose where it is the runtime's.
+    """The decomposition's failure on ``engine``, and whether the data alone fails too.
 
-    A runtime may take no such data at all: an NPU's build has crashed on any int8 input
-    of rank 4, an Identity's too.
+    A runtime may take no such data at all (an NPU's build has crashed on any int8 input
+    of rank 4, an Identity's too). That is said as seen, not as a verdict: a runtime may
+    fail on a lone Identity of a type it moves in other models.
     """
     data = feeds.get(cp.data)
     theirs = "" if data is None else _fails_on_data_alone(engine, np.asarray(data), error)
@@ -441,8 +442,7 @@ def _fails_on_data_alone(engine: Engine, data: np.ndarray, error: RevseqError) -
     except Exception as e:  # the runtime's own failure, whatever its type
         alike = "" if str(e) == str(error) else f" ({one_line(e, 120, typed=True)})"
         return (
-            f"; {engine.label} fails on an Identity of the node's {data.dtype.name} "
-            f"{list(data.shape)} data as well{alike}: the runtime's own, not the "
-            "decomposition's"
+            f"; {engine.label} fails as well on a model that only hands the node's "
+            f"{data.dtype.name} {list(data.shape)} data back (one Identity){alike}"
         )
     return ""
