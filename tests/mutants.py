@@ -214,6 +214,48 @@ MUTANTS = (
         "test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so",
     ),
     Mutant(
+        "bench: a variant checked against float32's truth, not what the backend holds",
+        "src/revseq/measure/floor.py",
+        '    held_x = held({"x": feeds["x"]}, backend.storage)["x"]',
+        '    held_x = feeds["x"]',
+        aimed="tests/measure/test_bench.py::"
+        "test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so",
+    ),
+    Mutant(
+        "a crash told by what the worker wrote for an earlier request",
+        "src/revseq/backends/_isolated.py",
+        """            if line == REQUEST_MARK:  # what came before was another request's
+                self._stderr.clear()""",
+        """            if line == REQUEST_MARK:  # what came before was another request's
+                pass""",
+        aimed="tests/backends/test_foreign_backends.py::"
+        "test_a_crash_is_told_by_what_the_worker_wrote_while_it_ran_the_model",
+    ),
+    Mutant(
+        "int32 lengths clamped in int32 on a target with int64 index arithmetic only",
+        "ops/forms/_emit.py",
+        "    narrow = sig.lens_dtype == ir.DataType.INT32 and not int64_only",
+        "    narrow = sig.lens_dtype == ir.DataType.INT32",
+        aimed="tests/backends/rknn/test_rknn.py::"
+        "test_rknn_s_target_widens_int32_lengths_before_any_arithmetic",
+    ),
+    Mutant(
+        "a target's opset limit not applied",
+        "passes/inline/inline.py",
+        "        limit = self.target.opset_limit",
+        "        limit = None",
+        aimed="tests/passes/inline/test_inline_output.py::"
+        "test_a_target_s_converter_gets_the_latest_opset_it_reads",
+    ),
+    Mutant(
+        "check: a node's data failing alone on the runtime not said",
+        "src/revseq/equivalence/_decompositions_alone.py",
+        '    theirs = "" if data is None else _fails_on_data_alone(',
+        '    theirs = "" if True else _fails_on_data_alone(',
+        aimed="tests/equivalence/test_verdict_mechanics.py::"
+        "test_a_decomposition_failing_where_the_runtime_takes_no_such_data_says_whose",
+    ),
+    Mutant(
         "a run in another environment timed with the pipe",
         "src/revseq/measure/_timing.py",
         "    return result.seconds if isinstance(result, MeasuredOutputs) else elapsed",

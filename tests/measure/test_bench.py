@@ -310,37 +310,21 @@ def test_backend_pages_say_what_their_columns_hold(tmp_path):
     assert "ratio to the native kernel" in suite.read_text()
 
 
-def test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so():
-    """RKNN's own op is wrong on rows of length 0: its time would flatter a wrong kernel."""
-
+@pytest.mark.parametrize(
+    "backend", [lambda: backends.get("onnxruntime"), HoldsFloat16], ids=["exact", "float16"]
+)
+def test_a_variant_with_wrong_values_is_not_timed_and_the_page_says_so(backend):
+    """RKNN's own op is wrong on rows of length 0: its time would flatter a wrong kernel.
+    RKNN's page is in float32, which it holds as float16: an output exact to what it holds
+    is timed (``float16``)."""
     case = _cases.Case((6, 4, 3), 1, 0, "float32")
     feeds = _cases.input_arrays(case, np.random.default_rng(0))
     feeds["lens"] = np.array([0, 6, 2, 1])
     right = revseq.inline(_cases.native_model(case))
     wrong = revseq.inline(_cases.native_model(case, np.array([3, 6, 2, 1])))
     result, notes, _ = floor.time_pass(
-        backends.get("onnxruntime"),
-        case,
-        feeds,
-        {"default": right, "wrong": wrong},
-        rounds=3,
-        budget_s=0.05,
+        backend(), case, feeds, {"default": right, "wrong": wrong}, rounds=3, budget_s=0.05
     )
-    assert "default" in result and notes["wrong"] == "wrong values"
-
-
-def test_a_backend_holding_float32_narrower_is_timed_against_the_truth_of_what_it_holds():
-    """RKNN's page is in float32, which it holds as float16: its output is the reversal of
-    the data as held, exact, and timed; a wrong one is still not."""
-    case = _cases.Case((6, 4, 3), 1, 0, "float32")
-    feeds = _cases.input_arrays(case, np.random.default_rng(0))
-    feeds["lens"] = np.array([0, 6, 2, 1])
-    right = revseq.inline(_cases.native_model(case))
-    wrong = revseq.inline(_cases.native_model(case, np.array([3, 6, 2, 1])))
-    result, notes, _ = floor.time_pass(
-        HoldsFloat16(), case, feeds, {"default": right, "wrong": wrong}, rounds=3,
-        budget_s=0.05,
-    )  # fmt: skip
     assert "default" in result and "default" not in notes
     assert notes["wrong"] == "wrong values"
 
