@@ -48,8 +48,12 @@ class BackendCrashError(BackendError):
 
 REQUEST_MARK = "revseq: a request begins"
 """The line a worker writes to stderr as it takes each request (its loop reads it from
-``REVSEQ_REQUEST_MARK``): a worker's last words are what it wrote since, never what a
-runtime logged while an earlier model ran."""
+``MARK_VARIABLE``): a worker's last words are what it wrote since, never what a runtime
+logged while an earlier model ran."""
+
+MARK_VARIABLE = "REVSEQ_REQUEST_MARK"
+"""Where a worker finds ``REQUEST_MARK`` (``_serve.py``, which imports no revseq, reads
+it under this name too)."""
 
 
 def _exit_description(returncode: int | None) -> str:
@@ -97,7 +101,7 @@ class _Worker:
                 **os.environ,
                 **_absolute_python_path(),
                 "RUST_BACKTRACE": "0",
-                "REVSEQ_REQUEST_MARK": REQUEST_MARK,
+                MARK_VARIABLE: REQUEST_MARK,
             },
         )
         self._drainer = threading.Thread(target=self._drain, args=(process,), daemon=True)
@@ -313,7 +317,7 @@ def _serve(name: str) -> int:
             kind, key, payload = pickle.load(requests)
         except EOFError:
             return 0
-        print(os.environ.get("REVSEQ_REQUEST_MARK", ""), file=sys.stderr, flush=True)
+        print(os.environ.get(MARK_VARIABLE, ""), file=sys.stderr, flush=True)
         try:
             answer: Any = None
             if kind == "prepare":
