@@ -33,6 +33,8 @@ from revseq.ops.forms._emit import (
 from revseq.ops.forms._layout import position, time_inner
 from revseq.ops.signature import MAX_FOLDED_ELEMENTS, OpBuilder, Signature, source_index_numpy
 from revseq.ops.vocabulary import (
+    CLIP_CAST,
+    GATHER_INT32,
     INT32_INDEX,
     INT64_INDEX,
     MUL_DIM,
@@ -83,43 +85,67 @@ def _int32_arithmetic(sig: Signature) -> bool:
 
 def _table_lookup(
     op: OpBuilder,
+    data: ir.Value,
     lens: ir.Value,
     sig: Signature,
     *,
-    scale: int,
-    offsets: Sequence[tuple[int, int]],
+    scale: ir.Value | None,
+    offsets: Sequence[tuple[int, ir.Value | None]],
     itype: type,
 ) -> ir.Value | None:
     """``scale * src + sum(stride * coord)`` by one Gather of a constant table, or None.
 
     Row ``L`` of the table is the source index for length ``L``, scaled; gathering the
     rows of the clamped lengths gives the index as [B, T] in one copy, where the
-    arithmetic form runs three broadcasts over it. Only for two static leading axes;
-    time-major nodes transpose the result (so only where the target has Transpose).
+    arithmetic form runs three broadcasts over it. Only for two leading axes, T static;
+    time-major nodes transpose the result (so only where the target has Transpose). The
+    batch may be symbolic, as exporters leave it, where the target clamps in one Clip:
+    the table needs the lengths clamped at 0 too, which the arithmetic does not, and two
+    more selects would cost what the table saves. A scale or stride read from a
+    symbolic batch's dim then multiplies the rows at run time, and the batch's own
+    offsets are counted at run time, as the arithmetic counts them.
     """
     t, b = sig.time_axis, sig.batch_axis
     time_len, batch = sig.dim(t), sig.dim(b)
     if (
         sig.lead_rank != 2
         or time_len is None
-        or batch is None
         or (time_len + 1) * time_len > MAX_FOLDED_ELEMENTS
         or not sig.target_has("Gather")
         or not clamps(sig)
         or (t < b and not sig.target_has("Transpose"))
+        or (batch is None and not (sig.target_has("Clip") or sig.target_has(CLIP_CAST)))
     ):
         return None
     # Column L of the [T, T+1] source index of lengths 0 .. T is row L of the table.
     table = np.ascontiguousarray(source_index_numpy(np.arange(time_len + 1), time_len).T)
-    clamped = lengths_in_range(op, lens, sig, np.int64)
-    rows = op.Gather(const(op, table * scale, itype), clamped, axis=0)  # [B, T]
-    bias = np.zeros((batch, 1), dtype=np.int64)
+    static_scale = _static_int(scale)
+    if static_scale is not None:
+        table = table * static_scale
+    # int32 lengths index the table as they are where the target's Gather takes int32.
+    narrow = sig.lens_dtype == ir.DataType.INT32 and sig.target_has(INT32_INDEX, GATHER_INT32)
+    clamped = lengths_in_range(op, lens, sig, np.int32 if narrow else np.int64)
+    rows = op.Gather(const(op, table, itype), clamped, axis=0)  # [B, T]
+    if static_scale is None:
+        rows = op.Mul(rows, _factor(op, scale, sig, itype))
     for axis, stride in offsets:
-        if axis == b:
-            bias = bias + np.arange(batch, dtype=np.int64)[:, None] * stride
-    if bias.any():
-        rows = op.Add(rows, const(op, bias, itype))
+        step = _static_int(stride)
+        if axis != b or step == 0:
+            continue
+        if batch is not None and step is not None:
+            rows = op.Add(rows, const(op, np.arange(batch)[:, None] * step, itype))
+            continue
+        steps = axis_grid(op, data, b, sig, 0, itype=itype, lens=lens, lens_shaped=True)
+        factor = None if step == 1 else _factor(op, stride, sig, itype)
+        rows = op.Add(rows, affine(op, steps, factor, None))  # [B, 1], counted at run time
     return op.Transpose(rows, perm=[1, 0]) if t < b else rows
+
+
+def _factor(op: OpBuilder, value: ir.Value | None, sig: Signature, itype: type) -> ir.Value:
+    """A scale or stride as a tensor of ``itype`` to multiply by, as the arithmetic has it."""
+    factor = _as_int32(op, value) if itype is np.int32 else _as_int64_factor(op, value, sig)
+    assert factor is not None, "a factor of 1 multiplies nothing"
+    return factor
 
 
 def _static_int(value: ir.Value | None) -> int | None:
@@ -185,9 +211,9 @@ def typed_source_index(
     if static_scale is not None and all(stride is not None for _, stride in static_offsets):
         strides = [(axis, int(stride or 0)) for axis, stride in static_offsets]
     fits = _fits_int32(sig, static_scale, strides)
-    if strides is not None and static_scale is not None and sig.lens is None:
+    if sig.lens is None:
         itype = np.int32 if fits and (takes_int32 or not int64_arithmetic(sig)) else np.int64
-        found = _table_lookup(op, lens, sig, scale=static_scale, offsets=strides, itype=itype)
+        found = _table_lookup(op, data, lens, sig, scale=scale, offsets=offsets, itype=itype)
         if found is not None:
             return found, itype
     if fits and _int32_arithmetic(sig):
