@@ -17,6 +17,7 @@ __all__ = [
     "CASES",
     "EXPORTED_CASES",
     "NodeCase",
+    "STATIC_TIME_CASES",
     "count_nodes",
     "earlier_counts",
     "main",
@@ -61,11 +62,16 @@ class NodeCase:
     own_lengths: bool = False
     """The lengths int32 with a dim of their own, as tf2onnx declares them (else int64,
     the data's batch dim)."""
+    static_time: bool = False
+    """Symbolic dims but a static T (9), as Keras exports a fixed sequence length:
+    ``[None, 9, 3]``."""
 
     @property
     def dims(self) -> list[int | str]:
         """The data's dims: two leading ones, then the rank's trailing 4 and 5."""
         lead: list[int | str] = [9, 3] if self.static else ["T", "B"]
+        if self.static_time:
+            lead = [9, "B"]
         if not self.time_major:
             lead.reverse()
         return [*lead, *(4, 5)[: self.rank - 2]]
@@ -92,6 +98,11 @@ EXPORTED_CASES: tuple[NodeCase, ...] = tuple(
     dataclasses.replace(case, own_lengths=True) for case in CASES if not case.static
 )
 """The symbolic cases again, their lengths declared as tf2onnx declares them."""
+
+STATIC_TIME_CASES: tuple[NodeCase, ...] = tuple(
+    dataclasses.replace(case, static_time=True) for case in EXPORTED_CASES
+)
+"""The exported cases again with a static T: a Keras model of fixed sequence length."""
 
 
 def reversals_model(case: NodeCase, count: int) -> onnx.ModelProto:
@@ -245,6 +256,14 @@ written, Constants aside; **bold** marks one reversal over {MOST_NODES} nodes, o
 reversals by the same lengths over {MOST_SHARED} times one. `refused`: the target has no
 form for the case (`revseq inline` says why)."""
 
+_STATIC_TIME = """\
+## One reversal, exported with a fixed sequence length: nodes
+
+The exported cases again with T static (9) and the batch symbolic, as tf2onnx exports a
+Keras model of fixed sequence length (`[None, 9, 3]`). The index of each length is then
+known before the model runs: one Gather of a constant table of rows per length, where a
+target clamps the lengths in one Clip."""
+
 _EXPORTED = """\
 ## One reversal, lengths as exporters declare them: nodes
 
@@ -272,13 +291,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         targets = [(label, t) for label, t in targets if label in args.target]
     before = None
     if args.before:
-        before = earlier_counts(args.before, targets, (*CASES, *EXPORTED_CASES))
+        before = earlier_counts(
+            args.before, targets, (*CASES, *EXPORTED_CASES, *STATIC_TIME_CASES)
+        )
     one, two = nodes_table(targets, before=before)
     exported, _ = nodes_table(targets, EXPORTED_CASES, before=before)
+    static_time, _ = nodes_table(targets, STATIC_TIME_CASES, before=before)
     out = io.StringIO()
     out.write(f"## One reversal: nodes\n\n{one}\n\n")
     out.write(f"## Two reversals by the same lengths: nodes (over one)\n\n{two}\n\n")
-    out.write(f"{_EXPORTED}\n\n{exported}\n")
+    out.write(f"{_EXPORTED}\n\n{exported}\n\n")
+    out.write(f"{_STATIC_TIME}\n\n{static_time}\n")
     sys.stdout.write(out.getvalue())
     if args.write:
         given = sys.argv[1:] if argv is None else argv

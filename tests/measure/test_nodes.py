@@ -16,7 +16,7 @@ from revseq.ops.reference import reverse_sequence
 
 @pytest.mark.parametrize(
     "case",
-    [*nodes.CASES, *nodes.EXPORTED_CASES],
+    [*nodes.CASES, *nodes.EXPORTED_CASES, *nodes.STATIC_TIME_CASES],
     ids=lambda c: c.label() + (" exported" if c.own_lengths else ""),
 )
 def test_each_case_model_reverses_each_tensor_by_the_shared_lengths(case):
@@ -73,8 +73,10 @@ def test_the_page_is_stamped_with_its_command(tmp_path, capsys):
     assert text.startswith("# Nodes per reversal\n")
     assert "| default |" in text and "| any |" in text and "| tract |" not in text
     assert "`python -m bench.nodes --target default --target any --write" in text
-    assert capsys.readouterr().out.count("| default |") == 3  # one, two, as exported
+    # one, two, as exported, exported with a static T
+    assert capsys.readouterr().out.count("| default |") == 4
     assert "## One reversal, lengths as exporters declare them: nodes" in text
+    assert "| target | [9,B] | [B,9] | [9,B,4] |" in text
 
 
 def test_an_unknown_target_is_refused_in_one_line(capsys):
