@@ -133,7 +133,8 @@ def _table_lookup(
         if axis != b or step == 0:
             continue
         if batch is not None and step is not None:
-            rows = op.Add(rows, const(op, np.arange(batch)[:, None] * step, itype))
+            if batch > 1:  # a batch of one has no offset to add
+                rows = op.Add(rows, const(op, np.arange(batch)[:, None] * step, itype))
             continue
         steps = axis_grid(op, data, b, sig, 0, itype=itype, lens=lens, lens_shaped=True)
         factor = None if step == 1 else _factor(op, stride, sig, itype)

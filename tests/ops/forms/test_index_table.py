@@ -135,3 +135,20 @@ def test_the_exported_shape_takes_fewer_nodes_than_with_a_symbolic_time():
             sum(n.op_type != "Constant" for n in m.graph.node) for m in (static_time, symbolic)
         ]
         assert count[0] < count[1], (target, count)
+
+
+@pytest.mark.parametrize("batch", [1, "B"])
+def test_a_batch_of_one_or_a_symbolic_one_adds_no_constant_offsets(batch):
+    """The row form's offsets: none to add for a static batch of one; counted at run
+    time (one Add of the batch's steps) for a symbolic one."""
+    model = reverse_sequence_model(
+        [batch, T, 4], FLOAT, batch_axis=0, time_axis=1, opset=18, ir_version=9, name="one"
+    )
+    inlined = revseq.inline(model, strategy="gather_rows", target="onnxruntime")
+    ops = [n.op_type for n in inlined.graph.node if n.op_type != "Constant"]
+    assert ops.count("Add") == (0 if batch == 1 else 1), ops
+    assert (T + 1, T) in _tables(inlined)
+    x = np.random.default_rng(0).standard_normal((1, T, 4)).astype(np.float32)
+    lens = np.array([4])
+    want = reverse_sequence(x, lens, batch_axis=0, time_axis=1)
+    assert_identical(run_ort(inlined, {"x": x, "lens": lens}, optimize=False)[0], want)
