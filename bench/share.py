@@ -104,6 +104,8 @@ def gathers_alone(inlined: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> onn
         named = EMITTED_NAME.match(node.name)
         if named is not None and node.op_type in _GATHERS:
             last[named["prefix"]] = node
+    if not last:  # its reversals sit in subgraphs (a Loop's body): nothing given here
+        return inlined
     marked = onnx.ModelProto()
     marked.CopyFrom(inlined)
     marked.graph.output.extend(onnx.ValueInfoProto(name=n.input[1]) for n in last.values())
@@ -229,7 +231,11 @@ def _row_in_a_child(path: str, runtime: str, args: argparse.Namespace) -> dict[s
         return json.loads(done.stdout.splitlines()[-1])[0][2]
     if done.returncode < 0:
         return {"error": f"killed by {signal.Signals(-done.returncode).name}"}
-    return {"error": f"the process ended with status {done.returncode}"}
+    said = done.stderr.strip().splitlines()
+    return {
+        "error": f"the process ended with status {done.returncode}"
+        + (f": {said[-1]}" if said else "")
+    }
 
 
 def _paths(pattern: str) -> list[str]:

@@ -32,7 +32,36 @@ def test_the_gathers_alone_compute_what_the_inlined_model_computes_on_its_inputs
         assert_identical(got, want)
     ops = [n.op_type for n in alone.graph.node]
     assert "Range" not in ops and "Where" not in ops and "Gather" in ops
-    assert share.graph_nodes(alone.graph) == share.graph_nodes(inlined.graph) - 16
+    # The default's index for this model: the lengths gathered at the data's batch
+    # steps, clamped, a row of a constant table each (T is static), the row offsets.
+    assert share.graph_nodes(alone.graph) == share.graph_nodes(inlined.graph) - 13
+
+
+def test_a_model_whose_reversals_sit_in_subgraphs_has_no_gathers_to_give():
+    """Its main graph holds no decomposition: the model is timed as it is."""
+    inlined = revseq.inline(onnx.load(_DENSE))
+    body = inlined.graph
+    outer = onnx.helper.make_graph(
+        [onnx.helper.make_node("If", ["c"], ["o"], then_branch=body, else_branch=body)],
+        "outer",
+        [onnx.helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
+        [onnx.helper.make_tensor_value_info("o", onnx.TensorProto.FLOAT, None)],
+    )
+    model = onnx.helper.make_model(outer, opset_imports=inlined.opset_import)
+    assert share.gathers_alone(model, {"c": np.array(True)}) is model
+
+
+def test_a_child_that_fails_says_its_last_words(monkeypatch):
+    import subprocess
+    import types
+
+    done = types.SimpleNamespace(
+        returncode=1, stdout="", stderr="Traceback\nValueError: boom\n"
+    )
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: done)
+    args = types.SimpleNamespace(rounds=3, budget=1.0, before=None)
+    cells = share._row_in_a_child("m.onnx", "onnxruntime", args)
+    assert cells == {"error": "the process ended with status 1: ValueError: boom"}
 
 
 def test_nodes_are_counted_in_subgraphs_too_constants_aside():
