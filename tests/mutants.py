@@ -729,6 +729,62 @@ MUTANTS = (
         aimed="tests/measure/test_bench.py::"
         "test_each_default_is_set_against_the_bar_with_its_index_arithmetic_s_part",
     ),
+    Mutant(
+        "forms: the table taken at a symbolic batch whatever the clamp",
+        "ops/forms/_index.py",
+        'or (batch is None and not (sig.target_has("Clip") or sig.target_has(CLIP_CAST)))',
+        "or False",
+        aimed="tests/ops/forms/test_index_table.py::"
+        "test_a_target_clamping_by_two_selects_keeps_the_arithmetic_at_a_symbolic_batch",
+    ),
+    Mutant(
+        "forms: a symbolic batch's row offsets left out",
+        "ops/forms/_index.py",
+        "rows = op.Add(rows, affine(op, steps, factor, None))  # [B, 1]",
+        "pass  # [B, 1]",
+        aimed="tests/ops/forms/test_index_table.py::"
+        "test_a_symbolic_batch_with_a_static_time_is_exact_for_every_target",
+    ),
+    Mutant(
+        "forms: a static batch of one given zero offsets",
+        "ops/forms/_index.py",
+        "            if batch > 1:  # a batch of one has no offset to add",
+        "            if True:",
+        aimed="tests/ops/forms/test_index_table.py::"
+        "test_a_batch_of_one_or_a_symbolic_one_adds_no_constant_offsets",
+    ),
+    Mutant(
+        "forms: int32 lengths widened for the table's Gather",
+        "ops/forms/_index.py",
+        "    clamped = lengths_in_range(op, lens, sig, np.int32 if narrow else np.int64)",
+        "    clamped = lengths_in_range(op, lens, sig, np.int64)",
+        aimed="tests/ops/forms/test_index_table.py::"
+        "test_int32_lengths_index_the_table_as_they_are_where_gather_takes_int32",
+    ),
+    Mutant(
+        "sweep: any integer difference called rounding",
+        "bench/sweep.py",
+        "        abs(w) >= 2**53 and abs(c - w) <= np.spacing(np.float64(abs(w))) / 2",
+        "        True",
+        aimed="tests/measure/test_sweep.py::"
+        "test_float64_rounding_of_large_integers_is_told_from_a_wrong_value",
+    ),
+    Mutant(
+        "sweep: a static T run at the symbolic sizes' T",
+        "bench/sweep.py",
+        "        return [(SIZES[0][0], batch) for _, batch in SIZES]",
+        "        return list(SIZES)",
+        aimed="tests/measure/test_sweep.py::"
+        "test_a_static_time_with_a_symbolic_batch_runs_at_its_own_time_length",
+    ),
+    Mutant(
+        "share page: reversals in subgraphs sent to the gathers' run",
+        "bench/share.py",
+        "    if not last:  # its reversals sit in subgraphs",
+        "    if False:  # its reversals sit in subgraphs",
+        aimed="tests/measure/test_share.py::"
+        "test_a_model_whose_reversals_sit_in_subgraphs_has_no_gathers_to_give",
+    ),
 )
 
 

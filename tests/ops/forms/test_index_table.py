@@ -152,3 +152,22 @@ def test_a_batch_of_one_or_a_symbolic_one_adds_no_constant_offsets(batch):
     lens = np.array([4])
     want = reverse_sequence(x, lens, batch_axis=0, time_axis=1)
     assert_identical(run_ort(inlined, {"x": x, "lens": lens}, optimize=False)[0], want)
+
+
+@pytest.mark.parametrize("static_batch", [True, False], ids=["[3,9,4]", "[B,9,4]"])
+def test_int32_lengths_index_the_table_as_they_are_where_gather_takes_int32(static_batch):
+    """tf2onnx's int32 lengths, clamped in int32: not widened to int64 for the table's
+    Gather where the target's Gather takes an int32 index (the default's and WebGPU's)."""
+    dims = [3 if static_batch else "B", T, 4]
+    model = _model(dims, 0, 1, exported=True)
+    for target in (None, "webgpu"):
+        assert "Gather:int32" in revseq.TARGETS[target or "portable"].dynamic_ops
+        inlined = onnx.shape_inference.infer_shapes(revseq.inline(model, target=target))
+        types = {v.name: v.type.tensor_type.elem_type for v in inlined.graph.value_info}
+        tables = {t.name for t in inlined.graph.initializer} | {
+            n.output[0] for n in inlined.graph.node if n.op_type == "Constant"
+        }
+        lookups = [
+            n for n in inlined.graph.node if n.op_type == "Gather" and n.input[0] in tables
+        ]
+        assert [types[n.input[1]] for n in lookups] == [onnx.TensorProto.INT32], target
