@@ -762,6 +762,14 @@ MUTANTS = (
         "test_int32_lengths_index_the_table_as_they_are_where_gather_takes_int32",
     ),
     Mutant(
+        "forms: time-major rows at a symbolic batch transposed last",
+        "ops/forms/_index.py",
+        "    early = t < b and batch is None",
+        "    early = False",
+        aimed="tests/ops/forms/test_index_table.py::"
+        "test_time_major_rows_at_a_symbolic_batch_meet_the_batch_s_steps_without_an_unsqueeze",
+    ),
+    Mutant(
         "sweep: any integer difference called rounding",
         "bench/sweep.py",
         "        abs(w) >= 2**53 and abs(c - w) <= np.spacing(np.float64(abs(w))) / 2",

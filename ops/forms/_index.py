@@ -126,6 +126,11 @@ def _table_lookup(
     narrow = sig.lens_dtype == ir.DataType.INT32 and sig.target_has(INT32_INDEX, GATHER_INT32)
     clamped = lengths_in_range(op, lens, sig, np.int32 if narrow else np.int64)
     rows = op.Gather(const(op, table, itype), clamped, axis=0)  # [B, T]
+    # Time-major rows at a symbolic batch are transposed first: the batch's steps then
+    # meet them as they are, along the last axis ([T, B]), with no Unsqueeze.
+    early = t < b and batch is None
+    if early:
+        rows = op.Transpose(rows, perm=[1, 0])
     if static_scale is None:
         rows = op.Mul(rows, _factor(op, scale, sig, itype))
     for axis, stride in offsets:
@@ -136,10 +141,11 @@ def _table_lookup(
             if batch > 1:  # a batch of one has no offset to add
                 rows = op.Add(rows, const(op, np.arange(batch)[:, None] * step, itype))
             continue
-        steps = axis_grid(op, data, b, sig, 0, itype=itype, lens=lens, lens_shaped=True)
+        where = 1 if early else 0
+        steps = axis_grid(op, data, b, sig, where, itype=itype, lens=lens, lens_shaped=True)
         factor = None if step == 1 else _factor(op, stride, sig, itype)
-        rows = op.Add(rows, affine(op, steps, factor, None))  # [B, 1], counted at run time
-    return op.Transpose(rows, perm=[1, 0]) if t < b else rows
+        rows = op.Add(rows, affine(op, steps, factor, None))  # counted at run time
+    return op.Transpose(rows, perm=[1, 0]) if t < b and not early else rows
 
 
 def _factor(op: OpBuilder, value: ir.Value | None, sig: Signature, itype: type) -> ir.Value:

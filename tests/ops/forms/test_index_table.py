@@ -171,3 +171,17 @@ def test_int32_lengths_index_the_table_as_they_are_where_gather_takes_int32(stat
             n for n in inlined.graph.node if n.op_type == "Gather" and n.input[0] in tables
         ]
         assert [types[n.input[1]] for n in lookups] == [onnx.TensorProto.INT32], target
+
+
+@pytest.mark.parametrize("exported", [False, True], ids=["int64", "exported"])
+def test_time_major_rows_at_a_symbolic_batch_meet_the_batch_s_steps_without_an_unsqueeze(
+    exported,
+):
+    """The table's [B, T] rows transposed first: the batch's steps, a vector, then
+    broadcast along the last axis of [T, B] as they are."""
+    model = _model([T, "B", 4], 1, 0, exported=exported)
+    for target in ("onnxruntime", "openvino", None):
+        inlined = revseq.inline(model, strategy="gather_rows", target=target)
+        ops = [n.op_type for n in inlined.graph.node if n.op_type != "Constant"]
+        assert (T + 1, T) in _tables(inlined), (target, ops)
+        assert "Unsqueeze" not in ops and ops.count("Transpose") == 1, (target, ops)
