@@ -185,7 +185,7 @@ def run_case(backend: backends.Backend, case: Case) -> tuple[str, str]:
                 if difference is None:
                     continue
                 where = f"at T={time_len}, B={batch}"
-                rounding = getattr(backend, "rounding", lambda *_: None)(case.dtype, case.rank)
+                rounding = backend.rounding(case.dtype, case.rank)
                 if rounding is not None and rounded_as_float64(expected, got):
                     return "rounded", f"{where}: {rounding}"
                 return "WRONG", f"{where}: {difference}"

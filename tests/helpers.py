@@ -199,3 +199,6 @@ class HoldsFloat16:
 
         runner = self.real.prepare(model, repeated=repeated)
         return lambda feeds: runner(held(feeds, self.storage))
+
+    def rounding(self, dtype, rank):
+        return self.real.rounding(dtype, rank)

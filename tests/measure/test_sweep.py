@@ -49,6 +49,9 @@ class _Identity:
     def prepare(self, model, **_):
         return lambda feeds: [np.asarray(feeds["x"])]
 
+    def rounding(self, dtype, rank):
+        return None
+
 
 def test_a_backend_that_computes_wrong_values_is_caught():
     case = next(c for c in draw_cases("onnxruntime", 50, seed=1) if c.dtype == "float32")
