@@ -36,6 +36,7 @@ KEYS = frozenset(
         "name",
         "source",
         "description",
+        "node_cost",
         "backend_version",
         "native",
         "static_ops",

@@ -19,6 +19,7 @@ __all__ = [
     "COST_TIE",
     "DEFAULT_TUNING",
     "Cost",
+    "NODE_COST_BYTES",
     "Layout",
     "Profile",
     "Tuning",
@@ -94,6 +95,11 @@ COST_TIE = 1.1
 about that much between runs (docs/profiles.md)."""
 
 
+NODE_COST_BYTES = 200 * 16 * 8 * 4
+"""The data a node's cost is weighed against (``Profile.node_cost``): the smallest case
+the forms are timed on, 0.1 MiB (``revseq.measure.costs.COST_CASES``)."""
+
+
 class Cost(NamedTuple):
     """A form's cost on one backend: x its copy floor, and the nodes it emitted.
 
@@ -143,6 +149,10 @@ class Profile:
         failures: What the probes saw fail, one line each (for ``revseq targets``).
         costs: Per cost class (``COST_CLASSES``), each timed form's :class:`Cost`; None
             where not measured.
+        node_cost: What one more node of index arithmetic costs a run, x the copy
+            floor of ``NODE_COST_BYTES`` of data: the cost of a node on its own, which
+            the planner weighs beside each form's ratio, the more the smaller the data
+            (``revseq.passes.inline.ranking``). None where not measured.
         falls_back: Whether the backend runs what its device lacks on the CPU (an
             execution provider: exact, but slow); such members of a combined profile
             yield where no form fits every member.
@@ -183,6 +193,7 @@ class Profile:
     forms: Mapping[str, frozenset[str]] | None = None
     failures: tuple[str, ...] = ()
     costs: Mapping[str, Mapping[str, Cost]] | None = None
+    node_cost: float | None = None
     falls_back: bool = False
     yields: bool = False
     batch_leads: frozenset[str] = frozenset()
@@ -332,14 +343,11 @@ class Profile:
             data["batch_leads"] = sorted(self.batch_leads)
         if self.rounding:
             data["rounding"] = {t: {"from_rank": r, "how": how} for t, r, how in self.rounding}
-        if self.device is not None:
-            data["device"] = self.device
         if self.tuning is not None:
             data["tuning"] = dataclasses.asdict(self.tuning)
-        if self.domain is not None:
-            data["domain"] = self.domain
-        if self.opset_limit is not None:
-            data["opset_limit"] = self.opset_limit
+        for key in ("node_cost", "device", "domain", "opset_limit"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
         return data
 
     @classmethod
@@ -383,6 +391,7 @@ class Profile:
                 }
                 for kind, forms in costs.items()
             },
+            node_cost=None if data.get("node_cost") is None else float(data["node_cost"]),
             falls_back=bool(data.get("falls_back", False)),
             yields=bool(data.get("yields", False)),
             batch_leads=capabilities(data.get("batch_leads", ()), "batch_leads"),

@@ -10,8 +10,9 @@ Three kinds of probe, each a small ONNX model compared bit for bit with the trut
 - form probes: every form end to end, static and dynamic, in several layouts.
 
 Then each form that ran exactly is timed against the backend's copy floor
-(:mod:`revseq.measure.costs`), and its own output in both index layouts
-(:mod:`revseq.measure.layouts`). ``revseq probe NAME`` prints the resulting profile;
+(:mod:`revseq.measure.costs`), its own output in both index layouts
+(:mod:`revseq.measure.layouts`), and one node of index arithmetic
+(:mod:`revseq.measure.node_cost`). ``revseq probe NAME`` prints the resulting profile;
 ``--write`` saves it where the planner reads it (the user's profiles, or a folder given:
 revseq's own in the runtime's room, ``src/revseq/backends/ROOM/NAME.json``).
 """
@@ -35,6 +36,7 @@ from revseq.backends import (
 from revseq.errors import RevseqError, stable_line
 from revseq.measure.costs import form_costs, timed_forms
 from revseq.measure.layouts import layout_costs
+from revseq.measure.node_cost import node_cost
 from revseq.ops.targets.profile import Cost, Profile
 from revseq.ops.vocabulary import (
     COST_CLASSES,
@@ -136,6 +138,8 @@ def probe_backend(
     )  # fmt: skip
     profile = dataclasses.replace(profile, costs=measured)
     if measured is not None and timed_here:
+        profile = dataclasses.replace(profile, node_cost=_node_cost(name, keep, passes, say))
+    if measured is not None and timed_here:
         profile = _with_layouts(
             profile, keep if keep is not None and keep.costs else None, passes=passes, say=say
         )
@@ -192,6 +196,21 @@ class _Probed:
         if any(r.failure is None for r in self.finite):
             forms[FINITE] = frozenset({ONE_HOT})
         return forms
+
+
+def _node_cost(
+    name: str, keep: Profile | None, passes: int, say: Callable[[str], None]
+) -> float | None:
+    """The saved profile's node cost where it has one (``--keep-costs``), else timed.
+
+    In 3 passes at least: it is quick to time, and a single pass moves about 10%.
+    """
+    if keep is not None and keep.node_cost is not None:
+        return keep.node_cost
+    say(f"probe: {name}: timing a node")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return node_cost(name, passes=max(3, passes))
 
 
 def _with_layouts(
