@@ -78,8 +78,10 @@ def test_probe_on_onnxruntime_matches_its_shipped_profile_and_times_the_forms(
     assert all(
         lay.swapped_ratio > 0 and lay.in_place_ratio > 0 for lay in probed.layouts.values()
     )
+    assert probed.node_cost is not None and probed.node_cost >= 0  # a node, timed
     again = Profile.from_json(json.loads(json.dumps(probed.to_json())))
     assert again.costs == probed.costs and again.layouts == probed.layouts
+    assert again.node_cost == probed.node_cost
     assert main(["probe", "onnxruntime", "--no-costs", "--json"]) == 0
     assert "costs" not in json.loads(capsys.readouterr().out)
     assert probed_once[asked:] == ["onnxruntime", "onnxruntime"]  # each run probed it
@@ -115,6 +117,7 @@ def test_probe_keeps_the_saved_costs_of_the_same_version_only(capsys, probed_onc
     assert kept.costs == shipped.costs
     assert kept.layouts == shipped.layouts  # timed on the output the kept costs choose
     assert kept.forms == shipped.forms
+    assert kept.node_cost == shipped.node_cost is not None
     older = dataclasses.replace(shipped, backend_version="onnxruntime 0.1")
     with pytest.raises(ProbeError, match=r"probed with onnxruntime 0\.1"):
         probe_backend("onnxruntime", keep=older)
