@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = ["NodeBuilder", "Template", "gc_paused"]
 
 import contextlib
+import copy
 import gc
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -315,7 +316,7 @@ class Template:
                 node.op_type,
                 inputs,
                 attributes=[
-                    ir.Attr(a.name, a.type, a.value) for a in node.attributes.values()
+                    ir.Attr(a.name, a.type, _own(a.value)) for a in node.attributes.values()
                 ],
                 outputs=[ir.Value(name=name)],
                 name=name,
@@ -332,6 +333,17 @@ class Template:
 
 def _constant_copy(source: ir.Value, target: ir.Value) -> ir.Value:
     """``target`` holding ``source``'s constant: its value, type and shape."""
-    target.const_value = source.const_value
+    target.const_value = _own(source.const_value)
     target.type, target.shape = source.type, source.shape
     return target
+
+
+def _own(value: Any) -> Any:
+    """A tensor an instance holds alone (its bytes shared), any other value as it is.
+
+    onnx_ir names a tensor after the value that holds it when that value is renamed or
+    written as an initializer: a tensor shared with the template would carry that name
+    into every later instance, and what revseq writes would hang on what it wrote
+    before in the same process.
+    """
+    return copy.copy(value) if isinstance(value, ir.TensorProtocol) else value

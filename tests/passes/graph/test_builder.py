@@ -62,3 +62,38 @@ def test_a_template_replays_fresh_nodes_for_each_node():
     assert out_a is not out_b
     assert all(n.name.startswith("first") for n in nodes_a)
     assert not set(map(id, nodes_a)) & set(map(id, template.nodes))
+
+
+def test_what_one_model_writes_does_not_hang_on_what_was_written_before():
+    """onnx_ir names a tensor after the value holding it when that value is written as
+    an initializer: an instance sharing its template's tensor left that name in every
+    later instance's Constants, so a model inlined after another came out other bytes."""
+    import onnx
+
+    import revseq
+    from revseq.passes.inline.templates import recorded, traced
+
+    models = [onnx.load(f"models/{name}.onnx") for name in ("batch_major", "control_flow")]
+    recorded.cache_clear()
+    traced.cache_clear()
+    alone = revseq.inline(models[1], strategy="gather_nd", target="rknn")
+    for model in models:
+        after = revseq.inline(model, strategy="gather_nd", target="rknn")
+    assert after.SerializeToString(deterministic=True) == alone.SerializeToString(
+        deterministic=True
+    )
+
+
+def test_an_instance_holds_its_own_constants():
+    template = Template.record(
+        lambda b, data, lens: b.Add(lens, b.Constant(value=_constant([1])))
+    )
+    (first, _), (second, _) = (
+        template.instantiate(p, ir.Value(name="x"), ir.Value(name="l")) for p in ("a", "b")
+    )
+    tensors = [
+        n.attributes["value"].value for n in (*first, *second) if n.op_type == "Constant"
+    ]
+    assert len(tensors) == 2 and tensors[0] is not tensors[1]
+    tensors[0].name = "renamed"
+    assert tensors[1].name != "renamed"
