@@ -793,6 +793,40 @@ MUTANTS = (
         aimed="tests/measure/test_share.py::"
         "test_a_model_whose_reversals_sit_in_subgraphs_has_no_gathers_to_give",
     ),
+    Mutant(
+        "ranking: a node weighed the same on data of any size",
+        "passes/inline/ranking.py",
+        "    return NODE_COST_BYTES / max(math.prod(dims) * sig.dtype.itemsize, 1)",
+        "    return 1.0",
+        aimed="tests/passes/inline/test_ranking_node_cost.py::"
+        "test_static_data_weighs_a_node_by_how_small_the_data_is",
+    ),
+    Mutant(
+        "ranking: a form's weighed cost its best over the members",
+        "passes/inline/ranking.py",
+        """        name: max(
+            costs[name].ratio + (p.node_cost or 0.0)""",
+        """        name: min(
+            costs[name].ratio + (p.node_cost or 0.0)""",
+        aimed="tests/passes/inline/test_ranking_node_cost.py::"
+        "test_the_default_weighs_each_member_and_takes_the_worst",
+    ),
+    Mutant(
+        "planner: the first fitting form taken where the target timed a node",
+        "passes/inline/planner.py",
+        '    weighing = strategy == "auto" and weighs_nodes(fitted, profile)',
+        "    weighing = False",
+        aimed="tests/passes/inline/test_ranking_node_cost.py::"
+        "test_a_costly_node_tips_symbolic_dims_to_the_form_of_fewer_nodes",
+    ),
+    Mutant(
+        "node cost: the longer chain's ratio alone, over its links",
+        "src/revseq/measure/node_cost.py",
+        '(ratios["long"][1] - ratios["short"][1]) / CHAIN',
+        'ratios["long"][1] / CHAIN',
+        aimed="tests/measure/test_node_cost.py::"
+        "test_a_node_costs_what_the_longer_chain_costs_more_over_its_extra_links",
+    ),
 )
 
 

@@ -48,7 +48,14 @@ from revseq.ops.vocabulary import (
 )
 from revseq.passes.graph.builder import Template
 from revseq.passes.graph.scopes import ScopedNode
-from revseq.passes.inline.ranking import auto_order, cost_class, in_place, is_dynamic
+from revseq.passes.inline.ranking import (
+    auto_order,
+    cost_class,
+    in_place,
+    is_dynamic,
+    weighed,
+    weighs_nodes,
+)
 from revseq.passes.inline.refusal import refusal
 from revseq.passes.inline.simplify import batch_leading
 from revseq.passes.inline.templates import recorded, traced, uses
@@ -278,9 +285,16 @@ def _capabilities(sig: Signature, profile: Profile) -> frozenset[str] | None:
 def _first_fitting(
     strategy: str, sig: Signature, profile: Profile
 ) -> tuple[Plan | None, list[str]]:
-    """The first candidate form that fits the node and the target, and why others do not."""
+    """The candidate form that fits the node and the target, and why others do not.
+
+    The first in ``auto``'s order, or where the target timed a node
+    (``ranking.weighs_nodes``), the cheapest of those that fit at the node's size,
+    counting the nodes each writes for it (``ranking.weighed``).
+    """
     fitted = _as_the_target_sees(sig, profile)
     candidates = auto_order(fitted, profile) if strategy == "auto" else (strategy,)
+    weighing = strategy == "auto" and weighs_nodes(fitted, profile)
+    fitting: dict[str, Plan] = {}
     reasons = []
     for name in candidates:
         # form@int32: the form as emitted for the profile without int64 index arithmetic;
@@ -293,10 +307,21 @@ def _first_fitting(
             candidate = _row_gather(candidate)
         reason = _why_not_fitting(candidate, form, profile, ran_as=name)
         if reason is None:
-            return Plan(candidate, form, recorded(candidate, form)), reasons
-        if form == name:  # a form@int32 that does not fit: its form says why
+            fitting[name] = Plan(candidate, form, recorded(candidate, form))
+            if not weighing:
+                break
+        elif form == name:  # a form@int32 that does not fit: its form says why
             reasons.append(reason)
-    return None, reasons
+    if not weighing or not fitting:
+        return next(iter(fitting.values()), None), reasons
+    counts = {name: _nodes_written(found) for name, found in fitting.items()}
+    return fitting[weighed(fitted, profile, counts)[0]], reasons
+
+
+def _nodes_written(found: Plan) -> int:
+    """The nodes a plan's template writes, Constants aside (weights to every backend)."""
+    assert found.template is not None
+    return sum(node.op_type != "Constant" for node in found.template.nodes)
 
 
 def _row_gather(sig: Signature) -> Signature:

@@ -1,11 +1,14 @@
-"""Which form ``auto`` tries first for a node: the target's measured costs, ranked.
+"""Which form ``auto`` takes for a node: the target's measured costs, ranked.
 
 A probed profile holds what each form cost on its backend (x the copy floor) per cost
-class. For a named backend its own costs rank the forms; for a combined target (the
-default) a form's cost is its **worst** over the members, so the output is as fast as
-its slowest backend lets it be. Forms within ``COST_TIE`` of the cheapest go by fewer
-nodes. Where a profile has no costs (documented ones, op-type collections) a fixed
-order stands. docs/forms.md says how each class is timed and what the orders rest on.
+class, and what one node costs there (``Profile.node_cost``). For a named backend its
+own costs rank the forms; for a combined target (the default) a form's cost is its
+**worst** over the members, so the output is as fast as its slowest backend lets it be.
+``auto_order`` ranks the candidates by their ratios; ``weighed`` then ranks those that
+fit a node by what they cost at its size, each node of the form counting beside the
+gather. Forms within ``COST_TIE`` of the cheapest go by fewer nodes. Where a profile
+has no costs (documented ones, op-type collections) a fixed order stands. docs/forms.md
+says how each class is timed and what the orders rest on.
 """
 
 from __future__ import annotations
@@ -18,12 +21,17 @@ __all__ = [
     "in_place",
     "is_dynamic",
     "shape_class",
+    "weighed",
+    "weighs_nodes",
 ]
 
+import math
 from collections.abc import Mapping, Sequence
 
+import onnx_ir as ir
+
 from revseq.ops.signature import Signature
-from revseq.ops.targets.profile import COST_TIE, Cost, Profile
+from revseq.ops.targets.profile import COST_TIE, NODE_COST_BYTES, Cost, Profile
 from revseq.ops.vocabulary import (
     ALL_DIMS,
     GATHER_ELEMENTS,
@@ -141,17 +149,13 @@ def _cheapest(
     profile takes those they all list, which none of them timed where they differ.
     """
     timed = _timed(profile, cost_class)
-    costed = _costed(profile, cost_class)
-    if not costed:
+    if not timed:
         return tuple(order)
     steps = profile.lean_steps()
     if all(p.lean_steps() == steps for p in timed):
         order = [*order, *(f + LEAN_INDEX_SUFFIX for f in order)]
-    if narrow:
-        costed = [
-            {f: c.get(f + INT32_INDEX_SUFFIX, cost) for f, cost in c.items()} for c in costed
-        ]
-    else:
+    costed = [costs for _, costs in _member_costs(profile, cost_class, narrow=narrow)]
+    if not narrow:
         order = [*order, *(f + INT32_INDEX_SUFFIX for f in order)]
     known = {
         form: (max(c[form].ratio for c in costed), max(c[form].nodes for c in costed))
@@ -188,3 +192,67 @@ def _int32_where_cheaper(
         )
 
     return tuple(form + INT32_INDEX_SUFFIX if cheaper(form) else form for form in order)
+
+
+def weighs_nodes(sig: Signature, profile: Profile) -> bool:
+    """Whether a member that has costs for ``sig``'s class (or the profile) timed a node."""
+    return any(p.node_cost is not None for p in _timed(profile, cost_class(sig)))
+
+
+def weighed(sig: Signature, profile: Profile, nodes: Mapping[str, int]) -> tuple[str, ...]:
+    """The names in ``nodes``, cheapest first at the size of ``sig``'s data.
+
+    ``nodes``: the candidates that fit ``sig``, each with the nodes it writes for it.
+    A costed member's cost of a form is its ratio plus its ``node_cost`` per node of
+    the form, weighed by how much smaller the node's data is than ``NODE_COST_BYTES``
+    (at symbolic dims, as large: the smallest data the ratios were timed on); the
+    form's cost is its worst over the members. Forms within ``COST_TIE`` of the
+    cheapest go by fewer nodes. Names without a cost for the class keep their order
+    (``nodes``'), after the rest.
+    """
+    weight = _node_weight(sig)
+    members = _member_costs(profile, cost_class(sig), narrow=not sig.target_has(INT64_INDEX))
+    known = {
+        name: max(
+            costs[name].ratio + (p.node_cost or 0.0) * weight * count for p, costs in members
+        )
+        for name, count in nodes.items()
+        if members and all(name in costs for _, costs in members)
+    }
+    if not known:
+        return tuple(nodes)
+    best = min(known.values())
+    tied = sorted(
+        (f for f in known if known[f] <= best * COST_TIE), key=lambda f: (nodes[f], known[f])
+    )
+    rest = sorted((f for f in known if f not in tied), key=lambda f: known[f])
+    return (*tied, *rest, *(f for f in nodes if f not in known))
+
+
+def _node_weight(sig: Signature) -> float:
+    """How many times ``NODE_COST_BYTES`` exceeds the node's data.
+
+    1 at symbolic dims, and for strings (their size is not their elements').
+    """
+    dims = sig.static_dims()
+    if dims is None or sig.dtype is None or sig.dtype == ir.DataType.STRING:
+        return 1.0
+    return NODE_COST_BYTES / max(math.prod(dims) * sig.dtype.itemsize, 1)
+
+
+def _member_costs(
+    profile: Profile, cost_class: str, *, narrow: bool
+) -> list[tuple[Profile, Mapping[str, Cost]]]:
+    """Each costed member (or the profile) with its forms' costs for ``cost_class``.
+
+    With ``narrow`` (the index is int32 whatever the form) a form's int32 timing
+    stands for it.
+    """
+    timed = []
+    for p in _timed(profile, cost_class):
+        assert p.costs is not None
+        costs = p.costs[cost_class]
+        if narrow:
+            costs = {f: costs.get(f + INT32_INDEX_SUFFIX, c) for f, c in costs.items()}
+        timed.append((p, costs))
+    return timed
