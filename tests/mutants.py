@@ -820,6 +820,15 @@ MUTANTS = (
         "test_a_costly_node_tips_symbolic_dims_to_the_form_of_fewer_nodes",
     ),
     Mutant(
+        "ranking: weighed costs within 10% of each other not a tie",
+        "passes/inline/ranking.py",
+        "        (f for f in known if known[f] <= best * COST_TIE), key=lambda f: (nodes[f], "
+        "known[f])",
+        "        (f for f in known if known[f] <= best), key=lambda f: (nodes[f], known[f])",
+        aimed="tests/passes/inline/test_ranking_node_cost.py::"
+        "test_a_costly_node_tips_symbolic_dims_to_the_form_of_fewer_nodes",
+    ),
+    Mutant(
         "node cost: the longer chain's ratio alone, over its links",
         "src/revseq/measure/node_cost.py",
         '(ratios["long"][1] - ratios["short"][1]) / CHAIN',
