@@ -165,28 +165,47 @@ def time_model(
 ) -> dict[str, str]:
     """One row's cells: each variant's milliseconds and share, or why it did not run."""
     feeds = feeds_at_batch_1(model)
+    failed: dict[str, str] = {}
     try:
         backend = backends.get(runtime)
         refusals: dict[str, str] = {}
         variants = _variants(model, runtime, feeds, before, refusals)
-        runners = {
-            label: backend.prepare(each, repeated=True) for label, each in variants.items()
-        }
+        runners = {}
+        for label, each in variants.items():
+            try:
+                runners[label] = backend.prepare(each, repeated=True)
+                runners[label](feeds)
+            except backends.BackendError as e:
+                if label in _NEEDED:
+                    raise
+                failed[label] = _error(e)  # said in its cell; the rest is timed
         calls = {label: (lambda r=r: r(feeds)) for label, r in runners.items()}
         timed = paired_medians(calls, rounds=rounds, budget_s=budget_s)
     except (RevseqError, backends.BackendUnavailableError) as e:
-        return {"error": one_line(e).split(" Caused by")[0][:110]}
+        return {"error": _error(e)}
     nodes = {label: graph_nodes(each.graph) for label, each in variants.items()}
     cells = {"identity": f"{timed['identity'][0] * 1e3:.3f} ({nodes['identity']})"}
     for label in ("before", "inlined", "gathers", "native"):
         if label in timed:
             seconds, ratio = timed[label]
             cells[label] = f"{seconds * 1e3:.3f} ({(ratio - 1) * 100:+.1f} %, {nodes[label]})"
-    arithmetic = timed["inlined"][0] - timed["gathers"][0]
     added = nodes["inlined"] - nodes["gathers"]
-    cells["per_node"] = f"{arithmetic * 1e6 / added:.2f}" if added > 0 else "-"
+    if "gathers" in timed and added > 0:
+        arithmetic = timed["inlined"][0] - timed["gathers"][0]
+        cells["per_node"] = f"{arithmetic * 1e6 / added:.2f}"
+    else:
+        cells["per_node"] = "-"
     cells.update((label, f"not written: {why}") for label, why in refusals.items())
+    cells.update((label, f"not run: {why}") for label, why in failed.items())
     return cells
+
+
+_NEEDED = ("identity", "inlined")
+"""The variants a row needs; where another does not run, its cell says why."""
+
+
+def _error(e: Exception) -> str:
+    return one_line(e).split(" Caused by")[0][:110]
 
 
 _COLUMNS = (

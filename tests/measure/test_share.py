@@ -109,3 +109,24 @@ def test_a_page_s_stamp_says_an_interpreter_given_as_its_metavar():
     assert stamped_command("python -m bench.share", argv, placeholders=["--before"]) == (
         "python -m bench.share --before PYTHON --before-label 'revseq of May' -x"
     )
+
+
+def test_a_variant_a_runtime_refuses_is_said_in_its_cell_and_the_rest_is_timed(monkeypatch):
+    """A runtime may refuse the gathers alone (their index a constant of two dims, which
+    x2paddle's Gather refuses) and run the inlined model: the row is still timed."""
+    from revseq import backends
+
+    real = backends.get("onnxruntime")
+
+    class NoConstantIndex:
+        def prepare(self, model, **kwargs):
+            if any(i.name.endswith("/given") for i in model.graph.initializer):
+                raise backends.BackendError("stand-in", "convert", "a constant index")
+            return real.prepare(model, **kwargs)
+
+    monkeypatch.setattr(share.backends, "get", lambda name: NoConstantIndex())
+    cells = share.time_model(onnx.load(_DENSE), "onnxruntime", rounds=3, budget_s=0.2)
+    assert cells["gathers"] == "not run: stand-in: convert failed: a constant index"
+    assert cells["per_node"] == "-"
+    assert cells["inlined"].endswith(f", {share.graph_nodes(_inlined())})")
+    assert "error" not in cells
