@@ -804,10 +804,8 @@ MUTANTS = (
     Mutant(
         "ranking: a form's weighed cost its best over the members",
         "passes/inline/ranking.py",
-        """        name: max(
-            costs[name].ratio + (p.node_cost or 0.0)""",
-        """        name: min(
-            costs[name].ratio + (p.node_cost or 0.0)""",
+        "    known = {name: max(costs) for name, costs in each.items()}",
+        "    known = {name: min(costs) for name, costs in each.items()}",
         aimed="tests/passes/inline/test_ranking_node_cost.py::"
         "test_the_default_weighs_each_member_and_takes_the_worst",
     ),
@@ -822,11 +820,18 @@ MUTANTS = (
     Mutant(
         "ranking: weighed costs within 10% of each other not a tie",
         "passes/inline/ranking.py",
-        "        (f for f in known if known[f] <= best * COST_TIE), key=lambda f: (nodes[f], "
-        "known[f])",
-        "        (f for f in known if known[f] <= best), key=lambda f: (nodes[f], known[f])",
+        "        return all(c <= b * COST_TIE for c, b in zip(each[form], best, strict=True))",
+        "        return all(c <= b for c, b in zip(each[form], best, strict=True))",
         aimed="tests/passes/inline/test_ranking_node_cost.py::"
         "test_a_costly_node_tips_symbolic_dims_to_the_form_of_fewer_nodes",
+    ),
+    Mutant(
+        "ranking: a weighed tie judged on the worst costs alone",
+        "passes/inline/ranking.py",
+        "        return all(c <= b * COST_TIE for c, b in zip(each[form], best, strict=True))",
+        "        return known[form] <= max(best) * COST_TIE",
+        aimed="tests/passes/inline/test_ranking_node_cost.py::"
+        "test_a_tie_goes_to_fewer_nodes_only_where_no_member_pays_beyond_the_noise_for_it",
     ),
     Mutant(
         "node cost: the longer chain's ratio alone, over its links",

@@ -206,25 +206,29 @@ def weighed(sig: Signature, profile: Profile, nodes: Mapping[str, int]) -> tuple
     A costed member's cost of a form is its ratio plus its ``node_cost`` per node of
     the form, weighed by how much smaller the node's data is than ``NODE_COST_BYTES``
     (at symbolic dims, as large: the smallest data the ratios were timed on); the
-    form's cost is its worst over the members. Forms within ``COST_TIE`` of the
-    cheapest go by fewer nodes. Names without a cost for the class keep their order
-    (``nodes``'), after the rest.
+    form's cost is its worst over the members. A form ties the cheapest where no
+    member's cost of it exceeds that member's cost of the cheapest by more than
+    ``COST_TIE`` (the ratios' noise): then fewer nodes go first. Not the worst costs
+    alone: a member's node cost may lift both forms' worst to within the band while
+    another member pays twice as much for the form of fewer nodes. Names without a
+    cost for the class keep their order (``nodes``'), after the rest.
     """
     weight = _node_weight(sig)
     members = _member_costs(profile, cost_class(sig), narrow=not sig.target_has(INT64_INDEX))
-    known = {
-        name: max(
-            costs[name].ratio + (p.node_cost or 0.0) * weight * count for p, costs in members
-        )
-        for name, count in nodes.items()
+    each = {
+        name: [costs[name].ratio + (p.node_cost or 0.0) * weight * n for p, costs in members]
+        for name, n in nodes.items()
         if members and all(name in costs for _, costs in members)
     }
-    if not known:
+    if not each:
         return tuple(nodes)
-    best = min(known.values())
-    tied = sorted(
-        (f for f in known if known[f] <= best * COST_TIE), key=lambda f: (nodes[f], known[f])
-    )
+    known = {name: max(costs) for name, costs in each.items()}
+    best = each[min(known, key=known.__getitem__)]
+
+    def ties(form: str) -> bool:
+        return all(c <= b * COST_TIE for c, b in zip(each[form], best, strict=True))
+
+    tied = sorted(filter(ties, known), key=lambda f: (nodes[f], known[f]))
     rest = sorted((f for f in known if f not in tied), key=lambda f: known[f])
     return (*tied, *rest, *(f for f in nodes if f not in known))
 

@@ -68,6 +68,18 @@ def test_the_default_weighs_each_member_and_takes_the_worst():
     )
 
 
+def test_a_tie_goes_to_fewer_nodes_only_where_no_member_pays_beyond_the_noise_for_it():
+    """Worst costs 4.0 (GatherND) and 4.2 (GatherElements, 5 nodes fewer) on alpha, a
+    tie of the worst; but beta runs GatherElements at 3x its GatherND: no tie."""
+    alpha = _symbolic("alpha", 0.1, nd=1.9, elements=2.6)
+    beta = _symbolic("beta", 0.0, nd=1.0, elements=3.0)
+    assert gather_of(revseq.inline(SYMBOLIC, target=combine([alpha, beta]))) == "GatherND"
+    even = _symbolic("beta", 0.0, nd=1.0, elements=1.05)
+    assert gather_of(revseq.inline(SYMBOLIC, target=combine([alpha, even]))) == (
+        "GatherElements"
+    )
+
+
 def _onnxruntime(node_cost):
     """onnxruntime's profile with synthetic static costs: the row form the cheaper."""
     profile = TARGETS["onnxruntime"]
