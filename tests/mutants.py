@@ -794,6 +794,13 @@ MUTANTS = (
         "test_a_model_whose_reversals_sit_in_subgraphs_has_no_gathers_to_give",
     ),
     Mutant(
+        "builder: an instance shares its template's constant tensors",
+        "passes/graph/builder.py",
+        "    return copy.copy(value) if isinstance(value, ir.TensorProtocol) else value",
+        "    return value",
+        aimed="tests/passes/graph/test_builder.py::test_an_instance_holds_its_own_constants",
+    ),
+    Mutant(
         "ranking: a node weighed the same on data of any size",
         "passes/inline/ranking.py",
         "    return NODE_COST_BYTES / max(math.prod(dims) * sig.dtype.itemsize, 1)",

@@ -172,7 +172,7 @@ WHOLE = {
         "on ncnn",
     },
     "verdict_nan_output": {
-        "ncnn": "the runtime names GatherND (written by revseq)",
+        "ncnn": "the runtime names Gather (written by revseq)",
         "rknn": "RKNN's build crashes on int32 Less",
     },
     "verdict_image_reader": {},
