@@ -139,7 +139,6 @@ def probe_backend(
     profile = dataclasses.replace(profile, costs=measured)
     if measured is not None and timed_here:
         profile = dataclasses.replace(profile, node_cost=_node_cost(name, keep, passes, say))
-    if measured is not None and timed_here:
         profile = _with_layouts(
             profile, keep if keep is not None and keep.costs else None, passes=passes, say=say
         )
