@@ -843,8 +843,8 @@ MUTANTS = (
     Mutant(
         "node cost: the longer chain's ratio alone, over its links",
         "src/revseq/measure/node_cost.py",
-        '(ratios["long"][1] - ratios["short"][1]) / CHAIN',
-        'ratios["long"][1] / CHAIN',
+        '(ratios["long"] - ratios["short"]) / CHAIN',
+        'ratios["long"] / CHAIN',
         aimed="tests/measure/test_node_cost.py::"
         "test_a_node_costs_what_the_longer_chain_costs_more_over_its_extra_links",
     ),

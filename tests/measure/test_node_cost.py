@@ -8,6 +8,7 @@ import pytest
 from helpers import run_ort
 
 from revseq import backends
+from revseq.measure import floor
 from revseq.measure import node_cost as node_cost_module
 from revseq.measure.costs import COST_CASES
 from revseq.measure.node_cost import CHAIN, chain_model, node_cost
@@ -63,8 +64,8 @@ def test_a_node_costs_what_the_longer_chain_costs_more_over_its_extra_links(monk
         assert set(models) == {"short", "long"}
         return dict(figures), {}, {}
 
-    monkeypatch.setattr(node_cost_module, "time_on_floor", timed)
-    monkeypatch.setattr(node_cost_module, "floor_runners", lambda *a: ("Identity", []))
+    monkeypatch.setattr(floor, "time_on_floor", timed)
+    monkeypatch.setattr(floor, "floor_runners", lambda *a: ("Identity", []))
     assert node_cost("onnxruntime") == 0.025
     figures["memcpy"] = (1.25e-5, 1.25)
     assert node_cost("onnxruntime") == 0.02

@@ -126,14 +126,17 @@ def floor_ratios(
     rounds: int,
     budget_s: float,
     passes: int,
+    reversals: bool = True,
 ) -> tuple[dict[str, float], dict[str, int]]:
     """Each model's ratio to the copy floor, and the node counts of the first pass.
 
     The median of ``passes`` passes of fresh runners, the floor's too; a model that did
-    not time (an error) has no ratio.
+    not time (an error) has no ratio. ``reversals``: as ``time_pass`` takes it.
     """
     each = [
-        time_pass(backend, case, feeds, models, rounds=rounds, budget_s=budget_s)
+        time_pass(
+            backend, case, feeds, models, rounds=rounds, budget_s=budget_s, reversals=reversals
+        )
         for _ in range(passes)
     ]
     per_pass = [

@@ -20,9 +20,7 @@ from onnx import TensorProto, helper
 
 from revseq import backends
 from revseq.measure._cases import Case, input_arrays
-from revseq.measure._timing import median_of_passes
-from revseq.measure.costs import COST_CASES
-from revseq.measure.floor import floor_ratio, floor_runners, time_on_floor
+from revseq.measure.costs import COST_CASES, floor_ratios
 
 CHAIN = 16
 """The links of the shorter chain; the longer has twice as many."""
@@ -67,21 +65,16 @@ def node_cost(
     where either chain does not run there. Never below 0 (a fused chain may time a
     hair faster when longer).
     """
-    backend = backends.get(name)
     case = COST_CASES[0]
     feeds = input_arrays(case, np.random.default_rng(0))
     models = {"short": chain_model(case, CHAIN), "long": chain_model(case, 2 * CHAIN)}
-    per_pass = []
-    for _ in range(passes):
-        try:
-            label, identities = floor_runners(backend, case, feeds["x"])
-        except backends.BackendError:
-            return None
-        result, _, _ = time_on_floor(
-            backend, identities, feeds, models, rounds=rounds, budget_s=budget_s, floor=label
-        )
-        if not models.keys() <= result.keys():
-            return None
-        per_pass.append({k: (0.0, result[k][1] / floor_ratio(result)) for k in models})
-    ratios = median_of_passes(per_pass)
-    return round(max(0.0, (ratios["long"][1] - ratios["short"][1]) / CHAIN), 4)
+    try:
+        ratios, _ = floor_ratios(
+            backends.get(name), case, feeds, models,
+            rounds=rounds, budget_s=budget_s, passes=passes, reversals=False,
+        )  # fmt: skip
+    except backends.BackendError:  # the floor itself does not run
+        return None
+    if not models.keys() <= ratios.keys():
+        return None
+    return round(max(0.0, (ratios["long"] - ratios["short"]) / CHAIN), 4)
