@@ -30,7 +30,8 @@ from bench.pages import write_measured_page
 from revseq.measure._cases import Case, fed, input_arrays, native_model
 from revseq.measure._timing import PLACEMENTS, median_of_passes, placed_medians
 from revseq.ops.targets import TARGETS
-from revseq.ops.targets.profile import COST_TIE, DEFAULT_TUNING
+from revseq.ops.targets.cost import COST_TIE
+from revseq.ops.targets.profile import DEFAULT_TUNING
 from revseq.ops.vocabulary import STATIC
 
 _NEVER = 1 << 40

@@ -16,10 +16,7 @@ naming an op, variant, type, form or class revseq does not know fails to load.
 from __future__ import annotations
 
 __all__ = [
-    "COST_TIE",
     "DEFAULT_TUNING",
-    "Cost",
-    "NODE_COST_BYTES",
     "Layout",
     "Profile",
     "Tuning",
@@ -32,6 +29,7 @@ from importlib.resources.abc import Traversable
 from typing import NamedTuple
 
 from revseq.errors import ProfileError
+from revseq.ops.targets.cost import Cost
 from revseq.ops.targets.fields import (
     OLD_SOURCES,
     capabilities,
@@ -88,26 +86,6 @@ class Tuning:
 
 DEFAULT_TUNING = Tuning()
 """The thresholds every target uses unless its profile carries others."""
-
-
-COST_TIE = 1.1
-"""Costs within this factor of each other are a tie: paired medians of one probe move
-about that much between runs (docs/profiles.md)."""
-
-
-NODE_COST_BYTES = 200 * 16 * 8 * 4
-"""The data a node's cost is weighed against (``Profile.node_cost``): the smallest case
-the forms are timed on, 0.1 MiB (``revseq.measure.costs.COST_CASES``)."""
-
-
-class Cost(NamedTuple):
-    """A form's cost on one backend: x its copy floor, and the nodes it emitted.
-
-    The ratio is the geometric mean over the probe's cases of paired medians.
-    """
-
-    ratio: float
-    nodes: int
 
 
 class Layout(NamedTuple):
@@ -329,7 +307,7 @@ class Profile:
             data["forms"] = {k: sorted(v) for k, v in sorted(self.forms.items())}
         if self.costs is not None:
             data["costs"] = {
-                kind: {form: cost._asdict() for form, cost in sorted(forms.items())}
+                kind: {form: cost.to_json() for form, cost in sorted(forms.items())}
                 for kind, forms in self.costs.items()
             }
         if self.layouts is not None:
@@ -387,7 +365,7 @@ class Profile:
             if costs is None
             else {
                 known(kind, COST_CLASSES, "cost class"): {
-                    form_name(form): Cost(**cost) for form, cost in forms.items()
+                    form_name(form): Cost.from_json(cost) for form, cost in forms.items()
                 }
                 for kind, forms in costs.items()
             },

@@ -4,11 +4,13 @@ A probed profile holds what each form cost on its backend (x the copy floor) per
 class, and what one node costs there (``Profile.node_cost``). For a named backend its
 own costs rank the forms; for a combined target (the default) a form's cost is its
 **worst** over the members, so the output is as fast as its slowest backend lets it be.
-``auto_order`` ranks the candidates by their ratios; ``weighed`` then ranks those that
-fit a node by what they cost at its size, each node of the form counting beside the
-gather. Forms within ``COST_TIE`` of the cheapest go by fewer nodes. Where a profile
-has no costs (documented ones, op-type collections) a fixed order stands. docs/forms.md
-says how each class is timed and what the orders rest on.
+Each ratio is read at the node's data size where its dims are static (a backend's fixed
+costs weigh on small data: forms trade places between sizes). ``auto_order`` ranks the
+candidates by their ratios; ``weighed`` then ranks those that fit a node by what they
+cost at its size, each node of the form counting beside the gather. Forms within
+``COST_TIE`` of the cheapest go by fewer nodes. Where a profile has no costs
+(documented ones, op-type collections) a fixed order stands. docs/forms.md says how
+each class is timed and what the orders rest on.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ __all__ = [
     "STATIC_PREFERENCE",
     "auto_order",
     "cost_class",
+    "data_bytes",
     "in_place",
     "is_dynamic",
     "shape_class",
@@ -31,7 +34,8 @@ from collections.abc import Mapping, Sequence
 import onnx_ir as ir
 
 from revseq.ops.signature import Signature
-from revseq.ops.targets.profile import COST_TIE, NODE_COST_BYTES, Cost, Profile
+from revseq.ops.targets.cost import COST_TIE, NODE_COST_BYTES, Cost
+from revseq.ops.targets.profile import Profile
 from revseq.ops.vocabulary import (
     ALL_DIMS,
     GATHER_ELEMENTS,
@@ -95,12 +99,14 @@ def auto_order(sig: Signature, profile: Profile) -> tuple[str, ...]:
     if sig.index_covers_data():
         timed = cost_class(sig)
         if _has_costs(profile, timed):
-            return _cheapest(profile, timed, _SINGLE_ELEMENT_ROWS, narrow=narrow)
+            return _cheapest(
+                profile, timed, _SINGLE_ELEMENT_ROWS, narrow=narrow, nbytes=data_bytes(sig)
+            )
         if is_dynamic(sig) and not narrow:
             return _int32_where_cheaper(profile, shape_class(sig), _SINGLE_ELEMENT_ROWS)
         return _SINGLE_ELEMENT_ROWS
     if not is_dynamic(sig):
-        return _cheapest(profile, STATIC, STATIC_PREFERENCE)
+        return _cheapest(profile, STATIC, STATIC_PREFERENCE, nbytes=data_bytes(sig))
     return _cheapest(profile, shape_class(sig), AUTO_PREFERENCE, narrow=narrow)
 
 
@@ -132,11 +138,17 @@ def _has_costs(profile: Profile, cost_class: str) -> bool:
 
 
 def _cheapest(
-    profile: Profile, cost_class: str, order: Sequence[str], *, narrow: bool = False
+    profile: Profile,
+    cost_class: str,
+    order: Sequence[str],
+    *,
+    narrow: bool = False,
+    nbytes: int | None = None,
 ) -> tuple[str, ...]:
     """``order``'s forms by measured cost for ``cost_class``, cheapest first.
 
-    A form's cost is its worst ratio over the members that have costs for the class.
+    A form's cost is its worst ratio over the members that have costs for the class,
+    each read at ``nbytes`` of data (``Cost.at``; None: the mean over the sizes timed).
     Forms within ``COST_TIE`` of the cheapest go by fewer nodes (their worst count).
     Forms a costed member did not time (they did not run there) go last; where no
     profile has costs, ``order`` stands.
@@ -158,7 +170,7 @@ def _cheapest(
     if not narrow:
         order = [*order, *(f + INT32_INDEX_SUFFIX for f in order)]
     known = {
-        form: (max(c[form].ratio for c in costed), max(c[form].nodes for c in costed))
+        form: (max(c[form].at(nbytes) for c in costed), max(c[form].nodes for c in costed))
         for form in order
         if all(form in c for c in costed)
     }
@@ -203,7 +215,8 @@ def weighed(sig: Signature, profile: Profile, nodes: Mapping[str, int]) -> tuple
     """The names in ``nodes``, cheapest first at the size of ``sig``'s data.
 
     ``nodes``: the candidates that fit ``sig``, each with the nodes it writes for it.
-    A costed member's cost of a form is its ratio plus its ``node_cost`` per node of
+    A costed member's cost of a form is its ratio at the data's size (``Cost.at``; at
+    symbolic dims the mean over the sizes timed) plus its ``node_cost`` per node of
     the form, weighed by how much smaller the node's data is than ``NODE_COST_BYTES``
     (at symbolic dims, as large: the smallest data the ratios were timed on); the
     form's cost is its worst over the members. A form ties the cheapest where no
@@ -213,10 +226,12 @@ def weighed(sig: Signature, profile: Profile, nodes: Mapping[str, int]) -> tuple
     another member pays twice as much for the form of fewer nodes. Names without a
     cost for the class keep their order (``nodes``'), after the rest.
     """
-    weight = _node_weight(sig)
+    weight, nbytes = _node_weight(sig), data_bytes(sig)
     members = _member_costs(profile, cost_class(sig), narrow=not sig.target_has(INT64_INDEX))
     each = {
-        name: [costs[name].ratio + (p.node_cost or 0.0) * weight * n for p, costs in members]
+        name: [
+            costs[name].at(nbytes) + (p.node_cost or 0.0) * weight * n for p, costs in members
+        ]
         for name, n in nodes.items()
         if members and all(name in costs for _, costs in members)
     }
@@ -233,15 +248,21 @@ def weighed(sig: Signature, profile: Profile, nodes: Mapping[str, int]) -> tuple
     return (*tied, *rest, *(f for f in nodes if f not in known))
 
 
-def _node_weight(sig: Signature) -> float:
-    """How many times ``NODE_COST_BYTES`` exceeds the node's data.
+def data_bytes(sig: Signature) -> int | None:
+    """The bytes of the node's data, which its forms' costs are read at.
 
-    1 at symbolic dims, and for strings (their size is not their elements').
+    None at symbolic dims, and for strings (their size is not their elements').
     """
     dims = sig.static_dims()
     if dims is None or sig.dtype is None or sig.dtype == ir.DataType.STRING:
-        return 1.0
-    return NODE_COST_BYTES / max(math.prod(dims) * sig.dtype.itemsize, 1)
+        return None
+    return math.prod(dims) * sig.dtype.itemsize
+
+
+def _node_weight(sig: Signature) -> float:
+    """How many times ``NODE_COST_BYTES`` exceeds the node's data (1 where not known)."""
+    nbytes = data_bytes(sig)
+    return 1.0 if nbytes is None else NODE_COST_BYTES / max(nbytes, 1)
 
 
 def _member_costs(

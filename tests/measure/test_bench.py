@@ -15,7 +15,7 @@ import revseq
 from bench import _ort_bench, _passes_bench, bench
 from revseq import backends
 from revseq.measure import _cases, _timing, floor
-from revseq.ops.targets.profile import Cost
+from revseq.ops.targets.cost import Cost
 
 
 def test_time_passes_runs_the_public_api_both_ways():
@@ -243,12 +243,18 @@ def test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners(monkey
     monkeypatch.setattr(floor, "time_on_floor", timed)
     forms = {"static": frozenset({"gather_rows"}), "dynamic": frozenset()}
     costs = _costs.form_costs("fake", None, forms, passes=3)
-    assert costs["static"] == {"gather_rows": Cost(2.0, 7)}
+    at_each = tuple((case.nbytes, 2.0) for case in _costs.COST_CASES)
+    assert costs["static"] == {"gather_rows": Cost(2.0, 7, at_each)}
     # The row form is timed on single-element rows too (its Gather of single elements).
-    assert costs["matrix:static"] == {"gather_rows": Cost(2.0, 7)}
+    at_each = tuple((case.nbytes, 2.0) for case in _costs.MATRIX_CASES)
+    assert costs["matrix:static"] == {"gather_rows": Cost(2.0, 7, at_each)}
     assert len(floors) == 3 * (len(_costs.COST_CASES) + len(_costs.MATRIX_CASES))
     single = _costs.form_costs("fake", None, forms)  # one pass per case: 1, 6, 2
-    assert single["static"]["gather_rows"].ratio == pytest.approx(2.29, abs=0.01)
+    rows = single["static"]["gather_rows"]
+    assert rows.ratio == pytest.approx(2.29, abs=0.01)
+    # Each case's own ratio is kept with its size, smallest first.
+    sizes = sorted(case.nbytes for case in _costs.COST_CASES)
+    assert rows.by_bytes == tuple(zip(sizes, (1.0, 6.0, 2.0), strict=True))
 
 
 def test_identical_models_are_timed_once_and_share_their_figures():

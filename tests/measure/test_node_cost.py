@@ -12,7 +12,7 @@ from revseq.measure import floor
 from revseq.measure import node_cost as node_cost_module
 from revseq.measure.costs import COST_CASES
 from revseq.measure.node_cost import CHAIN, chain_model, node_cost
-from revseq.ops.targets.profile import NODE_COST_BYTES
+from revseq.ops.targets.cost import NODE_COST_BYTES
 
 
 def test_a_node_is_weighed_against_the_smallest_data_the_forms_are_timed_on():

@@ -3,9 +3,10 @@
 A backend that lacks ReverseSequence has no native kernel to compare with: the floor is
 a copy of the data, the slower of numpy's copy and the backend's own Identity of the
 same tensor. Each form that ran exactly is timed interleaved with that floor, in this
-process, and its cost is the geometric mean over the cases of its paired median ratio
-to the floor (a ratio, never an absolute time: machines differ, ratios travel), with
-its node count. The planner ranks forms by these (``revseq.passes.inline.ranking``).
+process: its cost is its paired median ratio to the floor in each case (a ratio, never
+an absolute time: machines differ, ratios travel), each case's with its size and their
+geometric mean, with its node count. The planner ranks forms by these
+(``revseq.passes.inline.ranking``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from revseq import backends
 from revseq.measure._cases import Case, input_arrays, native_model
 from revseq.measure._timing import median_of_passes
 from revseq.measure.floor import floor_ratio, time_pass
-from revseq.ops.targets.profile import Cost, Profile
+from revseq.ops.targets.cost import Cost
+from revseq.ops.targets.profile import Profile
 from revseq.ops.vocabulary import (
     COST_CLASSES,
     DYNAMIC,
@@ -183,7 +185,7 @@ def form_costs(
     counted = (COST_CASES[1], MATRIX_CASES[1])  # node counts are those of the 2 MiB cases
     matrix = (MATRIX_STATIC, MATRIX)
     cases = {cls: len(MATRIX_CASES if cls in matrix else COST_CASES) for cls in COST_CLASSES}
-    ratios: dict[str, dict[str, list[float]]] = {cls: {} for cls in COST_CLASSES}
+    ratios: dict[str, dict[str, list[tuple[int, float]]]] = {cls: {} for cls in COST_CLASSES}
     nodes: dict[str, dict[str, int]] = {cls: {} for cls in COST_CLASSES}
     for case, timed in jobs:
         feeds = input_arrays(case, rng)
@@ -198,16 +200,23 @@ def form_costs(
                 backend, case, feeds, models, rounds=rounds, budget_s=budget_s, passes=passes
             )
             for form, ratio in medians.items():
-                ratios[cls].setdefault(form, []).append(ratio)
+                ratios[cls].setdefault(form, []).append((case.nbytes, ratio))
             if case in counted:
                 nodes[cls].update(counts)
             say(f"cost: {case.label} {kind}: timed {', '.join(sorted(medians))}")
     return {
         cls: {
-            form: Cost(round(statistics.geometric_mean(values), 2), nodes[cls][form])
-            for form, values in sorted(ratios[cls].items())
-            if len(values) == cases[cls] and form in nodes[cls]
+            form: _cost(sizes, nodes[cls][form])
+            for form, sizes in sorted(ratios[cls].items())
+            if len(sizes) == cases[cls] and form in nodes[cls]
         }
         for cls in COST_CLASSES
         if ratios[cls] or cls not in matrix
     }
+
+
+def _cost(sizes: list[tuple[int, float]], nodes: int) -> Cost:
+    """The cost of ratios timed at sizes (bytes, ratio): their geomean, and each one."""
+    mean = statistics.geometric_mean(ratio for _, ratio in sizes)
+    by_bytes = tuple(sorted((nbytes, round(ratio, 2)) for nbytes, ratio in sizes))
+    return Cost(round(mean, 2), nodes, by_bytes)

@@ -30,7 +30,8 @@ from revseq.equivalence.inputs.values import held
 from revseq.measure._cases import Case, input_arrays, native_model
 from revseq.measure.costs import floor_ratios
 from revseq.ops.reference import reverse_sequence
-from revseq.ops.targets.profile import COST_TIE, Layout, Profile
+from revseq.ops.targets.cost import COST_TIE
+from revseq.ops.targets.profile import Layout, Profile
 from revseq.ops.vocabulary import (
     COST_CLASSES,
     MATRIX,

@@ -37,7 +37,8 @@ from revseq.errors import RevseqError, stable_line
 from revseq.measure.costs import form_costs, timed_forms
 from revseq.measure.layouts import layout_costs
 from revseq.measure.node_cost import node_cost
-from revseq.ops.targets.profile import Cost, Profile
+from revseq.ops.targets.cost import Cost
+from revseq.ops.targets.profile import Profile
 from revseq.ops.vocabulary import (
     COST_CLASSES,
     DYNAMIC,

@@ -15,7 +15,7 @@ from profile_cases import EVERY_OP, gather_of, one_node, probed
 import revseq
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS, combine
-from revseq.ops.targets.profile import Cost
+from revseq.ops.targets.cost import Cost
 
 
 def _costed(name, **costs):

@@ -16,7 +16,7 @@ import revseq
 from revseq.ops.reference import reverse_sequence
 from revseq.ops.signature import Signature
 from revseq.ops.targets import TARGETS, combine
-from revseq.ops.targets.profile import NODE_COST_BYTES, Cost
+from revseq.ops.targets.cost import NODE_COST_BYTES, Cost
 from revseq.passes.inline.ranking import weighed, weighs_nodes
 
 # With symbolic dims, GatherND writes 21 nodes for this node, GatherElements 16.
