@@ -803,7 +803,7 @@ MUTANTS = (
     Mutant(
         "ranking: a node weighed the same on data of any size",
         "passes/inline/ranking.py",
-        "    return NODE_COST_BYTES / max(math.prod(dims) * sig.dtype.itemsize, 1)",
+        "    return 1.0 if nbytes is None else NODE_COST_BYTES / max(nbytes, 1)",
         "    return 1.0",
         aimed="tests/passes/inline/test_ranking_node_cost.py::"
         "test_static_data_weighs_a_node_by_how_small_the_data_is",
@@ -847,6 +847,46 @@ MUTANTS = (
         'ratios["long"] / CHAIN',
         aimed="tests/measure/test_node_cost.py::"
         "test_a_node_costs_what_the_longer_chain_costs_more_over_its_extra_links",
+    ),
+    Mutant(
+        "cost: the mean read at every size",
+        "ops/targets/cost.py",
+        "        if nbytes is None or not points:",
+        "        if True:",
+        aimed="tests/ops/targets/test_cost.py::"
+        "test_a_timed_size_reads_its_own_ratio_and_the_ends_hold_beyond_them",
+    ),
+    Mutant(
+        "cost: interpolated on the size, not on its log",
+        "ops/targets/cost.py",
+        "                share = math.log(nbytes / low) / math.log(high / low)",
+        "                share = (nbytes - low) / (high - low)",
+        aimed="tests/ops/targets/test_cost.py::"
+        "test_between_two_sizes_the_ratio_is_interpolated_on_the_log_of_the_size",
+    ),
+    Mutant(
+        "ranking: a weighed form's gather read at no size",
+        "passes/inline/ranking.py",
+        "    weight, nbytes = _node_weight(sig), data_bytes(sig)",
+        "    weight, nbytes = _node_weight(sig), None",
+        aimed="tests/passes/inline/test_ranking_node_cost.py::"
+        "test_static_data_takes_the_form_cheapest_at_its_own_size",
+    ),
+    Mutant(
+        "ranking: static forms ordered by their mean costs",
+        "passes/inline/ranking.py",
+        "        return _cheapest(profile, STATIC, STATIC_PREFERENCE, nbytes=data_bytes(sig))",
+        "        return _cheapest(profile, STATIC, STATIC_PREFERENCE)",
+        aimed="tests/passes/inline/test_ranking_node_cost.py::"
+        "test_static_data_takes_the_form_cheapest_at_its_own_size",
+    ),
+    Mutant(
+        "costs: each case's ratio dropped, the mean kept",
+        "src/revseq/measure/costs.py",
+        "    return Cost(round(mean, 2), nodes, by_bytes)",
+        "    return Cost(round(mean, 2), nodes)",
+        aimed="tests/measure/test_bench.py::"
+        "test_probe_costs_take_each_case_s_median_over_passes_of_fresh_runners",
     ),
 )
 

@@ -1,5 +1,6 @@
 """The planner weighs each node a form writes beside its gather (``Profile.node_cost``):
-the fewer nodes, the more so the smaller the data (synthetic costs, no backend needed).
+the fewer nodes, the more so the smaller the data; and reads each gather's cost at the
+data's size (synthetic costs, no backend needed).
 """
 
 from __future__ import annotations
@@ -144,3 +145,47 @@ def test_the_weight_of_a_node_grows_as_the_data_shrinks():
     assert _node_weight(_sig([0, 4, 3])) == NODE_COST_BYTES
     strings = dataclasses.replace(_sig([2, 4, 3]), dtype=ir.DataType.STRING)
     assert _node_weight(strings) == 1.0  # a string's size is not its elements'
+
+
+def _crossing(node_cost=None):
+    """onnxruntime's profile with static costs that cross: the row form cheaper on
+    0.1 MiB, GatherND on 16 MiB (as tract and MNN timed theirs); GatherND's mean the
+    dearer."""
+    profile = TARGETS["onnxruntime"]
+    sizes = (NODE_COST_BYTES, 1 << 21, 1 << 24)
+    rows = Cost(2.0, 5, tuple(zip(sizes, (1.5, 2.0, 2.6), strict=True)))
+    nd = Cost(2.4, 4, tuple(zip(sizes, (3.5, 2.1, 1.8), strict=True)))
+    static = {"gather_rows": rows, "gather_nd": nd, "gather_elements": Cost(9.0, 5)}
+    return dataclasses.replace(profile, costs={**(profile.costs or {}), "static": static},
+                               node_cost=node_cost)  # fmt: skip
+
+
+@pytest.mark.parametrize("node_cost", [None, 0.001])
+@pytest.mark.parametrize(
+    ("dims", "gather"),
+    [([16, 200, 8], "Gather"), ([64, 256, 256], "GatherND"), ([16, 64, 32], "Gather")],
+)
+def test_static_data_takes_the_form_cheapest_at_its_own_size(node_cost, dims, gather):
+    """0.1 MiB: the row form (1.5x against 3.5x); 16 MiB: GatherND (1.8x against 2.6x),
+    though its mean over the sizes is the dearer; 128 KiB, between the first two sizes:
+    still the row form. With or without a node cost."""
+    model = one_node(dims, batch_axis=0, time_axis=1)
+    out = revseq.inline(model, target=_crossing(node_cost))
+    assert gather_of(out) == gather
+    x = np.random.default_rng(2).standard_normal(dims).astype(np.float32)
+    lens = (np.arange(dims[0]) * 7 % (dims[1] + 1)).astype(np.int64)
+    want = reverse_sequence(x, lens, batch_axis=0, time_axis=1)
+    for optimize in (False, True):
+        got = run_ort(out, {"x": x, "lens": lens}, optimize=optimize)[0]
+        assert got.tobytes() == want.tobytes()
+
+
+def test_symbolic_dims_read_the_mean_over_the_sizes():
+    """Its size unknown, the node takes the form of the lower mean (the row form)."""
+    profile = _crossing(0.001)
+    costs = {**(profile.costs or {}), "time+batch": profile.costs["static"]}
+    profile = dataclasses.replace(profile, costs=costs)
+    sig = _sig(["T", "B", 3])
+    assert weighed(sig, profile, {"gather_nd": 5, "gather_rows": 5})[0] == "gather_rows"
+    static = _sig([256, 64, 256])
+    assert weighed(static, profile, {"gather_nd": 5, "gather_rows": 5})[0] == "gather_nd"
