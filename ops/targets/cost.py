@@ -68,12 +68,21 @@ class Cost(NamedTuple):
         """The inverse of :meth:`to_json`.
 
         Raises:
-            ProfileError: A key is unknown or missing.
+            ProfileError: A key is unknown or missing, or ``by_bytes`` is not pairs of
+                distinct positive sizes and their ratios.
         """
         unknown = set(data) - set(cls._fields)
         missing = {"ratio", "nodes"} - set(data)
         if unknown or missing:
             what = f"unknown key {sorted(unknown)[0]!r}" if unknown else "no ratio or nodes"
             raise ProfileError(f"a cost has {what}")
-        points = sorted((int(b), float(r)) for b, r in data.get("by_bytes", ()))
+        try:
+            points = sorted((int(b), float(r)) for b, r in data.get("by_bytes", ()))
+        except (TypeError, ValueError):
+            points = [(0, 0.0)]
+        sizes = [nbytes for nbytes, _ in points]
+        if any(nbytes <= 0 for nbytes in sizes) or len(set(sizes)) < len(sizes):
+            raise ProfileError(
+                "a cost's by_bytes is not [bytes, ratio] pairs of distinct positive sizes"
+            )
         return cls(float(data["ratio"]), int(data["nodes"]), tuple(points))

@@ -53,8 +53,12 @@ def test_a_profile_file_keeps_each_size_and_a_file_without_them_still_loads():
     [
         ({"ratio": 1.0, "nodes": 2, "sizes": []}, "unknown key 'sizes'"),
         ({"ratio": 1.0}, "no ratio or nodes"),
+        ({"ratio": 1.0, "nodes": 2, "by_bytes": [[8, 1.0], [8, 2.0]]}, "distinct positive"),
+        ({"ratio": 1.0, "nodes": 2, "by_bytes": [[0, 1.0]]}, "distinct positive"),
+        ({"ratio": 1.0, "nodes": 2, "by_bytes": [[8, 1.0, 3]]}, "distinct positive"),
+        ({"ratio": 1.0, "nodes": 2, "by_bytes": [["big", 1.0]]}, "distinct positive"),
     ],
 )
-def test_a_cost_with_an_unknown_or_missing_key_is_refused_by_name(data, says):
+def test_a_cost_with_an_unknown_or_missing_key_or_bad_sizes_is_refused(data, says):
     with pytest.raises(ProfileError, match=says):
         Cost.from_json(data)
