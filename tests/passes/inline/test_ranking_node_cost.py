@@ -25,6 +25,16 @@ SYMBOLIC = one_node(["T", "B", 3])
 NODES = {"gather_nd": 21, "gather_elements": 16}
 
 
+def _reverses_exactly(model, dims, lens, *, batch_axis, time_axis):
+    """``model`` reverses float32 data of ``dims`` by ``lens`` bit for bit on onnxruntime,
+    its graph optimisations off and on."""
+    x = np.random.default_rng(0).standard_normal(dims).astype(np.float32)
+    want = reverse_sequence(x, lens, batch_axis=batch_axis, time_axis=time_axis)
+    for optimize in (False, True):
+        got = run_ort(model, {"x": x, "lens": lens}, optimize=optimize)[0]
+        assert got.tobytes() == want.tobytes()
+
+
 def _symbolic(name, node_cost, nd=2.0, elements=2.5):
     """A synthetic profile: GatherND the cheaper gather, GatherElements the fewer nodes."""
     costs = {"time+batch": {"gather_nd": Cost(nd, 21), "gather_elements": Cost(elements, 16)}}
@@ -47,12 +57,8 @@ def test_a_costly_node_tips_symbolic_dims_to_the_form_of_fewer_nodes(node_cost, 
     a tie (within 10%, the ratios' noise), which goes to fewer nodes."""
     out = revseq.inline(SYMBOLIC, target=_symbolic("alpha", node_cost))
     assert gather_of(out) == gather
-    x = np.random.default_rng(0).standard_normal((6, 4, 3)).astype(np.float32)
     lens = np.array([0, 1, 6, 3], dtype=np.int64)
-    want = reverse_sequence(x, lens, batch_axis=1, time_axis=0)
-    for optimize in (False, True):
-        got = run_ort(out, {"x": x, "lens": lens}, optimize=optimize)[0]
-        assert got.tobytes() == want.tobytes()
+    _reverses_exactly(out, [6, 4, 3], lens, batch_axis=1, time_axis=0)
 
 
 def test_the_default_weighs_each_member_and_takes_the_worst():
@@ -98,12 +104,8 @@ def test_static_data_weighs_a_node_by_how_small_the_data_is(dims, small):
     assert gather_of(revseq.inline(model, target=_onnxruntime(None))) == "Gather"
     weighed_out = revseq.inline(model, target=_onnxruntime(0.03))
     assert gather_of(weighed_out) == ("GatherND" if small else "Gather")
-    x = np.random.default_rng(1).standard_normal(dims).astype(np.float32)
     lens = (np.arange(dims[0]) * 5 % (dims[1] + 1)).astype(np.int64)
-    want = reverse_sequence(x, lens, batch_axis=0, time_axis=1)
-    for optimize in (False, True):
-        got = run_ort(weighed_out, {"x": x, "lens": lens}, optimize=optimize)[0]
-        assert got.tobytes() == want.tobytes()
+    _reverses_exactly(weighed_out, dims, lens, batch_axis=0, time_axis=1)
 
 
 def _sig(dims, dtype=np.float32):
@@ -172,12 +174,8 @@ def test_static_data_takes_the_form_cheapest_at_its_own_size(node_cost, dims, ga
     model = one_node(dims, batch_axis=0, time_axis=1)
     out = revseq.inline(model, target=_crossing(node_cost))
     assert gather_of(out) == gather
-    x = np.random.default_rng(2).standard_normal(dims).astype(np.float32)
     lens = (np.arange(dims[0]) * 7 % (dims[1] + 1)).astype(np.int64)
-    want = reverse_sequence(x, lens, batch_axis=0, time_axis=1)
-    for optimize in (False, True):
-        got = run_ort(out, {"x": x, "lens": lens}, optimize=optimize)[0]
-        assert got.tobytes() == want.tobytes()
+    _reverses_exactly(out, dims, lens, batch_axis=0, time_axis=1)
 
 
 def test_symbolic_dims_read_the_mean_over_the_sizes():
