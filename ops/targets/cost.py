@@ -76,13 +76,14 @@ class Cost(NamedTuple):
         if unknown or missing:
             what = f"unknown key {sorted(unknown)[0]!r}" if unknown else "no ratio or nodes"
             raise ProfileError(f"a cost has {what}")
+        bad = ProfileError(
+            "a cost's by_bytes is not [bytes, ratio] pairs of distinct positive sizes"
+        )
         try:
             points = sorted((int(b), float(r)) for b, r in data.get("by_bytes", ()))
         except (TypeError, ValueError):
-            points = [(0, 0.0)]
+            raise bad from None
         sizes = [nbytes for nbytes, _ in points]
         if any(nbytes <= 0 for nbytes in sizes) or len(set(sizes)) < len(sizes):
-            raise ProfileError(
-                "a cost's by_bytes is not [bytes, ratio] pairs of distinct positive sizes"
-            )
+            raise bad
         return cls(float(data["ratio"]), int(data["nodes"]), tuple(points))

@@ -128,9 +128,14 @@ def _timed(profile: Profile, cost_class: str) -> list[Profile]:
     return [p for p in profiles if p.costs is not None and p.costs.get(cost_class)]
 
 
-def _costed(profile: Profile, cost_class: str) -> list[Mapping[str, Cost]]:
-    """The costs for ``cost_class`` of each member (or the profile) that has any."""
-    return [p.costs[cost_class] for p in _timed(profile, cost_class) if p.costs is not None]
+def _costed(
+    profile: Profile, cost_class: str, *, narrow: bool = False
+) -> list[Mapping[str, Cost]]:
+    """The costs for ``cost_class`` of each member (or the profile) that has any.
+
+    ``narrow``: as ``_member_costs`` takes it.
+    """
+    return [costs for _, costs in _member_costs(profile, cost_class, narrow=narrow)]
 
 
 def _has_costs(profile: Profile, cost_class: str) -> bool:
@@ -166,7 +171,7 @@ def _cheapest(
     steps = profile.lean_steps()
     if all(p.lean_steps() == steps for p in timed):
         order = [*order, *(f + LEAN_INDEX_SUFFIX for f in order)]
-    costed = [costs for _, costs in _member_costs(profile, cost_class, narrow=narrow)]
+    costed = _costed(profile, cost_class, narrow=narrow)
     if not narrow:
         order = [*order, *(f + INT32_INDEX_SUFFIX for f in order)]
     known = {
