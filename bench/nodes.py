@@ -269,8 +269,9 @@ _EXPORTED = """\
 
 tf2onnx declares the lengths int32, with a dim of their own (`L`, not the data's `B`),
 and casts them to int64 for the op: the symbolic cases again, written so (the Cast
-counted where it stays). Each decomposition first gathers the lengths at the data's
-batch steps, so that runtimes that track symbols see one batch dim."""
+counted where it stays). A decomposition that counts the batch first gathers the
+lengths at the data's batch steps and reads those; one that does not reads the lengths
+as declared."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

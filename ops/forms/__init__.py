@@ -26,6 +26,7 @@ __all__ = [
     "emit",
     "gather_elements",
     "gather_nd",
+    "lengths_may_stay_declared",
     "reverse_all",
     "reversing_slice_variants",
     "runtime_index_lack",
@@ -273,18 +274,37 @@ def view_kinds(strategy: str) -> frozenset[str]:
     return _named_form(strategy).view
 
 
+def lengths_may_stay_declared(sig: Signature) -> bool:
+    """Whether lengths with a dim of their own may be read as declared (``emit``).
+
+    Only where time and batch are the only leading axes (the op as ONNX defines it):
+    where another leads too, its coordinates, read from the data's shape, meet the
+    lengths' dim, and a runtime that tracks symbols failed to load the default there
+    until the lengths were aligned.
+    """
+    return sig.lens_own_dim and sig.lead_rank == 2
+
+
 def emit(
-    op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature, strategy: str
+    op: OpBuilder,
+    data: ir.Value,
+    lens: ir.Value,
+    sig: Signature,
+    strategy: str,
+    *,
+    aligned: bool = True,
 ) -> ir.Value:
     """Emit the named form for one node and return the value replacing its output.
 
     ``REVERSE_ALL`` too, which the planner takes for a node whose lengths all reach T,
     ``SLICES``, for constant lengths where no gather form fits (neither is a strategy of
     its own: they do not read the lengths input), and ``ONE_HOT`` for a target whose
-    domain is finite data. Lengths declared with a dim
-    of their own are first given the data's batch dim (``batch_lengths``).
+    domain is finite data. Lengths declared with a dim of their own are first given the
+    data's batch dim (``batch_lengths``), unless ``aligned`` is False where
+    ``lengths_may_stay_declared``: the caller emits both and keeps the smaller.
     """
     form = _fitting_form(strategy, sig)
-    if sig.lens_own_dim and form not in (_FULL_LENGTHS, _BY_SLICES, _BY_ONE_HOT):
+    align = aligned or not lengths_may_stay_declared(sig)
+    if sig.lens_own_dim and align and form not in (_FULL_LENGTHS, _BY_SLICES, _BY_ONE_HOT):
         lens = batch_lengths(op, data, lens, sig)
     return form.build(op, data, lens, sig)

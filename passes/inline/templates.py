@@ -46,10 +46,40 @@ def traced(sig: Signature, strategy: str) -> tuple[Template, tuple[str, ...]]:
         StrategyError: The form does not fit ``sig`` whatever the index (a name, an
             opset, a precondition of the form).
     """
-    template = Template.record(
-        lambda op, data, lens: forms.emit(op, data, lens, sig, strategy)
-    )
+    template = _smaller(sig, strategy)
     return template, template.lacks
+
+
+def _smaller(sig: Signature, strategy: str, back_to: ir.DataType | None = None) -> Template:
+    """The form for ``sig`` with its lengths aligned to the data's batch, or as declared.
+
+    Lengths with a dim of their own are aligned by a gather at the batch's steps, which
+    a form that counts the batch reads again; one that does not reads them as declared
+    where it may (``forms.lengths_may_stay_declared``), five nodes fewer. Of the two,
+    the one with fewer nodes and no more lacks; aligned on a tie.
+    """
+
+    def emitting(aligned: bool):
+        def emit(op, data, lens):
+            if back_to is not None:
+                data = op.Cast(data, to=sig.dtype)
+            reversed_ = forms.emit(op, data, lens, sig, strategy, aligned=aligned)
+            return reversed_ if back_to is None else op.Cast(reversed_, to=back_to)
+
+        return emit
+
+    aligned = Template.record(emitting(True))
+    if not forms.lengths_may_stay_declared(sig):
+        return aligned
+    declared = Template.record(emitting(False))
+    if declared.lacks or (not aligned.lacks and _size(declared) >= _size(aligned)):
+        return aligned
+    return declared
+
+
+def _size(template: Template) -> int:
+    """The nodes a template writes, its Constants aside."""
+    return sum(1 for node in template.nodes if node.op_type != "Constant")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -68,11 +98,7 @@ def recorded(sig: Signature, strategy: str, back_to: ir.DataType | None = None) 
             raise StrategyError(lacks[0])
         return template
 
-    def emit(op, data, lens):
-        reversed_ = forms.emit(op, op.Cast(data, to=sig.dtype), lens, sig, strategy)
-        return op.Cast(reversed_, to=back_to)
-
-    return Template.record(emit)
+    return _smaller(sig, strategy, back_to)
 
 
 def emitted(sig: Signature, strategy: str) -> tuple[frozenset[str], frozenset[str]]:

@@ -32,9 +32,9 @@ def test_the_gathers_alone_compute_what_the_inlined_model_computes_on_its_inputs
         assert_identical(got, want)
     ops = [n.op_type for n in alone.graph.node]
     assert "Range" not in ops and "Where" not in ops and "Gather" in ops
-    # The default's index for this model: the lengths gathered at the data's batch
-    # steps, clamped, a row of a constant table each (T is static), the row offsets.
-    assert share.graph_nodes(alone.graph) == share.graph_nodes(inlined.graph) - 13
+    # The default's index for this model: the lengths clamped, a row of a constant
+    # table each (T is static), the row offsets counted from the lengths.
+    assert share.graph_nodes(alone.graph) == share.graph_nodes(inlined.graph) - 11
 
 
 def test_a_model_whose_reversals_sit_in_subgraphs_has_no_gathers_to_give():

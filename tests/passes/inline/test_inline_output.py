@@ -266,9 +266,10 @@ def test_unknown_strategy_and_target():
 @pytest.mark.parametrize("target", [None, "onnxruntime", "tvm", "tract", "webgpu"])
 @pytest.mark.parametrize("time_major", [True, False])
 def test_lengths_of_a_dim_of_their_own_count_the_batch_once(time_major, target, strategy):
-    """tf2onnx declares the lengths with a symbol of their own: they are gathered by the
-    batch's steps 0 .. B-1, and a form that counts the batch reads those steps. With a
-    static T the one Range is the batch's."""
+    """tf2onnx declares the lengths with a symbol of their own: they are read as
+    declared, or gathered by the batch's steps 0 .. B-1 where a form that counts the
+    batch reads those steps (fewer nodes). With a static T the one Range, if any, is the
+    batch's."""
     from revseq.ops.reference import reverse_sequence_model
 
     dims = [9, "B", 3] if time_major else ["B", 9, 3]
@@ -279,7 +280,7 @@ def test_lengths_of_a_dim_of_their_own_count_the_batch_once(time_major, target, 
         inlined = revseq.inline(model, target=target, strategy=strategy)
     except revseq.RevseqError:
         pytest.skip(f"{strategy} does not fit {target}")
-    assert [n.op_type for n in inlined.graph.node].count("Range") == 1
+    assert [n.op_type for n in inlined.graph.node].count("Range") <= 1
     rng = np.random.default_rng(0)
     lens = np.array([0, 1, 9, 4, 12, -3], dtype=np.int32)
     x = rng.standard_normal((9, 6, 3) if time_major else (6, 9, 3)).astype(np.float32)
