@@ -730,6 +730,22 @@ MUTANTS = (
         "test_each_default_is_set_against_the_bar_with_its_index_arithmetic_s_part",
     ),
     Mutant(
+        "forms: lengths of a dim of their own read as declared with general axes too",
+        "ops/forms/__init__.py",
+        "return sig.lens_own_dim and sig.lead_rank == 2",
+        "return sig.lens_own_dim",
+        aimed="tests/passes/inline/test_templates.py::"
+        "test_lengths_stay_aligned_where_other_axes_lead",
+    ),
+    Mutant(
+        "templates: lengths of a dim of their own always gathered at the batch's steps",
+        "passes/inline/templates.py",
+        "    if not forms.lengths_may_stay_declared(sig):\n        return aligned",
+        "    if True:\n        return aligned",
+        aimed="tests/passes/inline/test_templates.py::"
+        "test_a_form_that_counts_no_batch_reads_the_lengths_as_declared",
+    ),
+    Mutant(
         "forms: the table taken at a symbolic batch whatever the clamp",
         "ops/forms/_index.py",
         'or (batch is None and not (sig.target_has("Clip") or sig.target_has(CLIP_CAST)))',
