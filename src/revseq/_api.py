@@ -60,9 +60,9 @@ def inline(
         strategy: A name in ``revseq.STRATEGIES``; "auto" picks the fastest valid form
             for each node.
         as_function: Emit the decomposition as model-local functions plus call nodes.
-        target: A profile name from ``revseq.TARGETS`` (a probed backend such as
-            backend's name in ``revseq.backends.ADAPTERS``, a documented one, or "any"), or a
-            collection of op types (profile names may be mixed in) the output may use.
+        target: A profile name from ``revseq.TARGETS`` (a probed backend, by its name in
+            ``revseq.backends.ADAPTERS``; a documented one; or "any"), or a collection
+            of op types (profile names may be mixed in) the output may use.
             None means "portable" (output that runs exactly on every probed backend)
             with strategy "auto", and "any" with a strategy named explicitly.
         simplify: First replace trivial nodes (lengths all <= 1: Identity; all the full
