@@ -255,6 +255,11 @@ class Template:
         return tuple(self._nodes)
 
     @property
+    def written(self) -> int:
+        """How many nodes replaying it writes, Constants aside: what a backend pays for."""
+        return sum(node.op_type != "Constant" for node in self._nodes)
+
+    @property
     def data(self) -> ir.Value:
         """The placeholder the recorded nodes read the data from."""
         return self._data

@@ -314,14 +314,14 @@ def _first_fitting(
             reasons.append(reason)
     if not weighing or not fitting:
         return next(iter(fitting.values()), None), reasons
-    counts = {name: _nodes_written(found) for name, found in fitting.items()}
+    counts = {name: _written(found) for name, found in fitting.items()}
     return fitting[weighed(fitted, profile, counts)[0]], reasons
 
 
-def _nodes_written(found: Plan) -> int:
-    """The nodes a plan's template writes, Constants aside (weights to every backend)."""
+def _written(found: Plan) -> int:
+    """The nodes a plan's template writes (``Template.written``)."""
     assert found.template is not None
-    return sum(node.op_type != "Constant" for node in found.template.nodes)
+    return found.template.written
 
 
 def _row_gather(sig: Signature) -> Signature:

@@ -72,14 +72,9 @@ def _smaller(sig: Signature, strategy: str, back_to: ir.DataType | None = None) 
     if not forms.lengths_may_stay_declared(sig):
         return aligned
     declared = Template.record(emitting(False))
-    if declared.lacks or (not aligned.lacks and _size(declared) >= _size(aligned)):
+    if declared.lacks or (not aligned.lacks and declared.written >= aligned.written):
         return aligned
     return declared
-
-
-def _size(template: Template) -> int:
-    """The nodes a template writes, its Constants aside."""
-    return sum(1 for node in template.nodes if node.op_type != "Constant")
 
 
 @functools.lru_cache(maxsize=1024)
