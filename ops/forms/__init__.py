@@ -28,9 +28,11 @@ __all__ = [
     "gather_nd",
     "lengths_may_stay_declared",
     "reverse_all",
+    "reverse_whole",
     "reversing_slice_variants",
     "runtime_index_lack",
     "view_kinds",
+    "whole_reversal_bounds",
 ]
 
 import dataclasses
@@ -58,7 +60,9 @@ from revseq.ops.forms._rows import ROW_VIEW, gather_rows, needs_allowzero
 from revseq.ops.forms._slices import (
     SLICES_VIEW,
     reverse_by_slices,
+    reverse_whole,
     reversing_slice_variants,
+    whole_reversal_bounds,
 )
 from revseq.ops.signature import OpBuilder, Signature
 from revseq.ops.vocabulary import (

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["SLICES_VIEW", "reverse_by_slices", "reversing_slice_variants"]
+__all__ = [
+    "SLICES_VIEW",
+    "reverse_by_slices",
+    "reverse_whole",
+    "reversing_slice_variants",
+    "whole_reversal_bounds",
+]
 
 import numpy as np
 import onnx_ir as ir
@@ -96,6 +102,21 @@ def reverse_by_slices(
         part = op.Slice(data, const(op, [first]), const(op, [stop]), axis)
         parts.append(part if length <= 1 else _reverse_head(op, part, length, sig))
     return op.Concat(*parts, axis=sig.batch_axis)
+
+
+def whole_reversal_bounds(time_axis: int) -> tuple[list[int], ...]:
+    """The starts, ends, axes and steps of the step -1 Slice that reverses the time axis."""
+    return ([-1], [int(np.iinfo(np.int64).min)], [time_axis], [-1])
+
+
+def reverse_whole(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature) -> ir.Value:
+    """A node whose lengths all reach T, as a step -1 Slice (the lengths not read).
+
+    As inline writes it where the target has the Slice (``simplify.trivial_form``);
+    the probes trace it as they trace the forms.
+    """
+    bounds = (const(op, values) for values in whole_reversal_bounds(sig.time_axis))
+    return op.Slice(data, *bounds)
 
 
 def reversing_slice_variants(sig: Signature) -> frozenset[str]:

@@ -24,6 +24,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
+from revseq.ops import forms
 from revseq.ops.signature import Signature
 from revseq.ops.targets.profile import Profile
 from revseq.passes.graph.names import NameSource, Survey, emitted_name
@@ -33,8 +34,6 @@ from revseq.passes.graph.scopes import ScopedNode, constants_graph, opset_versio
 from revseq.passes.graph.shapes import ShapeTable
 
 logger = logging.getLogger(__name__)
-
-_INT64_MIN = np.iinfo(np.int64).min
 
 
 class SimplifyReverseSequencePass(ir.passes.InPlacePass):
@@ -143,7 +142,7 @@ def _slice_bounds(
     scoped: ScopedNode, time_axis: int, prefix: str, weights: ir.Graph | None
 ) -> list[ir.Value]:
     """The step -1 Slice's starts, ends, axes and steps: initializers, or Constants."""
-    values = [ir.tensor(v) for v in ([-1], [_INT64_MIN], [time_axis], [-1])]
+    values = [ir.tensor(np.array(v, np.int64)) for v in forms.whole_reversal_bounds(time_axis)]
     if weights is not None:
         bounds = [
             ir.Value(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["Uses", "emitted", "gather_kind", "recorded", "traced", "uses"]
+__all__ = ["Uses", "emitted", "gather_kind", "node_kinds", "recorded", "traced", "uses"]
 
 import functools
 
@@ -131,26 +131,46 @@ def uses(template: Template, sig: Signature) -> Uses:
     ops: set[str] = set()
     gathers: set[str] = set()
     view: set[str] = set()
-    pieces = {id(template.data): sig.rank}  # the data and pieces of it, moved: their ranks
     path = {id(template.data)}  # the data and what is made of it, first input by first
-    for node in template.nodes:
-        kinds = _kinds(node, pieces, sig)
+    for node, kinds in node_kinds(template, sig):
         ops |= kinds
         source = node.inputs[0] if node.inputs else None
         on_path = source is not None and id(source) in path
         if on_path:
             path.update(id(o) for o in node.outputs)
-        looks_up = (
-            source is None or source.const_value is not None or source is template.lengths
-        )
-        if node.op_type in GATHERS and not looks_up:  # not in a table, not the lengths
+        if _moves_data(node, template):
             gathers.add(gather_kind(node))
-            index = node.inputs[1] if len(node.inputs) > 1 else None
-            if node.op_type == "Gather" and _constant_of_rank(index, at_least=2):
-                ops.add(GATHER_CONSTANT_INDEX)
         elif on_path:
             view |= kinds
     return Uses(frozenset(ops), frozenset(gathers), frozenset(view))
+
+
+def node_kinds(template: Template, sig: Signature) -> list[tuple[ir.Node, frozenset[str]]]:
+    """Each node of ``template``, emitted for ``sig``, and what it counts as (``uses``).
+
+    The op probes read it too: each op type and variant is probed on the nodes that
+    are it (``revseq.probe``).
+    """
+    pieces = {id(template.data): sig.rank}  # the data and pieces of it, moved: their ranks
+    found = []
+    for node in template.nodes:
+        kinds = _kinds(node, pieces, sig)
+        index = node.inputs[1] if len(node.inputs) > 1 else None
+        if (
+            node.op_type == "Gather"
+            and _moves_data(node, template)
+            and _constant_of_rank(index, at_least=2)
+        ):
+            kinds.add(GATHER_CONSTANT_INDEX)
+        found.append((node, frozenset(kinds)))
+    return found
+
+
+def _moves_data(node: ir.Node, template: Template) -> bool:
+    """Whether ``node`` is a gather of the data: not a look-up in a table or the lengths."""
+    source = node.inputs[0] if node.inputs else None
+    looks_up = source is None or source.const_value is not None or source is template.lengths
+    return node.op_type in GATHERS and not looks_up
 
 
 def _kinds(node: ir.Node, pieces: dict[int, int | None], sig: Signature) -> set[str]:
