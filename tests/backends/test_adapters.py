@@ -104,13 +104,26 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
     The forms put the broadcast operand on the "then" side; the old select is wrong there.
     """
     backend = backend_or_skip("mnn")
-    from revseq.probe._models import probe_inputs, probe_model
-    from revseq.probe._ops import OP_PROBES
+    import onnx.parser
+
     from revseq.probe._runs import reference
 
-    probe = next(p for p in OP_PROBES if p.name == "Where:broadcast_else")
-    model = probe_model(probe, False)
-    feeds = probe_inputs(probe, False)[0]
+    # t < L ? t : L - (t+1) over [5, 4], the lengths' [1, 4] broadcast on the else side.
+    model = onnx.parser.parse_model("""
+    <ir_version: 9, opset_import: ["" : 18]>
+    select (float[5, 4, 3] x, int64[4] lens) => (y) {
+        t = Constant <value = int64[5, 1] {0, 1, 2, 3, 4}> ()
+        zero1 = Constant <value = int64[1] {0}> ()
+        one1 = Constant <value = int64[1] {1}> ()
+        lb = Unsqueeze (lens, zero1)
+        n = Add (t, one1)
+        k = Less (t, lb)
+        back = Sub (lb, n)
+        s = Where (k, back, t)
+        y = Cast <to = 1> (s)
+    }
+    """)
+    feeds = {"x": np.zeros((5, 4, 3), np.float32), "lens": np.array([0, 1, 5, 3])}
     got = backend.run(model, feeds)[0]
     assert got.tobytes() != reference(model)(feeds)[0].tobytes()
     assert "Where:broadcast_else" not in TARGETS["mnn"].static_ops
@@ -124,14 +137,13 @@ def test_the_flatten_probe_runs_empty_data_and_openvino_gets_another_view(name):
     truth from onnxruntime there (onnx's reference cannot Flatten them): OpenVINO 2026.4
     flattens [0, 3, 3] to [0, 9], so its row form views such data as [rows, *trailing]."""
     backend = backend_or_skip(name)
-    from revseq.probe._models import probe_inputs, probe_model
-    from revseq.probe._ops import OP_PROBES
+    from revseq.probe._models import EMPTY_SIZES
     from revseq.probe._runs import reference, run_exact
-    from revseq.probe._text import EMPTY_SIZES
+    from revseq.probe._traces import op_candidates, probe_feeds
 
-    probe = next(p for p in OP_PROBES if p.name == "Flatten")
-    model = probe_model(probe, True)
-    feeds = probe_inputs(probe, True)
+    (probe, *_) = op_candidates()[("Flatten", "dynamic", "int64", False, 0)]
+    model = probe.model()
+    feeds = probe_feeds(probe)
     empty = [f for f in feeds if f["x"].size == 0]
     assert [f["x"].shape[:2] for f in empty] == list(EMPTY_SIZES)
     assert [t.shape for f in empty for t in reference(model)(f)] == [(0, 3), (0, 3)]

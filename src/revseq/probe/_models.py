@@ -1,7 +1,8 @@
 """The probe models and the inputs each runs on (see :mod:`revseq.probe.backend`).
 
-An op probe's model from its text; each gather on each element type; each type's round
-trip through its carrier; each form end to end, in the layouts of ``FORM_LAYOUTS``.
+Each gather on each element type; each type's round trip through its carrier; each form
+end to end, in the layouts of ``FORM_LAYOUTS`` (the op probes' models are cut from the
+forms' traces: :mod:`revseq.probe._traces`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ __all__ = [
     "form_inputs",
     "gather_index",
     "gather_model",
-    "probe_inputs",
-    "probe_model",
+    "probe_floats",
+    "EMPTY_SIZES",
+    "OPSET",
+    "SIZES",
 ]
 
 import dataclasses
@@ -27,50 +30,16 @@ import onnx.shape_inference
 
 from revseq.equivalence.inputs.values import random_array
 from revseq.ops.reference import reverse_sequence_model
-from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, GATHER_ND_BATCH_DIMS, REVSEQ_DOMAIN
-from revseq.probe._ops import Probe
-from revseq.probe._text import CONSTANTS, EMPTY_SIZES, OPSET, SIZES
+from revseq.ops.vocabulary import FLAT_GATHER_ELEMENTS, REVSEQ_DOMAIN
 
+OPSET = 18
+"""The opset every probe model imports."""
 
-def probe_model(
-    probe: Probe, dynamic: bool, itype: str = "int64", *, float_output: bool = True
-) -> onnx.ModelProto:
-    """The probe's model with ``itype`` index arithmetic.
+SIZES = ((5, 4), (7, 2), (1, 3))
+"""(T, B) sizes each probe runs at: static shapes at the first, symbolic dims at all."""
 
-    With ``float_output``, an integer result leaves as float32 (exact for these small
-    values): a runtime may keep shape arithmetic as symbolic dims, which its Python API
-    cannot hand back. Not on a backend that reports placement: there the Cast itself
-    (none from int64 on some GPUs) would be the CPU fallback the probe saw.
-    """
-    batch_major = probe.name == GATHER_ND_BATCH_DIMS
-    t, b = ("T", "B") if dynamic else ((4, 5) if batch_major else (5, 4))
-    dims = f"[{b}, {t}, 3]" if batch_major else f"[{t}, {b}, 3]"
-    if batch_major and not dynamic:
-        dims = "[4, 4, 3]"
-    lens_dim = "B" if dynamic else (4 if batch_major else b)
-    text = f"""
-    <ir_version: 9, opset_import: ["" : {OPSET}]>
-    probe (float{dims} x, int64[{lens_dim}] lens) => (y) {{
-    {CONSTANTS}
-    {probe.body(dynamic, itype)}
-    }}
-    """
-    model = onnx.parser.parse_model(text)
-    # The output's type is whatever the probe computes: infer it for the runtimes.
-    inferred = onnx.shape_inference.infer_shapes(model)
-    types = {v.name: v.type for v in (*inferred.graph.value_info, *inferred.graph.output)}
-    result = types.get("y")
-    if result is None or not result.tensor_type.elem_type:
-        raise ValueError(f"probe {probe.name}: no output type")
-    output = model.graph.output[0]
-    output.type.CopyFrom(result)
-    if float_output and result.tensor_type.elem_type != onnx.TensorProto.FLOAT:
-        model.graph.node.append(onnx.helper.make_node("Cast", ["y"], ["y_float"], to=1))
-        output.name = "y_float"
-        output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
-    for node in model.graph.node:  # placement logs name nodes: each needs its own
-        node.name = node.output[0]
-    return model
+EMPTY_SIZES = ((0, 3), (4, 0))
+"""Empty sequences and batches, which some probes also run with symbolic dims."""
 
 
 def probe_floats(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -81,22 +50,6 @@ def probe_floats(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray
     float16 still runs a Gather exactly, and moves int32 with it.
     """
     return rng.standard_normal(shape).astype(np.float16).astype(np.float32)
-
-
-def probe_inputs(probe: Probe, dynamic: bool, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    batch_major = probe.name == GATHER_ND_BATCH_DIMS
-    if not dynamic:
-        sizes: tuple[tuple[int, int], ...] = ((4, 4) if batch_major else (5, 4),)
-    else:
-        sizes = SIZES + EMPTY_SIZES if probe.empty else SIZES
-    feeds = []
-    for time_len, batch in sizes:
-        shape = (batch, time_len, 3) if batch_major else (time_len, batch, 3)
-        x = probe_floats(rng, shape)
-        lens = np.array(([0, 1, time_len, 3] * batch)[:batch], dtype=np.int64)
-        feeds.append({"x": x, "lens": np.minimum(lens, time_len)})
-    return feeds
 
 
 def gather_model(gather: str, elem: int, *, run_time_index: bool = False) -> onnx.ModelProto:

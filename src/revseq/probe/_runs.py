@@ -50,6 +50,7 @@ from revseq.ops.vocabulary import (
 )
 from revseq.probe._models import (
     FORM_LAYOUTS,
+    OPSET,
     FormLayout,
     carrier_input,
     carrier_model,
@@ -57,11 +58,8 @@ from revseq.probe._models import (
     gather_index,
     gather_model,
     probe_floats,
-    probe_inputs,
-    probe_model,
 )
-from revseq.probe._ops import OP_PROBES
-from revseq.probe._text import OPSET
+from revseq.probe._traces import OpProbe, Slot, op_candidates, probe_feeds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,19 +152,116 @@ def reference(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[
 def run_op_probes(
     backend: Backend | IsolatedBackend, *, float_output: bool = True
 ) -> list[ProbeResult]:
-    """Every op probe, static and dynamic, with each of its index types."""
+    """Each slot's probe (:func:`~revseq.probe._traces.op_candidates`), round by round.
+
+    A slot runs the first of its candidates whose other op types and variants have all
+    ran exactly for the same shapes and index type (skipping those that hold one that
+    failed, waiting while one is undecided): its failure is then its own. Slots that
+    wait on each other each run their first candidate free of what failed. Where every
+    candidate of a slot holds something that failed, the forms are traced again as for
+    a target without it (their fallbacks); a slot still left is not certified: no
+    model of the forms observes it there. A model two slots share runs once.
+    """
+    candidates = dict(op_candidates())
+    passed: dict[Slot, bool] = {}
+    verdicts: dict[tuple[bytes, tuple[tuple[int, int], ...]], str | None] = {}
     results = []
-    for probe in OP_PROBES:
-        for itype in probe.index_types:
-            name = probe.name if itype == "int64" else f"{probe.name} [{itype} index]"
-            for dynamic in (False, True):
-                model = probe_model(probe, dynamic, itype, float_output=float_output)
-                failure = run_exact(
-                    backend, model, probe_inputs(probe, dynamic), reference(model)
+    relaxed, retraced = False, frozenset()
+    while True:
+        state = _certified(passed, candidates)
+        chosen = {}
+        for slot, probes in candidates.items():
+            if slot not in passed:
+                choice = _first_observable(probes, state, slot, waiting=not relaxed)
+                if choice is not None:
+                    chosen[slot] = choice
+        if not chosen and not relaxed:  # slots that wait on each other: each runs its
+            relaxed = True  # first candidate free of what failed
+            continue
+        failed = frozenset(name for slot, ok in passed.items() if not ok for name in slot[:1])
+        if not chosen and failed != retraced and any(s not in passed for s in candidates):
+            # The forms as written for a target without what failed: their fallbacks.
+            retraced = failed
+            fewer = op_candidates(failed)
+            candidates.update((s, p) for s, p in fewer.items() if s not in passed)
+            relaxed = False
+            continue
+        if not chosen:
+            break
+        relaxed = False
+        for slot, probe in chosen.items():
+            model = probe.model(float_output=float_output)
+            key = (model.SerializeToString(), probe.sizes())
+            if key not in verdicts:
+                layout = probe.traced.layout
+                verdicts[key] = run_exact(
+                    backend,
+                    model,
+                    probe_feeds(probe),
+                    reference(model),
+                    axes=(layout.time_axis, layout.batch_axis),
                 )
-                kind = DYNAMIC if dynamic else STATIC
-                results.append(ProbeResult(name, kind, probe.certifies, failure, itype))
+            passed[slot] = verdicts[key] is None
+            results.append(
+                ProbeResult(
+                    probe.where, probe.kind, probe.certifies, verdicts[key], probe.index
+                )
+            )
+    state = _certified(passed, candidates)
+    for slot, probes in candidates.items():
+        if slot not in passed:
+            table = state[slot[1:3]]
+            blocking = sorted(n for n in probes[0].others if table.get(n) is not True)
+            why = f"every probe of it reads what did not run exactly ({', '.join(blocking)})"
+            first = probes[0]
+            results.append(
+                ProbeResult(first.where, first.kind, first.certifies, why, first.index)
+            )
     return results
+
+
+def _certified(
+    passed: dict[Slot, bool], candidates: dict[Slot, tuple[OpProbe, ...]]
+) -> dict[tuple[str, str], dict[str, bool | None]]:
+    """Per (shape kind, index type), each op type or variant's verdict so far.
+
+    False where one of its slots failed, True where some passed and none failed, None
+    while none is decided (a table look-up is a Gather as the data's gather is: each
+    reads the other, so neither waits for all the other's slots).
+    """
+    state: dict[tuple[str, str], dict[str, bool | None]] = {}
+    for slot in candidates:
+        name, kind, index = slot[:3]
+        table = state.setdefault((kind, index), {})
+        now, before = passed.get(slot), table.get(name)
+        if before is False or now is None:
+            table.setdefault(name, None)
+        else:
+            table[name] = now
+    return state
+
+
+def _first_observable(
+    probes: tuple[OpProbe, ...],
+    state: dict[tuple[str, str], dict[str, bool | None]],
+    slot: Slot,
+    *,
+    waiting: bool = True,
+) -> OpProbe | None:
+    """The first candidate whose other op types and variants all ran exactly, or None.
+
+    None while an earlier candidate waits on one undecided, or where none can run. Not
+    ``waiting``: the first that holds none that failed.
+    """
+    table = state[slot[1:3]]
+    for probe in probes:
+        verdicts = [table.get(name, True) for name in probe.others]
+        if False in verdicts:
+            continue
+        if None not in verdicts or not waiting:
+            return probe
+        return None
+    return None
 
 
 def _flipped(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
