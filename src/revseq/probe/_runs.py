@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 import numpy as np
 import onnx
@@ -84,17 +84,18 @@ def run_exact(
     truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
     *,
     axes: tuple[int, int] = (0, 1),
+    judged: Collection[str] | None = None,
 ) -> str | None:
     """None when every output on every input set is bit-identical, else why not.
 
     On an execution-provider backend a model placed off the device fails too
     (:func:`~revseq.equivalence.off_device.harmful_nodes`; ``axes`` are the time and
-    batch axes of the probe's ``x``): a probe certifies what runs there, not on a
-    fallback. A worker in which a model failed is not used again
-    (``IsolatedBackend.restart``), but on a backend whose failures are Python errors
-    that leave it as it was (``survives_failures``).
+    batch axes of the probe's ``x``; ``judged``, the nodes whose placement counts, where
+    not all): a probe certifies what runs there, not on a fallback. A worker in which a
+    model failed is not used again (``IsolatedBackend.restart``), but on a backend whose
+    failures are Python errors that leave it as it was (``survives_failures``).
     """
-    failure = _first_failure(backend, model, feeds, truth, axes=axes)
+    failure = _first_failure(backend, model, feeds, truth, axes=axes, judged=judged)
     isolated = isinstance(backend, IsolatedBackend)
     if failure is not None and isolated and not backend.survives_failures:
         backend.restart()
@@ -108,6 +109,7 @@ def _first_failure(
     truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
     *,
     axes: tuple[int, int],
+    judged: Collection[str] | None = None,
 ) -> str | None:
     try:
         runner = backend.prepare(model)
@@ -115,7 +117,7 @@ def _first_failure(
         for inputs in feeds:
             if placement is not None:
                 limit = harmless_size(inputs["x"].shape, *axes)
-                harmful = harmful_nodes(model, placement, inputs, limit=limit)
+                harmful = harmful_nodes(model, placement, inputs, limit=limit, only=judged)
                 if harmful:
                     return f"placed off the device: {'; '.join(harmful)}"
                 placement = None  # where nodes run does not change with the inputs
@@ -200,6 +202,7 @@ def run_op_probes(
                     probe_feeds(probe),
                     reference(model),
                     axes=(layout.time_axis, layout.batch_axis),
+                    judged=_judged(probe),
                 )
             passed[slot] = verdicts[key] is None
             results.append(
@@ -218,6 +221,17 @@ def run_op_probes(
                 ProbeResult(first.where, first.kind, first.certifies, why, first.index)
             )
     return results
+
+
+def _judged(probe: OpProbe) -> frozenset[str] | None:
+    """Where the backend reports placement, the nodes whose placement counts.
+
+    None (all) for a capability's probe: a whole form, as the planner writes it. None
+    of an op's: a runtime places a small node by its neighbours, and a cone's end is a
+    graph output where the form's feeds a gather (an index left on the host there,
+    moved to the device in the form); what runs where is the whole forms' to say.
+    """
+    return None if probe.whole else frozenset()
 
 
 def _certified(

@@ -21,7 +21,7 @@ the slot's own.
 
 from __future__ import annotations
 
-__all__ = ["SIGNATURES", "OpProbe", "Slot", "op_candidates", "probe_feeds"]
+__all__ = ["OUTPUT_CAST", "SIGNATURES", "OpProbe", "Slot", "op_candidates", "probe_feeds"]
 
 import dataclasses
 import functools
@@ -425,6 +425,11 @@ class OpProbe:
         return f"{self.name} in {self.form} at [{shape}], lengths [{lens[0]}]"
 
     @property
+    def whole(self) -> bool:
+        """Whether it probes a capability: a whole form, not a cone ending at a node."""
+        return self.certifies[0] not in _node_kinds_of(self)
+
+    @property
     def slot(self) -> Slot:
         """What it decides (``Slot``)."""
         return (self.certifies[0], self.kind, self.index, self.fixed, self.layout)
@@ -457,6 +462,9 @@ class OpProbe:
             return sizes + EMPTY_SIZES
         return sizes
 
+
+OUTPUT_CAST = "y"
+"""The name of the Cast that makes an integer or boolean result float32."""
 
 _EMPTY_PROBED = frozenset({"Flatten", *LEAN_VARIANTS})
 """Steps runtimes have mishandled on empty data: one flattened [0, 3, 3] to [0, 9] and
@@ -501,10 +509,10 @@ def _model(probe: OpProbe, *, float_output: bool) -> onnx.ModelProto:
     output.type.CopyFrom(result)
     if float_output and result.tensor_type.elem_type != onnx.TensorProto.FLOAT:
         cast = onnx.helper.make_node(
-            "Cast", [last], ["y"], name="y", to=onnx.TensorProto.FLOAT
+            "Cast", [last], [OUTPUT_CAST], name=OUTPUT_CAST, to=onnx.TensorProto.FLOAT
         )
         model.graph.node.append(cast)
-        output.name = "y"
+        output.name = OUTPUT_CAST
         output.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
     return model
 
@@ -594,6 +602,13 @@ def _on_the_data_path(template: Template) -> set[int]:
     return found
 
 
+def _node_kinds_of(probe: OpProbe) -> frozenset[str]:
+    """What the node a probe ends at counts as."""
+    last = probe.nodes[-1]
+    kinds = dict((id(n), k) for n, k in node_kinds(probe.template, probe.traced.signature))
+    return kinds.get(id(last), frozenset())
+
+
 def _kinds_of(trace: _Trace) -> frozenset[str]:
     return frozenset(k for _, kinds in node_kinds(trace.template, trace.sig) for k in kinds)
 
@@ -611,7 +626,7 @@ def _preference(probe: OpProbe) -> tuple[int, int, int, int]:
     computes its index at run time there: with a static time it reads a table,
     whatever the capability), then the smaller.
     """
-    whole = len(probe.nodes) == len(probe.template.nodes)
+    whole = len(probe.nodes) == len(probe.template.nodes)  # a capability's, or a gather's
     general = probe.traced.symbolic >= {_TIME, _BATCH}
     return (len(probe.relies), 0 if general or not whole else 1, probe.size, len(probe.others))
 
@@ -678,8 +693,13 @@ def _undominated(probes: list[OpProbe], probed: set[str]) -> tuple[OpProbe, ...]
     the other signatures are traced for the ops and fallbacks they alone write.
     """
     canonical = [p for p in probes if p.traced.canonical]
+    # A capability with symbolic dims, where a form computes its index at run time:
+    # with a static time it reads a table, whatever the capability.
+    general = [p for p in canonical if p.traced.symbolic >= {_TIME, _BATCH}]
+    if not (probes and probes[0].whole and probes[0].kind == DYNAMIC and general):
+        general = canonical
     kept: list[OpProbe] = []
-    for probe in sorted(canonical or probes, key=_preference):
+    for probe in sorted(general or probes, key=_preference):
         others = probe.others & probed
         if not any(k.others <= others for k in kept):
             kept.append(dataclasses.replace(probe, others=others))
