@@ -1,4 +1,4 @@
-"""The op probes' models, cut from the forms' own traces, and the order they run in."""
+"""The op probes: the forms themselves, traced for many targets, and how runs decide."""
 
 from __future__ import annotations
 
@@ -8,156 +8,130 @@ import numpy as np
 import onnx
 import pytest
 
+from revseq.ops.reference import reverse_sequence
 from revseq.ops.targets import TARGETS
 from revseq.ops.targets.carriers import CARRIER_VARIANTS
-from revseq.ops.vocabulary import DYNAMIC, STATIC, WHERE_BROADCAST_ELSE
-from revseq.passes.inline.templates import node_kinds
+from revseq.ops.vocabulary import (
+    DYNAMIC,
+    INT32_INDEX,
+    LEAN_VARIANTS,
+    REVERSE_ALL,
+    STATIC,
+    WHERE_BROADCAST_ELSE,
+)
+from revseq.probe._models import FORM_LAYOUTS
 from revseq.probe._runs import reference, run_op_probes
-from revseq.probe._traces import SIGNATURES, op_candidates, probe_feeds
+from revseq.probe._traces import SIGNATURES, as_the_form_probes_run, op_probes, probe_feeds
 
 # What shipped profiles list that no form emits any more: no probe certifies them.
 _RETIRED = {WHERE_BROADCAST_ELSE, "ReduceProd"}
 
 
 @pytest.fixture(scope="module")
-def candidates():
-    return op_candidates()
+def probes():
+    return as_the_form_probes_run(op_probes())
 
 
-@pytest.fixture(scope="module")
-def probes(candidates):
-    """Each slot's first candidate: what a backend that runs everything runs."""
-    return [found[0] for found in candidates.values()]
+def _slots(probes, name, kind=None):
+    return {s for p in probes for s in p.slots if s[0] == name and kind in (None, s[1])}
 
 
-def test_every_op_and_variant_a_profile_lists_is_probed_for_both_shape_kinds(probes):
-    """What the probed profiles list (carrier round trips aside: their own probes), the
-    generated probes certify, for static shapes and for symbolic dims."""
+def test_every_op_and_variant_a_profile_lists_is_held_by_some_model_of_either_kind(probes):
+    """What the probed profiles list (carrier round trips aside: their own probes), some
+    model of the forms holds, for static shapes and for symbolic dims."""
     listed = set()
     for profile in (p for p in TARGETS.values() if p.source == "probed"):
         listed |= set(profile.static_ops or ()) | set(profile.dynamic_ops or ())
     listed -= CARRIER_VARIANTS | _RETIRED
     for kind in (STATIC, DYNAMIC):
-        probed = {name for p in probes if p.kind == kind for name in p.certifies}
-        assert listed <= probed, (kind, sorted(listed - probed))
-    assert not _RETIRED & {name for p in probes for name in p.certifies}
+        held = {name for p in probes for name, k, _ in p.slots if k == kind}
+        assert listed <= held, (kind, sorted(listed - held))
+    assert not _RETIRED & {name for p in probes for name in p.ops}
 
 
-def test_each_probe_is_a_cone_of_its_form_ending_at_a_node_of_what_it_certifies(probes):
-    """An op type or variant's probe ends at a node of that kind, every node of it read
-    on the way to that one; a capability's probe is a whole form."""
+def test_each_model_is_a_whole_form_that_reverses_the_data(probes):
+    """From ``x`` and ``lens`` to ``y`` of the data's type and shape: on onnxruntime, each
+    form's model reverses the data by the lengths bit for bit (the whole reversals, by
+    all of it where every length reaches T), as the truth the runs use says."""
+    from revseq.backends import onnxruntime as ort
+
+    checked = set()
     for probe in probes:
-        kinds = dict((id(n), k) for n, k in node_kinds(probe.template, probe.traced.signature))
-        last = probe.nodes[-1]
-        whole = list(probe.nodes) == list(probe.template.nodes)
-        assert probe.certifies[0] in kinds[id(last)] or whole, probe.name
-        made = {id(o) for n in probe.nodes for o in n.outputs}
-        placeholders = {id(probe.template.data), id(probe.template.lengths)}
-        for node in probe.nodes:
-            assert all(v is None or id(v) in made | placeholders for v in node.inputs)
-
-
-def test_a_slots_candidates_are_tried_smallest_first_and_none_is_never_tried(candidates):
-    """A candidate that holds all an earlier one holds is dropped: whatever blocks the
-    earlier one blocks it too."""
-    for slot, found in candidates.items():
-        assert all(p.slot == slot for p in found)
-        for i, later in enumerate(found):
-            assert not any(earlier.others <= later.others for earlier in found[:i]), slot
-    (shape,) = candidates[("Shape", DYNAMIC, "int64", False, None)]
-    assert [n.op_type for n in shape.nodes] == ["Shape"]
+        if (probe.form, probe.traced, probe.kind) in checked:
+            continue
+        checked.add((probe.form, probe.traced, probe.kind))
+        model = probe.model()
+        onnx.checker.check_model(model, full_check=True)
+        assert [i.name for i in model.graph.input] == ["x", "lens"]
+        (output,) = model.graph.output
+        assert output.name == "y" and output.type == model.graph.input[0].type
+        layout = probe.traced.layout
+        run, truth = ort.prepare(model), reference(model)
+        for feeds in probe_feeds(probe):
+            got = run(feeds)[0]
+            assert got.tobytes() == truth(feeds)[0].tobytes(), probe.where
+            lens = feeds["lens"]
+            if probe.form in ("Slice", REVERSE_ALL):
+                lens = np.full_like(lens, got.shape[layout.time_axis])
+            expected = reverse_sequence(
+                feeds["x"], lens, batch_axis=layout.batch_axis, time_axis=layout.time_axis
+            )
+            assert got.tobytes() == expected.tobytes(), probe.where
+    assert len(checked) > 200
 
 
 def test_a_symbolic_trace_also_runs_at_fixed_dims_for_static_shapes(probes):
     """A runtime may fix a model's dims at load (onnxruntime's free-dimension overrides):
-    each symbolic probe has a twin declared at the fixed size, for static shapes."""
-    dynamic = {(p.certifies, p.index) for p in probes if p.kind == DYNAMIC}
-    fixed = {(p.certifies, p.index) for p in probes if p.fixed}
-    assert dynamic and dynamic <= fixed
-    assert all(p.kind == STATIC for p in probes if p.fixed)
-    for probe in (p for p in probes if p.fixed):
+    each symbolic trace has a twin declared at the fixed size, for static shapes."""
+    twins = [p for p in probes if p.fixed]
+    assert twins and all(p.kind == STATIC and p.traced.dynamic for p in twins)
+    for probe in twins[:50]:
         dims = probe.model().graph.input[0].type.tensor_type.shape.dim
-        assert all(d.HasField("dim_value") for d in dims), probe.name
+        assert all(d.HasField("dim_value") for d in dims), probe.where
+        assert len(probe_feeds(probe)) == 1
 
 
-def test_static_gathers_have_a_probe_as_the_static_forms_gather(candidates):
-    """With time and batch leading, a row of a constant table gathered by the lengths:
-    no comparison, select or slice of a Shape on the way (a converter's Shape ignored
-    start and end and its Where did not broadcast: a gather's probe holding them would
-    not be run there)."""
-    from revseq.probe._models import FORM_LAYOUTS
-
-    def leading(layout):  # time and batch the leading axes (general axes compute more)
-        return layout is not None and {
-            FORM_LAYOUTS[layout].batch_axis,
-            FORM_LAYOUTS[layout].time_axis,
-        } == {0, 1}
-
-    gathers = {
-        slot: found
-        for slot, found in candidates.items()
-        if slot[1] == STATIC
-        and not slot[3]
-        and slot[0].startswith("Gather")
-        and leading(slot[4])
-    }
-    assert len(gathers) >= 6
-    for slot, found in gathers.items():
-        plain = [
-            p
-            for p in found
-            if not {n.op_type for n in p.nodes} & {"Less", "Where", "Range", "Shape"}
-        ]
-        assert plain, slot
+def test_what_moves_the_data_is_a_slot_per_layout_the_index_arithmetic_one(probes):
+    """A runtime may move data of one shape right and of another wrong (rank 4 with a
+    dim of 1): what moves the data is decided per layout, the index arithmetic once."""
+    low = {s[2] for s in _slots(probes, "Slice:reverse")}
+    high = {s[2] for s in _slots(probes, "Slice:reverse:high_rank")}
+    assert (low | high) - {None} == set(range(len(FORM_LAYOUTS)))  # None: of an index
+    assert all(len(FORM_LAYOUTS[i].dims) >= 4 for i in high - {None})
+    assert {s[2] for s in _slots(probes, "Less")} == {None}
+    assert {s[2] for s in _slots(probes, "GatherElements")} == set(range(len(FORM_LAYOUTS)))
 
 
-def test_capabilities_no_node_is_are_probed_by_the_forms_that_use_them(probes):
-    """int32 index arithmetic, a stride read from a shape, the lean index's steps: each
-    by a whole form that writes something else without it."""
-    by_name = {(p.name, p.kind): p for p in probes}
-    int32 = by_name[("Index:int32", DYNAMIC)]
-    casts = [n for n in int32.nodes if n.op_type == "Cast"]
-    assert any(n.attributes.get_int("to") == onnx.TensorProto.INT32 for n in casts)
-    stride = by_name[("Mul:dim", DYNAMIC)]
-
-    def from_a_shape(value, steps=3):  # read from a shape, maybe cast and reshaped
-        node = None if value is None else value.producer()
-        if node is None or steps == 0:
-            return False
-        return node.op_type == "Shape" or any(from_a_shape(v, steps - 1) for v in node.inputs)
-
-    assert any(
-        n.op_type == "Mul" and any(from_a_shape(v, 2) for v in n.inputs) for n in stride.nodes
-    )
-    for name in ("Shape:arithmetic", "Range:data_dim", "ReduceSum:scalar"):
-        assert (name, DYNAMIC) in by_name
-
-
-@pytest.mark.parametrize("kind", [STATIC, DYNAMIC])
-def test_every_probe_model_runs_exactly_on_onnxruntime_against_the_reference(probes, kind):
-    """The probes' truth is onnx's reference evaluator; onnxruntime, which runs every
-    form, agrees with it on each probe (so a probe fails only for the backend)."""
-    from revseq.backends import onnxruntime as ort
-
-    for probe in (p for p in probes if p.kind == kind):
-        model = probe.model()
-        onnx.checker.check_model(model, full_check=True)
-        run = ort.prepare(model)
-        truth = reference(model)
-        for feeds in probe_feeds(probe):
-            got, expected = run(feeds)[0], truth(feeds)[0]
-            assert got.dtype == np.float32
-            assert got.tobytes() == expected.tobytes(), probe.name
+def test_capabilities_no_node_is_are_slots_of_the_forms_that_rely_on_them(probes):
+    """int32 index arithmetic, the lean index's steps: slots of the forms that write
+    something else without them; int32 index arithmetic over int64 lengths casts them."""
+    for name in (INT32_INDEX, *LEAN_VARIANTS):
+        assert _slots(probes, name, DYNAMIC), name
+    narrow = [
+        p
+        for p in probes
+        if INT32_INDEX in p.ops
+        and p.kind == DYNAMIC
+        and p.traced.lens_type == onnx.TensorProto.INT64
+        and not p.traced.constant
+    ]
+    assert narrow
+    for probe in narrow:
+        casts = [n for n in probe.template.nodes if n.op_type == "Cast"]
+        assert any(n.attributes.get_int("to") == onnx.TensorProto.INT32 for n in casts)
 
 
 def test_empty_data_is_probed_where_runtimes_mishandled_it(probes):
-    """The Flatten and the lean index also run an empty sequence and an empty batch."""
-    flatten = [p for p in probes if p.certifies == ("Flatten",) and p.kind == DYNAMIC]
-    both = [p for p in flatten if p.traced.symbolic >= {"T", "B"}]  # time and batch
-    assert both
-    for probe in both:
+    """Forms holding a Flatten or the lean index also run an empty sequence and batch."""
+    flattening = [
+        p
+        for p in probes
+        if "Flatten" in p.ops and p.kind == DYNAMIC and p.traced.symbolic >= {"T", "B"}
+    ]
+    assert flattening
+    for probe in flattening[:5]:
         empty = [f for f in probe_feeds(probe) if f["x"].size == 0]
-        assert len(empty) == 2, probe.name
+        assert len(empty) == 2, probe.where
         truth = reference(probe.model())
         assert all(truth(f)[0].size == 0 for f in empty)  # onnxruntime answers there
 
@@ -171,30 +145,32 @@ def test_the_traced_signatures_cover_the_layouts_and_the_exporters_declarations(
         (False, False, True),
         (True, False, True),
     }
-    assert {s.layout.dims for s in SIGNATURES} >= {("T", "B"), ("T", "B", 2, 1, 3)}
+    assert {s.layout for s in SIGNATURES} == set(FORM_LAYOUTS)
 
 
-def test_the_data_is_moved_in_every_layout_the_index_is_computed_once(candidates):
-    """A runtime may move data of one shape right and another wrong (rank 4 with a dim
-    of 1): what moves the data is probed per layout, the index arithmetic once."""
-    from revseq.probe._models import FORM_LAYOUTS
-
-    def layouts(name):
-        return {slot[4] for slot in candidates if slot[0] == name} - {None}  # None: twins
-
-    low, high = layouts("Slice:reverse"), layouts("Slice:reverse:high_rank")
-    assert low | high == set(range(len(FORM_LAYOUTS)))
-    assert all(len(FORM_LAYOUTS[i].dims) >= 4 for i in high)  # each probed as itself
-    assert {slot[4] for slot in candidates if slot[0] == "Less"} == {None}
+def test_a_slot_is_decided_where_the_form_probes_run_the_forms_if_it_can_be(probes):
+    """Static, or time and batch symbolic, as the form probes run the forms: the other
+    signatures (a fixed sequence length, every dim symbolic, constant lengths) hold only
+    what they alone write (a Slice of the data by constant lengths)."""
+    canonical = {s for p in probes if p.traced.canonical for s in p.slots}
+    exotic = {s for p in probes if not p.traced.canonical for s in p.slots}
+    assert exotic and not canonical & exotic
+    assert "Less" not in {name for name, _, _ in exotic}
+    assert "Slice:data" in {name for name, _, _ in exotic}
 
 
-class _Lacking:
-    """A backend that runs every model exactly but those holding one of ``op_types``."""
+class _Refusing:
+    """A backend like onnxruntime that refuses or miscomputes some models.
+
+    ``op_types``: it converts no model holding one. ``wrong``: (op type, rank) it
+    computes wrong, a rank-4 Slice of step -1 say. ``together``: op types it runs
+    each exactly, but not in one model.
+    """
 
     storage: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, *op_types: str) -> None:
-        self.op_types = set(op_types)
+    def __init__(self, *op_types: str, wrong=(), together=()) -> None:
+        self.op_types, self.wrong, self.together = set(op_types), set(wrong), set(together)
         self.models: list[onnx.ModelProto] = []
 
     def prepare(self, model: onnx.ModelProto):
@@ -202,84 +178,77 @@ class _Lacking:
         from revseq.backends import onnxruntime as ort
 
         self.models.append(model)
-        lacked = self.op_types & {n.op_type for n in model.graph.node}
-        if lacked:
-            raise BackendError("lacking", "convert", f"no {', '.join(sorted(lacked))}")
-        return ort.prepare(model)
+        ops = {n.op_type for n in model.graph.node}
+        lacked = self.op_types & ops
+        if lacked or (self.together and self.together <= ops):
+            raise BackendError("refusing", "convert", f"no {', '.join(sorted(lacked))}")
+        rank = len(model.graph.input[0].type.tensor_type.shape.dim)
+        run = ort.prepare(model)
+        if any((op, rank) in self.wrong for op in ops):
+            return lambda feeds: [-o for o in run(feeds)]
+        return run
+
+
+def _profile(results):
+    from revseq.probe.backend import _profile
+
+    class _Label:
+        label = "refusing 1"
+
+    return _profile("onnxruntime", _Label(), results, [], native=None, forms=None, results=[])
 
 
 @pytest.fixture(scope="module")
 def without_range():
     """A backend with no run-time steps: no Range, and no CumSum to count them by."""
-    backend = _Lacking("Range", "CumSum")
+    backend = _Refusing("Range", "CumSum")
     return backend, run_op_probes(backend)
 
 
-def test_a_probe_runs_only_where_what_else_it_holds_ran_exactly(without_range, candidates):
-    """On a backend without Range, Range fails its own probe; every other model run
-    holds no Range but the ones that probe Range itself (and CumSum alike)."""
+def test_what_fails_alone_is_refused_and_the_rest_certified(without_range):
+    """Range and CumSum are refused; with static shapes the forms read constant steps,
+    and what they hold is certified. With symbolic dims every form counts its steps by
+    one of them: nothing is seen to run, and nothing is certified that no form could
+    use there."""
+    _, results = without_range
+    profile = _profile(results)
+    for name in ("Range", "CumSum"):
+        assert name not in profile.dynamic_ops
+        blamed = [r for r in results if r.certifies == (name,) and r.failure]
+        assert blamed, name
+    assert {"Less", "Where", "GatherElements", "GatherND", "Gather"} <= profile.static_ops
+    unseen = {r.certifies for r in results if r.kind == DYNAMIC and r.failure}
+    assert ("Less",) in unseen and "Less" not in profile.dynamic_ops
+
+
+def test_a_model_is_run_once_and_a_failure_names_its_model(without_range):
     backend, results = without_range
-    failed = {(r.certifies[0], r.index) for r in results if r.failure}
-    assert {("Range", "int64"), ("Range", "int32")} <= failed
-    ranged = [m for m in backend.models if any(n.op_type == "Range" for n in m.graph.node)]
-    range_probes = {
-        p.model().SerializeToString()
-        for slot, found in candidates.items()
-        if slot[0] == "Range"
-        for p in found[:1]
-    }
-    assert {m.SerializeToString() for m in ranged} <= range_probes
+    bytes_run = [m.SerializeToString() for m in backend.models]
+    assert len(bytes_run) == len(set(bytes_run))
+    runs = [r for r in results if " at [" in r.name and not r.certifies]
+    assert runs and all(r.failure for r in runs)
 
 
-def test_an_op_seen_only_with_a_failing_one_is_not_certified_and_says_why(without_range):
-    """A capability every form writes with run-time steps (the lean index's batch count
-    read from the data) cannot be observed there: it fails, naming what blocked it; an
-    op with a probe free of them (Less, over a dim read from a shape) is certified."""
-    _, results = without_range
-
-    def verdicts(name):
-        return [r.failure for r in results if r.certifies == (name,) and r.kind == DYNAMIC]
-
-    assert verdicts("Less") and not any(verdicts("Less"))
-    blocked = verdicts("Range:data_dim")
-    assert blocked and all("Range" in f and "did not run exactly" in f for f in blocked)
+def test_an_op_wrong_in_one_layout_alone_is_refused():
+    """A backend that reverses rank 4 wrong (step -1 Slices there, as one freed an
+    invalid pointer on [5, 4, 2, 3]) and ranks 2, 3 and 5 right: the high-rank Slice
+    fails, blamed where it was the only thing not seen to run; the low ranks' does not."""
+    results = run_op_probes(_Refusing(wrong={("Slice", 4)}))
+    profile = _profile(results)
+    assert "Slice:reverse:high_rank" not in profile.static_ops
+    assert "Slice:reverse" in profile.static_ops
 
 
-def test_the_profile_certifies_for_some_index_type(without_range):
-    from revseq.probe.backend import _profile
-
-    class _Label:
-        label = "lacking 1"
-
-    _, results = without_range
-    profile = _profile(
-        "onnxruntime", _Label(), results, [], native=None, forms=None, results=[]
-    )
-    assert "Range" not in profile.dynamic_ops and "Less" in profile.dynamic_ops
-    assert "Shape" in profile.static_ops
-
-
-def test_where_every_model_holds_what_failed_the_forms_fallbacks_are_traced():
-    """Without Flatten, the rows' gather is probed on the view the forms write instead
-    (a Reshape): the forms are traced again as for a target without what failed."""
-    backend = _Lacking("Flatten")
+def test_two_ops_wrong_only_together_are_each_certified():
+    """The forms' models run each of two op types exactly, but one holding both fails
+    (a runtime's lean index and GatherND, each exact, once wrong together): neither is
+    blamed. The form probes, run as the planner writes each form, say which forms hold."""
+    backend = _Refusing(together={"GatherND", "Range"})
     results = run_op_probes(backend)
-    gathers = [r for r in results if r.certifies == ("Gather",) and r.kind == DYNAMIC]
-    assert gathers and not any(r.failure for r in gathers)
-    assert any(r.failure for r in results if r.certifies == ("Flatten",))
-    flattening = [
-        m for m in backend.models if any(n.op_type == "Flatten" for n in m.graph.node)
-    ]
-    assert len(flattening) <= sum(r.certifies == ("Flatten",) for r in results)  # its own
+    both = [m for m in backend.models if {"GatherND", "Range"} <= op_types(m)]
+    assert both and any(r.failure for r in results)
+    assert {"GatherND", "Range"} <= _profile(results).dynamic_ops
 
 
-def test_a_verdict_comes_from_the_signatures_the_forms_are_probed_in_where_it_can(
-    candidates,
-):
-    """Static, or time and batch symbolic, as the form probes run the forms: other
-    signatures (a fixed sequence length, every dim symbolic, constant lengths) give the
-    candidates of what only they write (a Clip of the lengths to a static time)."""
-    for slot, found in candidates.items():
-        assert len({p.traced.canonical for p in found}) == 1, slot
-    exotic = {slot[0] for slot, found in candidates.items() if not found[0].traced.canonical}
-    assert "Less" not in exotic and {"Slice:data", "Reshape:view"} <= exotic
+def op_types(model: onnx.ModelProto) -> set[str]:
+    return {n.op_type for n in model.graph.node}

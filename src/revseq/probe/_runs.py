@@ -20,8 +20,9 @@ __all__ = [
     "run_op_probes",
 ]
 
+import collections
 import dataclasses
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import onnx
@@ -59,18 +60,22 @@ from revseq.probe._models import (
     gather_model,
     probe_floats,
 )
-from revseq.probe._traces import OpProbe, Slot, op_candidates, probe_feeds
+from revseq.probe._traces import OpProbe, Slot, as_the_form_probes_run, op_probes, probe_feeds
 
 
 @dataclasses.dataclass(frozen=True)
 class ProbeResult:
-    """The outcome of one probe model: None when exact, else what went wrong."""
+    """The outcome of one probe model: None when exact, else what went wrong.
+
+    ``certifies``: what it vouches for where exact, what fails with it where not (a
+    model of the forms certifies its op types and variants where exact, and nothing
+    where not: each failure it blames is a result of its own, ``run_op_probes``).
+    """
 
     name: str
     kind: str
     certifies: tuple[str, ...]
     failure: str | None
-    index: str = "int64"
 
 
 def _same(expected: np.ndarray, got: np.ndarray) -> bool:
@@ -84,18 +89,17 @@ def run_exact(
     truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
     *,
     axes: tuple[int, int] = (0, 1),
-    judged: Collection[str] | None = None,
 ) -> str | None:
     """None when every output on every input set is bit-identical, else why not.
 
     On an execution-provider backend a model placed off the device fails too
     (:func:`~revseq.equivalence.off_device.harmful_nodes`; ``axes`` are the time and
-    batch axes of the probe's ``x``; ``judged``, the nodes whose placement counts, where
-    not all): a probe certifies what runs there, not on a fallback. A worker in which a
-    model failed is not used again (``IsolatedBackend.restart``), but on a backend whose
-    failures are Python errors that leave it as it was (``survives_failures``).
+    batch axes of the probe's ``x``): a probe certifies what runs there, not on a
+    fallback. A worker in which a model failed is not used again
+    (``IsolatedBackend.restart``), but on a backend whose failures are Python errors
+    that leave it as it was (``survives_failures``).
     """
-    failure = _first_failure(backend, model, feeds, truth, axes=axes, judged=judged)
+    failure = _first_failure(backend, model, feeds, truth, axes=axes)
     isolated = isinstance(backend, IsolatedBackend)
     if failure is not None and isolated and not backend.survives_failures:
         backend.restart()
@@ -109,7 +113,6 @@ def _first_failure(
     truth: Callable[[dict[str, np.ndarray]], list[np.ndarray]],
     *,
     axes: tuple[int, int],
-    judged: Collection[str] | None = None,
 ) -> str | None:
     try:
         runner = backend.prepare(model)
@@ -117,7 +120,7 @@ def _first_failure(
         for inputs in feeds:
             if placement is not None:
                 limit = harmless_size(inputs["x"].shape, *axes)
-                harmful = harmful_nodes(model, placement, inputs, limit=limit, only=judged)
+                harmful = harmful_nodes(model, placement, inputs, limit=limit)
                 if harmful:
                     return f"placed off the device: {'; '.join(harmful)}"
                 placement = None  # where nodes run does not change with the inputs
@@ -151,131 +154,152 @@ def reference(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[
     return truth
 
 
-def run_op_probes(
-    backend: Backend | IsolatedBackend, *, float_output: bool = True
-) -> list[ProbeResult]:
-    """Each slot's probe (:func:`~revseq.probe._traces.op_candidates`), round by round.
+def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
+    """Each op type and variant the forms write, decided on the forms themselves.
 
-    A slot runs the first of its candidates whose other op types and variants have all
-    ran exactly for the same shapes and index type (skipping those that hold one that
-    failed, waiting while one is undecided): its failure is then its own. Slots that
-    wait on each other each run their first candidate free of what failed. Where every
-    candidate of a slot holds something that failed, the forms are traced again as for
-    a target without it (their fallbacks); a slot still left is not certified: no
-    model of the forms observes it there. A model two slots share runs once.
+    The models are the forms as the planner writes them (:mod:`revseq.probe._traces`).
+    An op type or variant runs exactly, for a shape kind, where some model that holds
+    it ran exactly and none failed in which it was the only slot not seen to run exactly
+    (``Slot``: where it moves the data, in that layout). A failure shared by slots each
+    seen to run exactly elsewhere (two options that run wrong together, a placement
+    that depends on the neighbours) blames none of them: the form probes, run as the
+    planner writes each form for the profile, say which forms hold.
+
+    Models are chosen as ``_Candidates.next`` says, so that a failure names its cause.
+    A slot is left open after ``_TRIES`` failed models held it. Where something is
+    blamed, the forms are traced again as for a target without it (their fallbacks),
+    and those models join. A model two traces share runs once.
     """
-    candidates = dict(op_candidates())
-    passed: dict[Slot, bool] = {}
-    verdicts: dict[tuple[bytes, tuple[tuple[int, int], ...]], str | None] = {}
+    probes = _Candidates(op_probes())
+    ran: set[Slot] = set()
+    failed: list[tuple[OpProbe, frozenset[Slot], str]] = []
+    tries: collections.Counter[Slot] = collections.Counter()
+    failed_with: dict[Slot, frozenset[str]] = {}  # what every model it failed in held
     results = []
-    relaxed, retraced = False, frozenset()
+    verdicts: dict[tuple[bytes, tuple[tuple[int, int], ...]], str | None] = {}
+    retraced: frozenset[str] = frozenset()
     while True:
-        state = _certified(passed, candidates)
-        chosen = {}
-        for slot, probes in candidates.items():
-            if slot not in passed:
-                choice = _first_observable(probes, state, slot, waiting=not relaxed)
-                if choice is not None:
-                    chosen[slot] = choice
-        if not chosen and not relaxed:  # slots that wait on each other: each runs its
-            relaxed = True  # first candidate free of what failed
+        blamed = _blamed(failed, ran)
+        given_up = {slot for slot, n in tries.items() if n >= _TRIES}
+        probe = probes.next(ran, blamed.keys() | given_up, failed_with)
+        if probe is None:
+            lacking = frozenset(name for name, _, _ in blamed)
+            if lacking <= retraced:
+                break
+            retraced |= lacking
+            probes.add(op_probes(retraced))
             continue
-        failed = frozenset(name for slot, ok in passed.items() if not ok for name in slot[:1])
-        if not chosen and failed != retraced and any(s not in passed for s in candidates):
-            # The forms as written for a target without what failed: their fallbacks.
-            retraced = failed
-            fewer = op_candidates(failed)
-            candidates.update((s, p) for s, p in fewer.items() if s not in passed)
-            relaxed = False
-            continue
-        if not chosen:
-            break
-        relaxed = False
-        for slot, probe in chosen.items():
-            model = probe.model(float_output=float_output)
-            key = (model.SerializeToString(), probe.sizes())
-            if key not in verdicts:
-                layout = probe.traced.layout
-                verdicts[key] = run_exact(
-                    backend,
-                    model,
-                    probe_feeds(probe),
-                    reference(model),
-                    axes=(layout.time_axis, layout.batch_axis),
-                    judged=_judged(probe),
-                )
-            passed[slot] = verdicts[key] is None
-            results.append(
-                ProbeResult(
-                    probe.where, probe.kind, probe.certifies, verdicts[key], probe.index
-                )
+        layout, model = probe.traced.layout, probe.model()
+        key = (model.SerializeToString(), probe.sizes())
+        if key not in verdicts:  # a static trace and a symbolic one's fixed twin
+            verdicts[key] = run_exact(
+                backend,
+                model,
+                probe_feeds(probe),
+                reference(model),
+                axes=(layout.time_axis, layout.batch_axis),
             )
-    state = _certified(passed, candidates)
-    for slot, probes in candidates.items():
-        if slot not in passed:
-            table = state[slot[1:3]]
-            blocking = sorted(n for n in probes[0].others if table.get(n) is not True)
-            why = f"every probe of it reads what did not run exactly ({', '.join(blocking)})"
-            first = probes[0]
-            results.append(
-                ProbeResult(first.where, first.kind, first.certifies, why, first.index)
-            )
-    return results
-
-
-def _judged(probe: OpProbe) -> frozenset[str] | None:
-    """Where the backend reports placement, the nodes whose placement counts.
-
-    None (all) for a capability's probe: a whole form, as the planner writes it. None
-    of an op's: a runtime places a small node by its neighbours, and a cone's end is a
-    graph output where the form's feeds a gather (an index left on the host there,
-    moved to the device in the form); what runs where is the whole forms' to say.
-    """
-    return None if probe.whole else frozenset()
-
-
-def _certified(
-    passed: dict[Slot, bool], candidates: dict[Slot, tuple[OpProbe, ...]]
-) -> dict[tuple[str, str], dict[str, bool | None]]:
-    """Per (shape kind, index type), each op type or variant's verdict so far.
-
-    False where one of its slots failed, True where some passed and none failed, None
-    while none is decided (a table look-up is a Gather as the data's gather is: each
-    reads the other, so neither waits for all the other's slots).
-    """
-    state: dict[tuple[str, str], dict[str, bool | None]] = {}
-    for slot in candidates:
-        name, kind, index = slot[:3]
-        table = state.setdefault((kind, index), {})
-        now, before = passed.get(slot), table.get(name)
-        if before is False or now is None:
-            table.setdefault(name, None)
+        failure = verdicts[key]
+        if failure is None:
+            ran |= probe.slots
         else:
-            table[name] = now
-    return state
+            suspects = probe.slots - ran
+            tries.update(suspects)
+            failed.append((probe, frozenset(suspects), failure))
+            for slot in suspects:
+                failed_with[slot] = failed_with.get(slot, probe.ops) & probe.ops
+        certifies = () if failure else tuple(sorted(probe.ops))
+        results.append(ProbeResult(probe.where, probe.kind, certifies, failure))
+    return results + _verdicts(probes.slots, ran, _blamed(failed, ran))
 
 
-def _first_observable(
-    probes: tuple[OpProbe, ...],
-    state: dict[tuple[str, str], dict[str, bool | None]],
-    slot: Slot,
-    *,
-    waiting: bool = True,
-) -> OpProbe | None:
-    """The first candidate whose other op types and variants all ran exactly, or None.
+_TRIES = 3
+"""The failed models a slot is tried in before it is left open."""
 
-    None while an earlier candidate waits on one undecided, or where none can run. Not
-    ``waiting``: the first that holds none that failed.
-    """
-    table = state[slot[1:3]]
-    for probe in probes:
-        verdicts = [table.get(name, True) for name in probe.others]
-        if False in verdicts:
-            continue
-        if None not in verdicts or not waiting:
-            return probe
-        return None
-    return None
+
+class _Candidates:
+    """The op probes not yet run, decided as the form probes run forms."""
+
+    def __init__(self, probes: tuple[OpProbe, ...]):
+        self._all: list[OpProbe] = []
+        self._seen: set[object] = set()
+        self._run: set[int] = set()
+        self.add(probes)
+
+    def add(self, probes: tuple[OpProbe, ...]) -> None:
+        """More models (the forms traced again), each distinct one once."""
+        fresh = [p for p in probes if p.identity not in self._seen]
+        self._seen.update(p.identity for p in fresh)
+        pending = [p for i, p in enumerate(self._all) if i not in self._run]
+        done = [p for i, p in enumerate(self._all) if i in self._run]
+        kept = as_the_form_probes_run([*done, *pending, *fresh])
+        self._all = kept
+        ids = {p.identity for p in done}
+        self._run = {i for i, p in enumerate(kept) if p.identity in ids}
+
+    @property
+    def slots(self) -> frozenset[Slot]:
+        """Every slot some model holds."""
+        return frozenset(slot for p in self._all for slot in p.slots)
+
+    def next(
+        self, ran: set[Slot], closed: set[Slot], failed_with: dict[Slot, frozenset[str]]
+    ) -> OpProbe | None:
+        """The model to run next, or None where no model holds an open slot.
+
+        A slot is open where none ran and it is not ``closed``. A model holding a
+        ``closed`` slot not seen to run is not run: its failure would be that slot's.
+        While nothing failed, the one holding the most open slots. Then the one that
+        holds the least of what every model a slot failed in held (``failed_with``:
+        a slot is tried away from what it failed with, two options each exact may fail
+        together), and of those the one holding the fewest slots not seen to run (a
+        failure is blamed on a slot where it was the only one).
+        """
+        best, best_score = None, None
+        for i, probe in enumerate(self._all):
+            if i in self._run:
+                continue
+            suspects = probe.slots - ran
+            target = suspects - closed
+            if not target or suspects & closed:
+                continue
+            shared = sum(len(probe.ops & failed_with.get(slot, frozenset())) for slot in target)
+            first = (-shared, -len(suspects)) if failed_with else (0, 0)
+            score = (*first, len(target), -probe.relies, -probe.size)
+            if best_score is None or score > best_score:
+                best, best_score = i, score
+        if best is None:
+            return None
+        self._run.add(best)
+        return self._all[best]
+
+
+def _blamed(
+    failed: list[tuple[OpProbe, frozenset[Slot], str]], ran: set[Slot]
+) -> dict[Slot, tuple[OpProbe, str]]:
+    """The slots some model failed in where each was the only one not seen to run."""
+    blamed = {}
+    for probe, suspects, failure in failed:
+        left = suspects - ran
+        if len(left) == 1:
+            blamed.setdefault(next(iter(left)), (probe, failure))
+    return blamed
+
+
+def _verdicts(
+    slots: frozenset[Slot], ran: set[Slot], blamed: dict[Slot, tuple[OpProbe, str]]
+) -> list[ProbeResult]:
+    """What failed, per op type or variant and shape kind: blamed, or never seen to run."""
+    results = []
+    for slot, (probe, failure) in sorted(blamed.items(), key=str):
+        name, kind, _ = slot
+        why = f"the only thing in it not seen to run exactly elsewhere: {failure}"
+        results.append(ProbeResult(f"{name} in {probe.where}", kind, (name,), why))
+    seen = {(name, kind) for name, kind, _ in ran}
+    for name, kind in sorted({(name, kind) for name, kind, _ in slots} - seen):
+        why = "no model of the forms that holds it ran exactly"
+        results.append(ProbeResult(name, kind, (name,), why))
+    return results
 
 
 def _flipped(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -162,7 +162,7 @@ class _Probed:
     def run(cls, name: str, backend: IsolatedBackend, say: Callable[[str], None]) -> _Probed:
         """Every probe, in order: ops, element types, carriers, forms, the native op."""
         say(f"probe: {backend.label}: op probes")
-        ops = run_op_probes(backend, float_output=not quirks_of(name).falls_back)
+        ops = run_op_probes(backend)
         say(f"probe: {backend.label}: element-type probes")
         types = run_dtype_probes(backend)
         say(f"probe: {backend.label}: carrier probes")
@@ -273,14 +273,10 @@ def _profile(
     results: list[ProbeResult],
 ) -> Profile:
     def certified(kind: str) -> frozenset[str]:
-        # A feature passes when, for some index type, all its probes of that type did.
-        passed: dict[tuple[str, str], bool] = {}
-        for r in ops:
-            if r.kind == kind:
-                for feature in r.certifies:
-                    key = (feature, r.index)
-                    passed[key] = passed.get(key, True) and r.failure is None
-        return frozenset(f for (f, _), ok in passed.items() if ok)
+        # What some probe certified and none failed on (run_op_probes names each).
+        found = [r for r in ops if r.kind == kind]
+        passed = {f for r in found if r.failure is None for f in r.certifies}
+        return frozenset(passed - {f for r in found if r.failure for f in r.certifies})
 
     dynamic_ops = certified(DYNAMIC)
     stated = quirks_of(name)
