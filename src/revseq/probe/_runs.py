@@ -22,6 +22,7 @@ __all__ = [
 
 import collections
 import dataclasses
+import re
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -60,7 +61,18 @@ from revseq.probe._models import (
     gather_model,
     probe_floats,
 )
-from revseq.probe._traces import OpProbe, Slot, as_the_form_probes_run, op_probes, probe_feeds
+from revseq.probe._traces import (
+    INDEX_TYPES,
+    OpProbe,
+    Slot,
+    as_the_form_probes_run,
+    op_probes,
+    probe_feeds,
+)
+
+PLACED_OFF = "placed off the device"
+"""How a failure that is a placement begins; the nodes it names follow, each as
+``OpType 'name'`` (:func:`~revseq.equivalence.off_device.harmful_nodes`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +134,7 @@ def _first_failure(
                 limit = harmless_size(inputs["x"].shape, *axes)
                 harmful = harmful_nodes(model, placement, inputs, limit=limit)
                 if harmful:
-                    return f"placed off the device: {'; '.join(harmful)}"
+                    return f"{PLACED_OFF}: {'; '.join(harmful)}"
                 placement = None  # where nodes run does not change with the inputs
             got = runner(inputs)
             expected = truth(held(inputs, backend.storage))  # what the backend holds
@@ -203,8 +215,9 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
         if failure is None:
             ran |= probe.slots
         else:
-            suspects = probe.slots - ran
-            tries.update(suspects)
+            suspects = _suspects(probe, failure, ran)
+            if failed_with:  # isolating: covering, a model holds many untried slots
+                tries.update(suspects)
             failed.append((probe, frozenset(suspects), failure))
             for slot in suspects:
                 failed_with[slot] = failed_with.get(slot, probe.ops) & probe.ops
@@ -263,7 +276,7 @@ class _Candidates:
             target = suspects - closed
             if not target or suspects & closed:
                 continue
-            shared = sum(len(probe.ops & failed_with.get(slot, frozenset())) for slot in target)
+            shared = sum(len(probe.ops & failed_with.get(s, frozenset())) for s in target)
             first = (-shared, -len(suspects)) if failed_with else (0, 0)
             score = (*first, len(target), -probe.relies, -probe.size)
             if best_score is None or score > best_score:
@@ -272,6 +285,19 @@ class _Candidates:
             return None
         self._run.add(best)
         return self._all[best]
+
+
+def _suspects(probe: OpProbe, failure: str, ran: set[Slot]) -> frozenset[Slot]:
+    """The slots a failure may be blamed on: those not seen to run exactly.
+
+    Where the model ran but off the device, only those of the nodes it names (and the
+    index type they compute in): a runtime places a node by its neighbours and type.
+    """
+    suspects = probe.slots - ran
+    if not failure.startswith(PLACED_OFF):
+        return frozenset(suspects)
+    placed = probe.kinds_named(re.findall(r"\w+ '([^']+)'", failure))
+    return frozenset(s for s in suspects if s[0] in placed or s[0] in INDEX_TYPES)
 
 
 def _blamed(

@@ -19,7 +19,15 @@ load). How the runs decide each op type and variant:
 
 from __future__ import annotations
 
-__all__ = ["SIGNATURES", "OpProbe", "Slot", "op_probes", "probe_feeds"]
+__all__ = [
+    "INDEX_TYPES",
+    "SIGNATURES",
+    "OpProbe",
+    "Slot",
+    "as_the_form_probes_run",
+    "op_probes",
+    "probe_feeds",
+]
 
 import dataclasses
 import functools
@@ -37,6 +45,7 @@ from revseq.ops.vocabulary import (
     DYNAMIC,
     GATHER_KINDS,
     INDEX_IN_PLACE,
+    INT32_INDEX,
     INT64_INDEX,
     LEAN_VARIANTS,
     REVERSE_ALL,
@@ -316,9 +325,13 @@ def _attribute_key(value: object) -> object:
     return tuple(value) if isinstance(value, list) else value
 
 
-Slot = tuple[str, str, "int | None"]
+Slot = tuple[str, str, "int | str | None"]
 """What runs exactly or not: (op type or variant, shape kind, where it moves the data
 the form layout it does so in, an index of ``FORM_LAYOUTS``, else None)."""
+
+INDEX_TYPES = frozenset({INT32_INDEX, INT64_INDEX})
+"""The index arithmetic's types: what every step of it computes in, decided per form
+and layout (a GPU may run int64 steps over a vector on the host, over a grid not)."""
 
 _UNPROBED = _DERIVED | _NEVER_EMITTED | {"Constant"}
 """What a slot never names: what the planner derives, what no form emits, the weights."""
@@ -371,6 +384,13 @@ class OpProbe:
         """The op types and variants of its slots."""
         return frozenset(name for name, _, _ in self.slots)
 
+    def kinds_named(self, names: Iterable[str]) -> frozenset[str]:
+        """What the model's nodes of these names count as (a placement names nodes)."""
+        named = set(names)
+        nodes = _model(self).graph.node
+        found = zip(nodes, node_kinds(self.template, self.traced.signature), strict=True)
+        return frozenset(k for node, (_, kinds) in found if node.name in named for k in kinds)
+
     def model(self) -> onnx.ModelProto:
         """The form as a model reading ``x`` and ``lens``, its output ``y``."""
         return _model(self)
@@ -416,9 +436,11 @@ def op_probes(lacking: frozenset[str] = frozenset()) -> tuple[OpProbe, ...]:
         layout = FORM_LAYOUTS.index(trace.traced.layout)
         twins = ((DYNAMIC, False), (STATIC, True)) if trace.traced.dynamic else ()
         twins = twins or ((STATIC, False),)
+        context = f"{trace.form} in layout {layout}"
         for kind, fixed in twins:
-            slots = {(name, kind, layout) for name in moving - _UNPROBED}
-            slots |= {(name, kind, None) for name in still - moving - _UNPROBED}
+            slots: set[Slot] = {(name, kind, layout) for name in moving - _UNPROBED}
+            slots |= {(name, kind, None) for name in still - moving - _UNPROBED - INDEX_TYPES}
+            slots |= {(name, kind, context) for name in still & INDEX_TYPES}
             probe = OpProbe(
                 trace.traced, trace.form, trace.template, kind, frozenset(slots),
                 len(relied), fixed,
