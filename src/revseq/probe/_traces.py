@@ -271,41 +271,60 @@ def _roots(everything: frozenset[str]) -> tuple[frozenset[str], ...]:
 
 
 def _traces(lacking: frozenset[str]) -> Iterator[tuple[_Trace, frozenset[str]]]:
-    """Each trace and the capabilities it relies on that no node of it is.
+    """Each trace and the capabilities it relies on, every capability set without ``lacking``.
 
-    A capability a form asked about is relied on where the form writes something else
-    without it, or cannot be written at all. A trace without one relies on what the
-    trace it came from did, where it still asked about them. Every capability set is
-    without ``lacking``.
+    With some lacking, only the forms that asked about them: the others write what
+    they wrote with everything.
     """
     for traced_as in SIGNATURES:
         for form in _TRACED_FORMS:
-            roots = _roots(_everything() - lacking)
-            seen = set(roots)
-            for root in roots:
-                whole = _trace(traced_as, form, root)
-                if whole is None:
-                    continue
-                used, fewer = set(), []
-                for name in sorted(whole.asked & root):
-                    without = _trace(traced_as, form, root - {name})
-                    if without is None or _model_key(without.template) != _model_key(
-                        whole.template
-                    ):
-                        used.add(name)
-                    if without is not None and root - {name} not in seen:
-                        seen.add(root - {name})
-                        fewer.append((name, without))
-                relied = frozenset(used - _kinds_of(whole) - _NEVER_EMITTED - _DATA_VARIANTS)
-                yield whole, relied
-                for name, without in fewer:
-                    yield without, (relied - {name}) & without.asked
+            if lacking and not lacking & _asked_in(traced_as, form):
+                continue
+            yield from _series(traced_as, form, lacking)
+
+
+def _asked_in(traced_as: Traced, form: str) -> frozenset[str]:
+    """Every capability ``form`` asked about for ``traced_as``, with everything there."""
+    series = _series(traced_as, form, frozenset())
+    return frozenset(name for trace, _ in series for name in trace.asked)
+
+
+@functools.cache
+def _series(
+    traced_as: Traced, form: str, lacking: frozenset[str]
+) -> tuple[tuple[_Trace, frozenset[str]], ...]:
+    """``form``'s traces for ``traced_as``, each with what it relies on that no node is.
+
+    A capability a form asked about is relied on where the form writes something else
+    without it, or cannot be written at all. A trace without one relies on what the
+    trace it came from did, where it still asked about them.
+    """
+    found = []
+    roots = _roots(_everything() - lacking)
+    seen = set(roots)
+    for root in roots:
+        whole = _trace(traced_as, form, root)
+        if whole is None:
+            continue
+        used, fewer = set(), []
+        for name in sorted(whole.asked & root):
+            without = _trace(traced_as, form, root - {name})
+            if without is None or _model_key(without.template) != _model_key(whole.template):
+                used.add(name)
+            if without is not None and root - {name} not in seen:
+                seen.add(root - {name})
+                fewer.append((name, without))
+        relied = frozenset(used - _kinds_of(whole) - _NEVER_EMITTED - _DATA_VARIANTS)
+        found.append((whole, relied))
+        found += [(without, (relied - {name}) & without.asked) for name, without in fewer]
+    return tuple(found)
 
 
 def _kinds_of(trace: _Trace) -> frozenset[str]:
     return frozenset(k for _, kinds in node_kinds(trace.template, trace.sig) for k in kinds)
 
 
+@functools.cache
 def _model_key(template: Template) -> object:
     """What makes two templates the same model: each node's op, attributes and inputs."""
     keys: dict[int, object] = {id(template.data): "x", id(template.lengths): "lens"}
@@ -419,7 +438,7 @@ def op_probes(lacking: frozenset[str] = frozenset()) -> tuple[OpProbe, ...]:
     """Every distinct form traced (``_traces``), as probe models.
 
     ``lacking``: the forms traced as for a target without these (what failed on a
-    backend: its forms write their fallbacks there).
+    backend: its forms write their fallbacks there), those that asked about them.
     """
     found: list[OpProbe] = []
     seen: set[tuple[object, Traced]] = set()
