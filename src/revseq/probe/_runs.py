@@ -23,7 +23,7 @@ __all__ = [
 import collections
 import dataclasses
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 import numpy as np
 import onnx
@@ -193,7 +193,7 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     while True:
         blamed = _blamed(failed, ran)
         given_up = {slot for slot, n in tries.items() if n >= _TRIES}
-        probe = probes.next(ran, blamed.keys() | given_up, failed_with)
+        probe = probes.next(ran, blamed.keys(), given_up, failed_with)
         if probe is None:
             lacking = frozenset(name for name, _, _ in blamed)
             if lacking <= retraced:
@@ -216,8 +216,9 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
             ran |= probe.slots
         else:
             suspects = _suspects(probe, failure, ran)
-            if failed_with:  # isolating: covering, a model holds many untried slots
-                tries.update(suspects)
+            # A slot's tries are its failures after the first: each time tried away from
+            # what it failed with (``_Candidates.next``).
+            tries.update(slot for slot in suspects if slot in failed_with)
             failed.append((probe, frozenset(suspects), failure))
             for slot in suspects:
                 failed_with[slot] = failed_with.get(slot, probe.ops) & probe.ops
@@ -227,7 +228,7 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
 
 
 _TRIES = 3
-"""The failed models a slot is tried in before it is left open."""
+"""The models a slot that failed is tried in again, before it is left open."""
 
 
 class _Candidates:
@@ -256,12 +257,16 @@ class _Candidates:
         return frozenset(slot for p in self._all for slot in p.slots)
 
     def next(
-        self, ran: set[Slot], closed: set[Slot], failed_with: dict[Slot, frozenset[str]]
+        self,
+        ran: set[Slot],
+        blamed: Collection[Slot],
+        given_up: set[Slot],
+        failed_with: dict[Slot, frozenset[str]],
     ) -> OpProbe | None:
         """The model to run next, or None where no model holds an open slot.
 
-        A slot is open where none ran and it is not ``closed``. A model holding a
-        ``closed`` slot not seen to run is not run: its failure would be that slot's.
+        A slot is open where none ran and it was not ``given_up``. A model holding a
+        slot given up and ``blamed`` is not run: its failure would be that slot's.
         While nothing failed, the one holding the most open slots. Then the one that
         holds the least of what every model a slot failed in held (``failed_with``:
         a slot is tried away from what it failed with, two options each exact may fail
@@ -273,8 +278,8 @@ class _Candidates:
             if i in self._run:
                 continue
             suspects = probe.slots - ran
-            target = suspects - closed
-            if not target or suspects & closed:
+            target = suspects - given_up
+            if not target or suspects & given_up & set(blamed):
                 continue
             shared = sum(len(probe.ops & failed_with.get(s, frozenset())) for s in target)
             first = (-shared, -len(suspects)) if failed_with else (0, 0)
