@@ -133,20 +133,30 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
 
 @pytest.mark.parametrize("name", ["onnxruntime", "openvino"])
 def test_the_flatten_probe_runs_empty_data_and_openvino_gets_another_view(name):
-    """The Flatten probe also runs an empty sequence and batch with symbolic dims, its
-    truth from onnxruntime there (onnx's reference cannot Flatten them): OpenVINO 2026.4
-    flattens [0, 3, 3] to [0, 9], so its row form views such data as [rows, *trailing]."""
+    """A form that flattens the data also runs an empty sequence and batch with symbolic
+    dims, its truth from onnxruntime there (onnx's reference cannot Flatten them):
+    OpenVINO 2026.4 flattens [0, 3, 3] to [0, 9], so its row form views such data as
+    [rows, *trailing]."""
     backend = backend_or_skip(name)
     from revseq.probe._models import EMPTY_SIZES
     from revseq.probe._runs import reference, run_exact
-    from revseq.probe._traces import op_candidates, probe_feeds
+    from revseq.probe._traces import op_probes, probe_feeds
 
-    (probe, *_) = op_candidates()[("Flatten", "dynamic", "int64", False, 0)]
+    probe = min(
+        (
+            p
+            for p in op_probes()
+            if ("Flatten", "dynamic", 0) in p.slots
+            and p.traced.symbolic == {"T", "B"}
+            and not p.traced.own_dim
+        ),
+        key=lambda p: (p.relies, p.size),
+    )
     model = probe.model()
     feeds = probe_feeds(probe)
     empty = [f for f in feeds if f["x"].size == 0]
     assert [f["x"].shape[:2] for f in empty] == list(EMPTY_SIZES)
-    assert [t.shape for f in empty for t in reference(model)(f)] == [(0, 3), (0, 3)]
+    assert [t.shape for f in empty for t in reference(model)(f)] == [(0, 3, 3), (4, 0, 3)]
     failure = run_exact(backend, model, feeds, reference(model))
     assert (failure is None) == (name == "onnxruntime"), failure
     assert ("Flatten" in TARGETS[name].dynamic_ops) == (failure is None)
