@@ -20,7 +20,7 @@ from revseq.ops.vocabulary import (
     WHERE_BROADCAST_ELSE,
 )
 from revseq.probe._models import FORM_LAYOUTS
-from revseq.probe._runs import reference, run_op_probes
+from revseq.probe._runs import _suspects, _verdicts, reference, run_op_probes
 from revseq.probe._traces import SIGNATURES, as_the_form_probes_run, op_probes, probe_feeds
 
 # What shipped profiles list that no form emits any more: no probe certifies them.
@@ -188,6 +188,12 @@ class _Refusing:
             return lambda feeds: [-o for o in run(feeds)]
         return run
 
+    @staticmethod
+    def lacking_named(failure: str) -> frozenset[str] | None:
+        """What its refusals name (``Backend.lacking_named``): the op types after "no"."""
+        _, refused, named = failure.partition("convert failed: no ")
+        return frozenset(named.split(", ")) - {""} if refused else None
+
 
 def _profile(results):
     from revseq.probe.backend import _profile
@@ -254,3 +260,36 @@ def test_two_ops_wrong_only_together_are_each_certified():
 
 def op_types(model: onnx.ModelProto) -> set[str]:
     return {n.op_type for n in model.graph.node}
+
+
+def test_a_refusal_that_names_what_the_backend_lacks_is_blamed_on_those_alone(probes):
+    """A converter that lists the layers it left unconverted (pnnx for ncnn) names the
+    cause: a slot not seen to run is a suspect only where its op type is named, and a
+    failure naming only what ran elsewhere blames nothing (the op ran there; the form
+    probes say which forms hold)."""
+    probe = next(p for p in probes if len({s[0] for s in p.slots}) > 2)
+    names = sorted({s[0] for s in probe.slots})
+    named = frozenset({names[0].partition(":")[0]})
+    suspects = _suspects(probe, f"convert failed: no {names[0]}", set(), named)
+    assert suspects and {s[0].partition(":")[0] for s in suspects} == named
+    assert _suspects(probe, "convert failed: no Gather", probe.slots, named) == frozenset()
+    every = _suspects(probe, "wrong values", set(), None)
+    assert every == probe.slots
+
+
+def test_a_slot_blamed_beyond_the_first_layout_refuses_only_what_never_ran_there(probes):
+    """The form probes run every form in every layout and require the first: an index
+    type wrong in one form's layout 5 but exact in layout 0 is that form's failure
+    there, reported and not refused; blamed in layout 0 it is refused, and so is a
+    step used only beyond it (a rank-5 Slice) where it is blamed."""
+    probe = probes[0]
+    wide, high = "Index:int64", "Slice:reverse:high_rank"
+    ran = {(wide, DYNAMIC, ("gather_nd", 0))}
+    cases = {
+        (wide, DYNAMIC, ("gather_rows", 5)): (),
+        (wide, DYNAMIC, ("gather_rows", 0)): (wide,),
+        (high, STATIC, 6): (high,),
+    }
+    for slot, refused in cases.items():
+        verdict = _verdicts(frozenset({slot}), ran, {slot: (probe, "wrong values")})[0]
+        assert verdict.failure and verdict.certifies == refused, slot

@@ -112,6 +112,9 @@ class Adapter:
         setup: Installs what it needs beyond pip (``revseq NAME-setup``), reporting
             each step to the function it is given; returns what it installed, in one
             line. Raises RuntimeError when a step fails.
+        lacking_named: The ONNX op types a refusal's message names as what it has no
+            kernel for (a converter listing the layers it left unconverted), or None
+            where the message names none: a probe blames that refusal on those alone.
     """
 
     prepare: Callable[[onnx.ModelProto], Callable]
@@ -129,6 +132,7 @@ class Adapter:
     untimed: str | None = None
     simulated: bool = False
     setup: Callable[[Callable[[str], None]], str] | None = None
+    lacking_named: Callable[[str], frozenset[str] | None] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,6 +265,11 @@ class Backend:
     def quirks(self) -> Profile:
         """Its profile: where its declared quirks are stated (none where it has none)."""
         return quirks_of(self.name)
+
+    def lacking_named(self, failure: str) -> frozenset[str] | None:
+        """The op types a failure names as lacking (``Adapter.lacking_named``), or None."""
+        named = self.adapter.lacking_named
+        return None if named is None else named(failure)
 
     def rounding(self, dtype: str, rank: int) -> str | None:
         """What it does to ``dtype`` data of ``rank`` inexactly (``Profile.rounding``)."""

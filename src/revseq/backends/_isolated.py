@@ -240,6 +240,10 @@ class IsolatedBackend:
         """The element types it holds in a narrower one (``Backend.storage``)."""
         return self.backend.storage
 
+    def lacking_named(self, failure: str) -> frozenset[str] | None:
+        """The op types a failure names as lacking (``Backend.lacking_named``), or None."""
+        return self.backend.lacking_named(failure)
+
     def rounding(self, dtype: str, rank: int) -> str | None:
         """What it does to ``dtype`` data of ``rank`` inexactly (``Backend.rounding``)."""
         return self.backend.rounding(dtype, rank)

@@ -1,8 +1,8 @@
 """The probe models and the inputs each runs on (see :mod:`revseq.probe.backend`).
 
 Each gather on each element type; each type's round trip through its carrier; each form
-end to end, in the layouts of ``FORM_LAYOUTS`` (the op probes' models are cut from the
-forms' traces: :mod:`revseq.probe._traces`).
+end to end, in the layouts of ``FORM_LAYOUTS`` (the op probes' models are the forms
+as traced: :mod:`revseq.probe._traces`).
 """
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ from revseq.probe._traces import (
     OpProbe,
     Slot,
     as_the_form_probes_run,
+    in_the_first_layout,
     op_probes,
     probe_feeds,
 )
@@ -215,7 +216,7 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
         if failure is None:
             ran |= probe.slots
         else:
-            suspects = _suspects(probe, failure, ran)
+            suspects = _suspects(probe, failure, ran, backend.lacking_named(failure))
             # A slot's tries are its failures after the first: each time tried away from
             # what it failed with (``_Candidates.next``).
             tries.update(slot for slot in suspects if slot in failed_with)
@@ -292,13 +293,18 @@ class _Candidates:
         return self._all[best]
 
 
-def _suspects(probe: OpProbe, failure: str, ran: set[Slot]) -> frozenset[Slot]:
+def _suspects(
+    probe: OpProbe, failure: str, ran: set[Slot], lacking: frozenset[str] | None
+) -> frozenset[Slot]:
     """The slots a failure may be blamed on: those not seen to run exactly.
 
+    Where the backend's refusal names the op types it lacks (``lacking``), only theirs.
     Where the model ran but off the device, only those of the nodes it names (and the
     index type they compute in): a runtime places a node by its neighbours and type.
     """
     suspects = probe.slots - ran
+    if lacking is not None:
+        return frozenset(s for s in suspects if s[0].partition(":")[0] in lacking)
     if not failure.startswith(PLACED_OFF):
         return frozenset(suspects)
     placed = probe.kinds_named(re.findall(r"\w+ '([^']+)'", failure))
@@ -320,12 +326,23 @@ def _blamed(
 def _verdicts(
     slots: frozenset[Slot], ran: set[Slot], blamed: dict[Slot, tuple[OpProbe, str]]
 ) -> list[ProbeResult]:
-    """What failed, per op type or variant and shape kind: blamed, or never seen to run."""
+    """What failed, per op type or variant and shape kind: blamed, or never seen to run.
+
+    A slot blamed beyond the first form layout (``in_the_first_layout``) refuses its op
+    only where nothing of it ran exactly there: else the failure is the form's in that
+    layout, which the form probes find (they run each form in every layout), and is
+    reported without refusing the op everywhere.
+    """
     results = []
+    first = {(slot[0], slot[1]) for slot in ran if in_the_first_layout(slot)}
     for slot, (probe, failure) in sorted(blamed.items(), key=str):
         name, kind, _ = slot
         why = f"the only thing in it not seen to run exactly elsewhere: {failure}"
-        results.append(ProbeResult(f"{name} in {probe.where}", kind, (name,), why))
+        refused = in_the_first_layout(slot) or (name, kind) not in first
+        if not refused:
+            why = f"ran exactly in the first form layout; here {why}"
+        certifies = (name,) if refused else ()
+        results.append(ProbeResult(f"{name} in {probe.where}", kind, certifies, why))
     seen = {(name, kind) for name, kind, _ in ran}
     for name, kind in sorted({(name, kind) for name, kind, _ in slots} - seen):
         why = "no model of the forms that holds it ran exactly"

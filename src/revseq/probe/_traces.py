@@ -25,6 +25,7 @@ __all__ = [
     "OpProbe",
     "Slot",
     "as_the_form_probes_run",
+    "in_the_first_layout",
     "op_probes",
     "probe_feeds",
 ]
@@ -344,9 +345,21 @@ def _attribute_key(value: object) -> object:
     return tuple(value) if isinstance(value, list) else value
 
 
-Slot = tuple[str, str, "int | str | None"]
-"""What runs exactly or not: (op type or variant, shape kind, where it moves the data
-the form layout it does so in, an index of ``FORM_LAYOUTS``, else None)."""
+Slot = tuple[str, str, "int | tuple[str, int] | None"]
+"""What runs exactly or not: (op type or variant, shape kind, where): where it moves the
+data, the form layout it does so in (an index of ``FORM_LAYOUTS``); for an index type,
+the form and layout; else None."""
+
+
+def in_the_first_layout(slot: Slot) -> bool:
+    """Whether a slot stands where the form probes require every form to run.
+
+    That is the first form layout; a slot of no layout stands everywhere.
+    """
+    where = slot[2]
+    layout = where[1] if isinstance(where, tuple) else where
+    return layout in (None, 0)
+
 
 INDEX_TYPES = frozenset({INT32_INDEX, INT64_INDEX})
 """The index arithmetic's types: what every step of it computes in, decided per form
@@ -455,7 +468,7 @@ def op_probes(lacking: frozenset[str] = frozenset()) -> tuple[OpProbe, ...]:
         layout = FORM_LAYOUTS.index(trace.traced.layout)
         twins = ((DYNAMIC, False), (STATIC, True)) if trace.traced.dynamic else ()
         twins = twins or ((STATIC, False),)
-        context = f"{trace.form} in layout {layout}"
+        context = (trace.form, layout)
         for kind, fixed in twins:
             slots: set[Slot] = {(name, kind, layout) for name in moving - _UNPROBED}
             slots |= {(name, kind, None) for name in still - moving - _UNPROBED - INDEX_TYPES}

@@ -68,10 +68,46 @@ def _convert(model: onnx.ModelProto, arrays: list[np.ndarray], folder: str):
     layers = [line.split()[0] for line in text.splitlines()[2:] if line.strip()]
     lacking = sorted({t for t in layers if ncnn.layer_to_index(t) < 0})
     if lacking:
-        raise RuntimeError(f"pnnx wrote layers ncnn lacks: {', '.join(lacking)}")
+        raise RuntimeError(f"{_LACKS}{', '.join(lacking)}")
     if net.load_param(param) != 0 or net.load_model(os.path.join(folder, "model.ncnn.bin")):
         raise RuntimeError("ncnn could not load pnnx's model")
     return net
+
+
+_LACKS = "pnnx wrote layers ncnn lacks: "
+
+_PNNX_LAYERS = {
+    "pnnx.Expression": frozenset({"Add", "Sub", "Mul", "Div", "Neg", "Mod"}),
+    "torch.arange": frozenset({"Range"}),
+    "torch.lt": frozenset({"Less"}),
+    "torch.ones": frozenset({"ConstantOfShape"}),
+    "torch.squeeze": frozenset({"Squeeze"}),
+    "torch.sum": frozenset({"ReduceSum"}),
+    "torch.where": frozenset({"Where"}),
+    "Tensor.reshape": frozenset({"Reshape"}),
+    "Tensor.to": frozenset({"Cast"}),
+}
+"""The ONNX op types each of pnnx's layers stands for (its arithmetic on shapes and
+indices is one expression); a layer named as an ONNX op is that op."""
+
+
+def lacking_named(failure: str) -> frozenset[str] | None:
+    """The ONNX op types of the layers pnnx wrote that ncnn lacks, as the failure says.
+
+    None where it names none, or one not known here (then it says nothing of which).
+    """
+    _, found, listed = failure.partition(_LACKS)
+    if not found:
+        return None
+    named: set[str] = set()
+    for layer in (name.strip() for name in listed.split(",")):
+        if layer in _PNNX_LAYERS:
+            named |= _PNNX_LAYERS[layer]
+        elif layer.isidentifier() and onnx.defs.has(layer):
+            named.add(layer)
+        else:
+            return None
+    return frozenset(named)
 
 
 def _mat(array: np.ndarray):
@@ -155,4 +191,5 @@ ADAPTER = Adapter(
     imports=("ncnn", "pnnx"),
     version=version,
     survives_failures=True,
+    lacking_named=lacking_named,
 )
