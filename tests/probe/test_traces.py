@@ -281,10 +281,11 @@ def test_a_slot_blamed_beyond_the_first_layout_refuses_only_what_never_ran_there
     """The form probes run every form in every layout and require the first: an index
     type wrong in one form's layout 5 but exact in layout 0 is that form's failure
     there, reported and not refused; blamed in layout 0 it is refused, and so is a
-    step used only beyond it (a rank-5 Slice) where it is blamed."""
+    step that moves the data only beyond it (a rank-5 Slice) where it is blamed, though
+    it ran on an index in the first."""
     probe = probes[0]
     wide, high = "Index:int64", "Slice:reverse:high_rank"
-    ran = {(wide, DYNAMIC, ("gather_nd", 0))}
+    ran = {(wide, DYNAMIC, ("gather_nd", 0)), (high, STATIC, None)}  # not moving data
     cases = {
         (wide, DYNAMIC, ("gather_rows", 5)): (),
         (wide, DYNAMIC, ("gather_rows", 0)): (wide,),

@@ -329,16 +329,19 @@ def _verdicts(
     """What failed, per op type or variant and shape kind: blamed, or never seen to run.
 
     A slot blamed beyond the first form layout (``in_the_first_layout``) refuses its op
-    only where nothing of it ran exactly there: else the failure is the form's in that
-    layout, which the form probes find (they run each form in every layout), and is
-    reported without refusing the op everywhere.
+    only where it never ran exactly there in the same role (moving the data, or as an
+    index type): else the failure is the form's in that layout, which the form probes
+    find (they run each form in every layout), and is reported without refusing the op
+    everywhere.
     """
     results = []
-    first = {(slot[0], slot[1]) for slot in ran if in_the_first_layout(slot)}
+    # (op, kind, its role: the type of where it stood) of what ran in the first layout
+    placed = (s for s in ran if s[2] is not None and in_the_first_layout(s))
+    first = {(name, kind, type(where)) for name, kind, where in placed}
     for slot, (probe, failure) in sorted(blamed.items(), key=str):
-        name, kind, _ = slot
+        name, kind, where = slot
         why = f"the only thing in it not seen to run exactly elsewhere: {failure}"
-        refused = in_the_first_layout(slot) or (name, kind) not in first
+        refused = in_the_first_layout(slot) or (name, kind, type(where)) not in first
         if not refused:
             why = f"ran exactly in the first form layout; here {why}"
         certifies = (name,) if refused else ()
