@@ -217,11 +217,12 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
             ran |= probe.slots
         else:
             suspects = _suspects(probe, failure, ran, backend.lacking_named(failure))
-            # A slot's tries are its failures after the first: each time tried away from
-            # what it failed with (``_Candidates.next``).
-            tries.update(slot for slot in suspects if slot in failed_with)
+            # A slot's tries are the failed models that held it after the first, blamed
+            # or not: each time tried away from what it failed with (``_Candidates.next``).
+            unseen = probe.slots - ran
+            tries.update(slot for slot in unseen if slot in failed_with)
             failed.append((probe, frozenset(suspects), failure))
-            for slot in suspects:
+            for slot in unseen:
                 failed_with[slot] = failed_with.get(slot, probe.ops) & probe.ops
         certifies = () if failure else tuple(sorted(probe.ops))
         results.append(ProbeResult(probe.where, probe.kind, certifies, failure))
