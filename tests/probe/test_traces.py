@@ -235,23 +235,29 @@ def test_a_model_is_run_once_and_a_failure_names_its_model(without_range):
     assert runs and all(r.failure for r in runs)
 
 
-def test_an_op_wrong_in_one_layout_alone_is_refused():
+@pytest.fixture(scope="module")
+def two_faults():
     """A backend that reverses rank 4 wrong (step -1 Slices there, as one freed an
-    invalid pointer on [5, 4, 2, 3]) and ranks 2, 3 and 5 right: the high-rank Slice
-    fails, blamed where it was the only thing not seen to run; the low ranks' does not."""
-    results = run_op_probes(_Refusing(wrong={("Slice", 4)}))
+    invalid pointer on [5, 4, 2, 3]) and refuses GatherND and Clip in one model (a
+    runtime's lean index and GatherND, each exact, were once wrong together)."""
+    backend = _Refusing(wrong={("Slice", 4)}, together={"GatherND", "Clip"})
+    return backend, run_op_probes(backend)
+
+
+def test_an_op_wrong_in_one_layout_alone_is_refused(two_faults):
+    """Ranks 2, 3 and 5 run right: the high-rank Slice fails, blamed where it was the
+    only thing not seen to run; the low ranks' does not."""
+    _, results = two_faults
     profile = _profile(results)
     assert "Slice:reverse:high_rank" not in profile.static_ops
     assert "Slice:reverse" in profile.static_ops
 
 
-def test_two_ops_wrong_only_together_are_each_certified():
-    """The forms' models run each of two op types exactly, but one holding both fails
-    (a runtime's lean index and GatherND, each exact, once wrong together): where each
-    is also written without the other, neither is blamed. The form probes, run as the
-    planner writes each form for the profile, say which forms hold."""
-    backend = _Refusing(together={"GatherND", "Clip"})
-    results = run_op_probes(backend)
+def test_two_ops_wrong_only_together_are_each_certified(two_faults):
+    """The forms' models run each of two op types exactly, but one holding both fails:
+    where each is also written without the other, neither is blamed. The form probes,
+    run as the planner writes each form for the profile, say which forms hold."""
+    backend, results = two_faults
     both = [m for m in backend.models if {"GatherND", "Clip"} <= op_types(m)]
     assert both and any(r.failure for r in results)
     profile = _profile(results)

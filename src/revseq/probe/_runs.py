@@ -176,10 +176,12 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     (``Slot``: where it moves the data, in that layout). A failure shared by slots each
     seen to run exactly elsewhere (two options that run wrong together, a placement
     that depends on the neighbours) blames none of them: the form probes, run as the
-    planner writes each form for the profile, say which forms hold.
+    planner writes each form for the profile, say which forms hold. A failure that
+    names its cause is blamed on that alone (``_suspects``), and one beyond the first
+    form layout refuses only what never ran there (``_verdicts``).
 
     Models are chosen as ``_Candidates.next`` says, so that a failure names its cause.
-    A slot is left open after ``_TRIES`` failed models held it. Where something is
+    A slot is left open after ``_TRIES`` more failed models held it. Where something is
     blamed, the forms are traced again as for a target without it (their fallbacks),
     and those models join. A model two traces share runs once.
     """
