@@ -13,7 +13,7 @@ from __future__ import annotations
 
 __all__ = ["harmful_nodes", "harmless_size"]
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import onnx
@@ -33,12 +33,7 @@ def harmless_size(shape: Sequence[int], time_axis: int, batch_axis: int) -> int:
 
 
 def harmful_nodes(
-    model: onnx.ModelProto,
-    placement: Placement,
-    feeds: Inputs,
-    *,
-    limit: int,
-    only: Collection[str] | None = None,
+    model: onnx.ModelProto, placement: Placement, feeds: Inputs, *, limit: int
 ) -> list[str]:
     """The nodes of ``model`` whose placement takes the work off the device.
 
@@ -48,8 +43,6 @@ def harmful_nodes(
         feeds: Inputs the model runs on; the CPU nodes' outputs are measured on them (in
             onnxruntime, which computes the same shapes).
         limit: The most elements a CPU node may make (``harmless_size``).
-        only: The nodes to judge, by name (the copies the backend adds aside), where
-            not all: a probe of one op judges where that op ran.
 
     Returns:
         One line per harmful node: its op type, name and why.
@@ -58,9 +51,9 @@ def harmful_nodes(
         f"{op_type} {name!r} (a copy back to the host)"
         for nodes in placement.values()
         for op_type, name in nodes
-        if op_type == "MemcpyToHost" and only is None
+        if op_type == "MemcpyToHost"
     ]
-    on_cpu = {name for _, name in placement.get(CPU, []) if only is None or name in only}
+    on_cpu = {name for _, name in placement.get(CPU, [])}
     producers = {
         key: n
         for position, n in enumerate(model.graph.node)
