@@ -106,7 +106,7 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
     backend = backend_or_skip("mnn")
     import onnx.parser
 
-    from revseq.probe._runs import reference
+    from revseq.ops.reference import reference_evaluator
 
     # t < L ? t : L - (t+1) over [5, 4], the lengths' [1, 4] broadcast on the else side.
     model = onnx.parser.parse_model("""
@@ -125,7 +125,7 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
     """)
     feeds = {"x": np.zeros((5, 4, 3), np.float32), "lens": np.array([0, 1, 5, 3])}
     got = backend.run(model, feeds)[0]
-    assert got.tobytes() != reference(model)(feeds)[0].tobytes()
+    assert got.tobytes() != reference_evaluator(model).run(None, feeds)[0].tobytes()
     assert "Where:broadcast_else" not in TARGETS["mnn"].static_ops
     assert "Where" in TARGETS["mnn"].static_ops
     check_default("mnn", 3, "float32", "time_major", True)
@@ -134,12 +134,11 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
 @pytest.mark.parametrize("name", ["onnxruntime", "openvino"])
 def test_the_flatten_probe_runs_empty_data_and_openvino_gets_another_view(name):
     """A form that flattens the data also runs an empty sequence and batch with symbolic
-    dims, its truth from onnxruntime there (onnx's reference cannot Flatten them):
-    OpenVINO 2026.4 flattens [0, 3, 3] to [0, 9], so its row form views such data as
-    [rows, *trailing]."""
+    dims: OpenVINO 2026.4 flattens [0, 3, 3] to [0, 9], so its row form views such data
+    as [rows, *trailing]."""
     backend = backend_or_skip(name)
     from revseq.probe._models import EMPTY_SIZES
-    from revseq.probe._runs import reference, run_exact
+    from revseq.probe._runs import run_exact
     from revseq.probe._traces import op_probes, probe_feeds
 
     probe = min(
@@ -156,8 +155,8 @@ def test_the_flatten_probe_runs_empty_data_and_openvino_gets_another_view(name):
     feeds = probe_feeds(probe)
     empty = [f for f in feeds if f["x"].size == 0]
     assert [f["x"].shape[:2] for f in empty] == list(EMPTY_SIZES)
-    assert [t.shape for f in empty for t in reference(model)(f)] == [(0, 3, 3), (4, 0, 3)]
-    failure = run_exact(backend, model, feeds, reference(model))
+    assert [t.shape for f in empty for t in probe.truth(f)] == [(0, 3, 3), (4, 0, 3)]
+    failure = run_exact(backend, model, feeds, probe.truth)
     assert (failure is None) == (name == "onnxruntime"), failure
     assert ("Flatten" in TARGETS[name].dynamic_ops) == (failure is None)
     symbolic = model_of(("T", "B", "F"), "float32", 1, 0)

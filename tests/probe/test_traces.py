@@ -20,7 +20,7 @@ from revseq.ops.vocabulary import (
     WHERE_BROADCAST_ELSE,
 )
 from revseq.probe._models import FORM_LAYOUTS
-from revseq.probe._runs import _suspects, _verdicts, reference, run_op_probes
+from revseq.probe._runs import _suspects, _verdicts, run_op_probes
 from revseq.probe._traces import SIGNATURES, as_the_form_probes_run, op_probes, probe_feeds
 
 # What shipped profiles list that no form emits any more: no probe certifies them.
@@ -66,10 +66,10 @@ def test_each_model_is_a_whole_form_that_reverses_the_data(probes):
         (output,) = model.graph.output
         assert output.name == "y" and output.type == model.graph.input[0].type
         layout = probe.traced.layout
-        run, truth = ort.prepare(model), reference(model)
+        run = ort.prepare(model)
         for feeds in probe_feeds(probe):
             got = run(feeds)[0]
-            assert got.tobytes() == truth(feeds)[0].tobytes(), probe.where
+            assert got.tobytes() == probe.truth(feeds)[0].tobytes(), probe.where
             lens = feeds["lens"]
             if probe.form in ("Slice", REVERSE_ALL):
                 lens = np.full_like(lens, got.shape[layout.time_axis])
@@ -132,8 +132,7 @@ def test_empty_data_is_probed_where_runtimes_mishandled_it(probes):
     for probe in flattening[:5]:
         empty = [f for f in probe_feeds(probe) if f["x"].size == 0]
         assert len(empty) == 2, probe.where
-        truth = reference(probe.model())
-        assert all(truth(f)[0].size == 0 for f in empty)  # onnxruntime answers there
+        assert all(probe.truth(f)[0].size == 0 for f in empty)
 
 
 def test_the_traced_signatures_cover_the_layouts_and_the_exporters_declarations():

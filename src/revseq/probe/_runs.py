@@ -1,7 +1,7 @@
 """Running the probes: each probe model on the backend, compared bit for bit with the truth.
 
-The truth is onnx's ReferenceEvaluator for op probes and revseq's numpy reference for
-forms. On an execution-provider backend a model placed off the device fails
+The truth of a model that reverses (the op probes' forms, the form probes) is revseq's
+numpy reference. On an execution-provider backend a model placed off the device fails
 too: a probe certifies what runs there, not on a fallback.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 __all__ = [
     "ProbeResult",
     "moved",
-    "reference",
     "run_carrier_probes",
     "run_dtype_probes",
     "run_exact",
@@ -30,13 +29,12 @@ import onnx
 
 import revseq
 from revseq.backends import Backend, BackendError, IsolatedBackend
-from revseq.backends import onnxruntime as ort_adapter
 from revseq.equivalence import as_declared, declared_types
 from revseq.equivalence.inputs.values import NAN_PAYLOADS, held, random_array
 from revseq.equivalence.off_device import harmful_nodes, harmless_size
 from revseq.equivalence.reports import first_difference
 from revseq.ops.forms import FORMS
-from revseq.ops.reference import reference_evaluator, reverse_sequence, reverse_sequence_model
+from revseq.ops.reference import reverse_sequence, reverse_sequence_model
 from revseq.ops.targets.carriers import CARRIERS, carrier_variant
 from revseq.ops.targets.profile import Profile
 from revseq.ops.vocabulary import (
@@ -148,25 +146,6 @@ def _first_failure(
     return None
 
 
-def reference(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], list[np.ndarray]]:
-    """The truth for a probe model: onnx's reference evaluator.
-
-    It cannot Flatten an empty tensor (numpy's reshape of size 0 with -1): for empty
-    inputs onnxruntime, the control, gives the truth (one session, made when needed).
-    """
-    evaluator = reference_evaluator(model)
-    control: list[Callable[[dict[str, np.ndarray]], list[np.ndarray]]] = []
-
-    def truth(feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        if all(array.size for array in feeds.values()):
-            return evaluator.run(None, feeds)
-        if not control:
-            control.append(ort_adapter.prepare(model))
-        return control[0](feeds)
-
-    return truth
-
-
 def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     """Each op type and variant the forms write, decided on the forms themselves.
 
@@ -211,7 +190,7 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
                 backend,
                 model,
                 probe_feeds(probe),
-                reference(model),
+                probe.truth,
                 axes=(layout.time_axis, layout.batch_axis),
             )
         failure = verdicts[key]
@@ -278,15 +257,18 @@ class _Candidates:
         failure is blamed on a slot where it was the only one).
         """
         best, best_score = None, None
+        closed = given_up & set(blamed)
         for i, probe in enumerate(self._all):
             if i in self._run:
                 continue
             suspects = probe.slots - ran
             target = suspects - given_up
-            if not target or suspects & given_up & set(blamed):
+            if not target or not closed.isdisjoint(suspects):
                 continue
-            shared = sum(len(probe.ops & failed_with.get(s, frozenset())) for s in target)
-            first = (-shared, -len(suspects)) if failed_with else (0, 0)
+            first = (0, 0)
+            if failed_with:
+                failed = [failed_with[s] for s in target if s in failed_with]
+                first = (-sum(len(probe.ops & f) for f in failed), -len(suspects))
             score = (*first, len(target), -probe.relies, -probe.size)
             if best_score is None or score > best_score:
                 best, best_score = i, score

@@ -41,6 +41,7 @@ import onnx_ir as ir
 
 from revseq.errors import StrategyError
 from revseq.ops import forms
+from revseq.ops.reference import reverse_sequence
 from revseq.ops.signature import Signature
 from revseq.ops.vocabulary import (
     DYNAMIC,
@@ -406,12 +407,12 @@ class OpProbe:
         """What makes two probes one: the model, the signature, the kind, the dims."""
         return (_model_key(self.template), self.traced, self.kind, self.fixed)
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         """The nodes it runs, Constants aside."""
         return self.template.written
 
-    @property
+    @functools.cached_property
     def ops(self) -> frozenset[str]:
         """The op types and variants of its slots."""
         return frozenset(name for name, _, _ in self.slots)
@@ -426,6 +427,18 @@ class OpProbe:
     def model(self) -> onnx.ModelProto:
         """The form as a model reading ``x`` and ``lens``, its output ``y``."""
         return _model(self)
+
+    def truth(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """What its model must return: the reversal itself (revseq's numpy reference).
+
+        A form that reads no lengths (the whole reversal, ``reverse_all``) is written
+        where every length reaches T: it reverses all of T.
+        """
+        layout, data, lens = self.traced.layout, feeds["x"], feeds["lens"]
+        if self.form in (_WHOLE, REVERSE_ALL):
+            lens = np.full_like(lens, data.shape[layout.time_axis])
+        axes = {"batch_axis": layout.batch_axis, "time_axis": layout.time_axis}
+        return [reverse_sequence(data, lens, **axes)]
 
     def sizes(self) -> tuple[tuple[int, int], ...]:
         """(T, B) sizes it runs at: the fixed one, or several with symbolic dims.
