@@ -162,15 +162,16 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
     Models are chosen as ``_Candidates.next`` says, so that a failure names its cause.
     A slot is left open after ``_TRIES`` more failed models held it. Where something is
     blamed, the forms are traced again as for a target without it (their fallbacks),
-    and those models join. A model two traces share runs once.
+    and those models join. What is still undecided then, the other signatures' models
+    decide (``_the_rest``). A model two traces share runs once.
     """
     probes = _Candidates(op_probes())
     ran: set[Slot] = set()
     failed: list[tuple[OpProbe, frozenset[Slot], str]] = []
     tries: collections.Counter[Slot] = collections.Counter()
     failed_with: dict[Slot, frozenset[str]] = {}  # what every model it failed in held
-    results = []
-    verdicts: dict[tuple[bytes, tuple[tuple[int, int], ...]], str | None] = {}
+    results: list[ProbeResult] = []
+    run = _Cached(backend, results)
     retraced: frozenset[str] = frozenset()
     while True:
         blamed = _blamed(failed, ran)
@@ -183,17 +184,7 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
             retraced |= lacking
             probes.add(op_probes(retraced))
             continue
-        layout, model = probe.traced.layout, probe.model()
-        key = (model.SerializeToString(), probe.sizes())
-        if key not in verdicts:  # a static trace and a symbolic one's fixed twin
-            verdicts[key] = run_exact(
-                backend,
-                model,
-                probe_feeds(probe),
-                probe.truth,
-                axes=(layout.time_axis, layout.batch_axis),
-            )
-        failure = verdicts[key]
+        failure = run(probe)
         if failure is None:
             ran |= probe.slots
         else:
@@ -205,9 +196,64 @@ def run_op_probes(backend: Backend | IsolatedBackend) -> list[ProbeResult]:
             failed.append((probe, frozenset(suspects), failure))
             for slot in unseen:
                 failed_with[slot] = failed_with.get(slot, probe.ops) & probe.ops
-        certifies = () if failure else tuple(sorted(probe.ops))
-        results.append(ProbeResult(probe.where, probe.kind, certifies, failure))
+    blamed = _blamed(failed, ran)
+    ran |= _the_rest(run, op_probes(retraced), ran, {(n, k) for n, k, _ in blamed})
     return results + _verdicts(probes.slots, ran, _blamed(failed, ran))
+
+
+class _Cached:
+    """Each probe's model run on the backend once, each run added to ``results``.
+
+    A static trace and a symbolic one's fixed twin may be one model.
+    """
+
+    def __init__(self, backend: Backend | IsolatedBackend, results: list[ProbeResult]):
+        self._backend, self._results = backend, results
+        self._verdicts: dict[tuple[bytes, tuple[tuple[int, int], ...]], str | None] = {}
+
+    def __call__(self, probe: OpProbe) -> str | None:
+        layout, model = probe.traced.layout, probe.model()
+        key = (model.SerializeToString(), probe.sizes())
+        if key not in self._verdicts:
+            self._verdicts[key] = run_exact(
+                self._backend,
+                model,
+                probe_feeds(probe),
+                probe.truth,
+                axes=(layout.time_axis, layout.batch_axis),
+            )
+        failure = self._verdicts[key]
+        certifies = () if failure else tuple(sorted(probe.ops))
+        self._results.append(ProbeResult(probe.where, probe.kind, certifies, failure))
+        return failure
+
+
+def _the_rest(
+    run: _Cached, raw: tuple[OpProbe, ...], ran: set[Slot], blamed: set[tuple[str, str]]
+) -> set[Slot]:
+    """What the other signatures' models show to run, of what nothing decided.
+
+    An op type or variant that no model of the form probes' own signatures decided (each
+    failed on something named, or on something else not seen to run) is decided by the
+    models of the others (constant lengths, a fixed sequence length, every dim
+    symbolic), smallest first: each that runs exactly certifies all it holds; a failure
+    there blames nothing. Each is tried in ``_TRIES`` + 1 models at most.
+    """
+    seen = {(name, kind) for name, kind, _ in ran}
+    undecided = {(n, k) for p in raw for n, k, _ in p.slots} - seen - blamed
+    tried: collections.Counter[tuple[str, str]] = collections.Counter()
+    found: set[Slot] = set()
+    for probe in sorted(raw, key=lambda p: (p.traced.canonical, p.relies, p.size)):
+        wanted = {(n, k) for n, k, _ in probe.slots} & undecided
+        wanted = {pair for pair in wanted - seen if tried[pair] <= _TRIES}
+        if not wanted or probe.traced.canonical:
+            continue
+        if run(probe) is None:
+            found |= probe.slots
+            seen |= {(name, kind) for name, kind, _ in probe.slots}
+        else:
+            tried.update(wanted)
+    return found
 
 
 _TRIES = 3
@@ -283,10 +329,15 @@ def _suspects(
 ) -> frozenset[Slot]:
     """The slots a failure may be blamed on: those not seen to run exactly.
 
-    Where the backend's refusal names the op types it lacks (``lacking``), only theirs.
+    Nothing where the model is a symbolic form with its dims fixed: it certifies what ran
+    in it for static shapes, but the planner writes it with symbolic dims alone (where a
+    runtime fixes them at load, the form probes run it so). Where the backend's refusal
+    names the op types it lacks (``lacking``), only theirs.
     Where the model ran but off the device, only those of the nodes it names (and the
     index type they compute in): a runtime places a node by its neighbours and type.
     """
+    if probe.fixed:
+        return frozenset()
     suspects = probe.slots - ran
     if lacking is not None:
         return frozenset(s for s in suspects if s[0].partition(":")[0] in lacking)
