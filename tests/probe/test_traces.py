@@ -20,7 +20,7 @@ from revseq.ops.vocabulary import (
     WHERE_BROADCAST_ELSE,
 )
 from revseq.probe._models import FORM_LAYOUTS
-from revseq.probe._runs import _suspects, _verdicts, run_op_probes
+from revseq.probe._runs import _suspects, _the_rest, _verdicts, run_op_probes
 from revseq.probe._traces import SIGNATURES, as_the_form_probes_run, op_probes, probe_feeds
 
 # What shipped profiles list that no form emits any more: no probe certifies them.
@@ -212,9 +212,9 @@ def without_range():
 
 def test_what_fails_alone_is_refused_and_the_rest_certified(without_range):
     """Range and CumSum are refused; with static shapes the forms read constant steps,
-    and what they hold is certified. With symbolic dims every form counts its steps by
-    one of them: nothing is seen to run, and nothing is certified that no form could
-    use there."""
+    and what they hold is certified. With symbolic time and batch every form counts its
+    steps by one of them and no gathering form runs; those for a fixed sequence length or
+    constant lengths read constant steps, and decide what those could not."""
     _, results = without_range
     profile = _profile(results)
     for name in ("Range", "CumSum"):
@@ -222,8 +222,10 @@ def test_what_fails_alone_is_refused_and_the_rest_certified(without_range):
         blamed = [r for r in results if r.certifies == (name,) and r.failure]
         assert blamed, name
     assert {"Less", "Where", "GatherElements", "GatherND", "Gather"} <= profile.static_ops
-    unseen = {r.certifies for r in results if r.kind == DYNAMIC and r.failure}
-    assert ("Less",) in unseen and "Less" not in profile.dynamic_ops
+    ran = [r.name for r in results if r.kind == DYNAMIC and not r.failure]
+    both = [w for w in ran if w.startswith("gather") and ("[T, B" in w or "[B, T" in w)]
+    assert ran and not both
+    assert "Less" in profile.dynamic_ops
 
 
 def test_a_model_is_run_once_and_a_failure_names_its_model(without_range):
@@ -299,3 +301,31 @@ def test_a_slot_blamed_beyond_the_first_layout_refuses_only_what_never_ran_there
     for slot, refused in cases.items():
         verdict = _verdicts(frozenset({slot}), ran, {slot: (probe, "wrong values")})[0]
         assert verdict.failure and verdict.certifies == refused, slot
+
+
+def test_a_symbolic_form_with_its_dims_fixed_certifies_but_blames_nothing(probes):
+    """The planner writes a symbolic form with symbolic dims alone: its failure at fixed
+    dims (a compiler that could not lower its shape arithmetic there) is no static
+    op's, and the form probes run it so where a runtime fixes dims at load."""
+    twin = next(p for p in probes if p.fixed)
+    assert twin.kind == STATIC and twin.slots
+    assert _suspects(twin, "convert failed: could not lower", set(), None) == frozenset()
+
+
+def test_what_the_form_probes_signatures_left_undecided_the_others_decide():
+    """A backend on which no form with lengths given at run time runs (ncnn lacks the
+    run-time gathers, pnnx folds the constant ones): the constant lengths' models
+    decide what the form probes' own signatures could not, each that ran certifying
+    all it holds; the others are not run again."""
+    raw = op_probes()
+    asked = []
+
+    def run(probe):
+        asked.append(probe)
+        return None if probe.traced.constant is not None else "wrong values"
+
+    found = _the_rest(run, raw, set(), set())
+    assert asked and not any(p.traced.canonical for p in asked)
+    constant = {s for p in asked if p.traced.constant is not None for s in p.slots}
+    assert found and found <= constant
+    assert len(asked) < len([p for p in raw if not p.traced.canonical])
