@@ -25,10 +25,12 @@ __all__ = [
     "Form",
     "emit",
     "gather_elements",
+    "batch_first",
     "gather_nd",
     "lengths_may_stay_declared",
     "reverse_all",
     "reverse_whole",
+    "reverse_whole_batch_first",
     "reversing_slice_variants",
     "runtime_index_lack",
     "view_kinds",
@@ -59,8 +61,10 @@ from revseq.ops.forms._one_hot import reverse_by_one_hot
 from revseq.ops.forms._rows import ROW_VIEW, gather_rows, needs_allowzero
 from revseq.ops.forms._slices import (
     SLICES_VIEW,
+    batch_first,
     reverse_by_slices,
     reverse_whole,
+    reverse_whole_batch_first,
     reversing_slice_variants,
     whole_reversal_bounds,
 )

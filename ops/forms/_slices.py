@@ -13,8 +13,10 @@ import dataclasses
 
 __all__ = [
     "SLICES_VIEW",
+    "batch_first",
     "reverse_by_slices",
     "reverse_whole",
+    "reverse_whole_batch_first",
     "reversing_slice_variants",
     "whole_reversal_bounds",
 ]
@@ -117,6 +119,31 @@ def reverse_whole(op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature)
     """
     bounds = (const(op, values) for values in whole_reversal_bounds(sig.time_axis))
     return op.Slice(data, *bounds)
+
+
+def batch_first(sig: Signature) -> tuple[int, ...]:
+    """The axes with the batch first, the others in their order.
+
+    The view a full reversal is written over where the target's converter takes a
+    leading axis for the batch (``Profile.batch_leads``, ``simplify.batch_leading``).
+    """
+    assert sig.rank is not None, "a batch-first view needs the rank"
+    return (sig.batch_axis, *(a for a in range(sig.rank) if a != sig.batch_axis))
+
+
+def reverse_whole_batch_first(
+    op: OpBuilder, data: ir.Value, lens: ir.Value, sig: Signature
+) -> ir.Value:
+    """``reverse_whole`` over the data's view with the batch first, transposed back.
+
+    As inline writes it for a target whose converter takes a leading batch; the probes
+    trace it as they trace the forms.
+    """
+    perm = batch_first(sig)
+    view = op.Transpose(data, perm=list(perm))
+    bounds = (const(op, values) for values in whole_reversal_bounds(perm.index(sig.time_axis)))
+    flipped = op.Slice(view, *bounds)
+    return op.Transpose(flipped, perm=[perm.index(axis) for axis in range(len(perm))])
 
 
 def reversing_slice_variants(sig: Signature) -> frozenset[str]:

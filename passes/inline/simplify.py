@@ -210,7 +210,7 @@ def batch_leading(
     readers = profile.batch_leads
     if sig.dim(sig.batch_axis) != 1 or (node is not None and not _read_by(node, readers)):
         return None
-    return (sig.batch_axis, *(a for a in range(sig.rank) if a != sig.batch_axis))
+    return forms.batch_first(sig)
 
 
 def _read_by(node: ir.Node, op_types: frozenset[str]) -> bool:

@@ -223,10 +223,9 @@ def _trace(traced_as: Traced, form: str, capabilities: frozenset[str]) -> _Trace
     asked = _asking(capabilities)
     sig = dataclasses.replace(traced_as.signature, allowed=asked)
     try:  # not the planner's cache: it would answer without asking
-        if form == _WHOLE:
-            template = Template.record(
-                lambda op, x, lens: forms.reverse_whole(op, x, lens, sig)
-            )
+        if form in _WHOLE_REVERSALS:
+            reverse = _WHOLE_REVERSALS[form]
+            template = Template.record(lambda op, x, lens: reverse(op, x, lens, sig))
             lacks = template.lacks
         else:
             template, lacks = traced.__wrapped__(sig, form)  # type: ignore[attr-defined]
@@ -241,10 +240,20 @@ def _trace(traced_as: Traced, form: str, capabilities: frozenset[str]) -> _Trace
 _WHOLE = "Slice"
 """A node whose lengths all reach T, as inline writes it (``forms.reverse_whole``)."""
 
-_TRACED_FORMS = (*forms.FORMS, REVERSE_ALL, SLICES, _WHOLE)
+_WHOLE_BATCH_FIRST = "Slice (batch first)"
+"""The same over the data's view with the batch first, as inline writes it for a target
+whose converter takes a leading batch (``forms.reverse_whole_batch_first``)."""
+
+_WHOLE_REVERSALS = {
+    _WHOLE: forms.reverse_whole,
+    _WHOLE_BATCH_FIRST: forms.reverse_whole_batch_first,
+}
+
+_TRACED_FORMS = (*forms.FORMS, REVERSE_ALL, SLICES, *_WHOLE_REVERSALS)
 """What the op probes come from: every form the planner may take but the one-hot form,
 which is for the finite domain alone and probed end to end there, and the whole
-reversal inline writes by itself."""
+reversal inline writes by itself (over a batch-first view too, where the batch does not
+lead)."""
 
 _NEVER_EMITTED = frozenset({WHERE_BROADCAST_ELSE})
 """Variants a profile may list that no form emits any more (they stay known, so that a
@@ -280,6 +289,8 @@ def _traces(lacking: frozenset[str]) -> Iterator[tuple[_Trace, frozenset[str]]]:
     """
     for traced_as in SIGNATURES:
         for form in _TRACED_FORMS:
+            if form == _WHOLE_BATCH_FIRST and traced_as.layout.batch_axis == 0:
+                continue  # the batch leads already
             if lacking and not lacking & _asked_in(traced_as, form):
                 continue
             yield from _series(traced_as, form, lacking)
@@ -435,7 +446,7 @@ class OpProbe:
         where every length reaches T: it reverses all of T.
         """
         layout, data, lens = self.traced.layout, feeds["x"], feeds["lens"]
-        if self.form in (_WHOLE, REVERSE_ALL):
+        if self.form in (*_WHOLE_REVERSALS, REVERSE_ALL):
             lens = np.full_like(lens, data.shape[layout.time_axis])
         axes = {"batch_axis": layout.batch_axis, "time_axis": layout.time_axis}
         return [reverse_sequence(data, lens, **axes)]
