@@ -227,6 +227,10 @@ class _Cached:
         self._results.append(ProbeResult(probe.where, probe.kind, certifies, failure))
         return failure
 
+    def lacking_named(self, failure: str) -> frozenset[str] | None:
+        """The op types the backend's failure names as lacking, or None."""
+        return self._backend.lacking_named(failure)
+
 
 def _the_rest(
     run: _Cached, raw: tuple[OpProbe, ...], ran: set[Slot], blamed: set[tuple[str, str]]
@@ -236,23 +240,32 @@ def _the_rest(
     An op type or variant that no model of the form probes' own signatures decided (each
     failed on something named, or on something else not seen to run) is decided by the
     models of the others (constant lengths, a fixed sequence length, every dim
-    symbolic), smallest first: each that runs exactly certifies all it holds; a failure
-    there blames nothing. Each is tried in ``_TRIES`` + 1 models at most.
+    symbolic), those holding the least not seen to run first: each that runs exactly
+    certifies all it holds; a failure there blames nothing. Each is tried in
+    ``_TRIES`` + 1 failed models at most, counting only those whose failure names it
+    where it names what the backend lacks.
     """
     seen = {(name, kind) for name, kind, _ in ran}
-    undecided = {(n, k) for p in raw for n, k, _ in p.slots} - seen - blamed
+    others = [p for p in raw if not p.traced.canonical]
+    undecided = {(n, k) for p in others for n, k, _ in p.slots} - seen - blamed
+
+    def unseen(probe: OpProbe) -> int:
+        return len({(n, k) for n, k, _ in probe.slots} - seen)
+
     tried: collections.Counter[tuple[str, str]] = collections.Counter()
     found: set[Slot] = set()
-    for probe in sorted(raw, key=lambda p: (p.traced.canonical, p.relies, p.size)):
+    for probe in sorted(others, key=lambda p: (unseen(p), p.relies, p.size)):
         wanted = {(n, k) for n, k, _ in probe.slots} & undecided
         wanted = {pair for pair in wanted - seen if tried[pair] <= _TRIES}
-        if not wanted or probe.traced.canonical:
+        if not wanted:
             continue
-        if run(probe) is None:
+        failure = run(probe)
+        if failure is None:
             found |= probe.slots
             seen |= {(name, kind) for name, kind, _ in probe.slots}
-        else:
-            tried.update(wanted)
+            continue
+        lacking = run.lacking_named(failure)  # a refusal that names its cause
+        tried.update(p for p in wanted if lacking is None or p[0].split(":")[0] in lacking)
     return found
 
 
