@@ -240,33 +240,42 @@ def _the_rest(
     An op type or variant that no model of the form probes' own signatures decided (each
     failed on something named, or on something else not seen to run) is decided by the
     models of the others (constant lengths, a fixed sequence length, every dim
-    symbolic), those holding the least not seen to run first: each that runs exactly
-    certifies all it holds; a failure there blames nothing. Each is tried in
-    ``_TRIES`` + 1 failed models at most, counting only those whose failure names it
-    where it names what the backend lacks.
+    symbolic): each that runs exactly certifies all it holds; a failure there blames
+    nothing. Each is tried in ``_TRIES`` + 1 failed models at most, those holding the
+    least of what failures named as lacking first, then the least not seen to run.
     """
     seen = {(name, kind) for name, kind, _ in ran}
     others = [p for p in raw if not p.traced.canonical]
     undecided = {(n, k) for p in others for n, k, _ in p.slots} - seen - blamed
-
-    def unseen(probe: OpProbe) -> int:
-        return len({(n, k) for n, k, _ in probe.slots} - seen)
-
+    # each model: what it holds, as (op, kind) pairs, and as op types
+    pending = {
+        i: ({(n, k) for n, k, _ in p.slots}, {op.split(":")[0] for op in p.ops})
+        for i, p in enumerate(others)
+    }
     tried: collections.Counter[tuple[str, str]] = collections.Counter()
+    named: set[str] = set()  # the op types failures here named as lacking
     found: set[Slot] = set()
-    for probe in sorted(others, key=lambda p: (unseen(p), p.relies, p.size)):
-        wanted = {(n, k) for n, k, _ in probe.slots} & undecided
-        wanted = {pair for pair in wanted - seen if tried[pair] <= _TRIES}
-        if not wanted:
-            continue
-        failure = run(probe)
+    while True:
+        best, best_score, best_wanted = None, None, set()
+        open_pairs = {p for p in undecided - seen if tried[p] <= _TRIES}
+        for i, (pairs, op_types) in pending.items():
+            wanted = pairs & open_pairs
+            if not wanted:
+                continue
+            probe = others[i]
+            score = (len(op_types & named), len(pairs - seen), probe.relies, probe.size)
+            if best_score is None or score < best_score:
+                best, best_score, best_wanted = i, score, wanted
+        if best is None:
+            return found
+        del pending[best]
+        failure = run(others[best])
         if failure is None:
-            found |= probe.slots
-            seen |= {(name, kind) for name, kind, _ in probe.slots}
-            continue
-        lacking = run.lacking_named(failure)  # a refusal that names its cause
-        tried.update(p for p in wanted if lacking is None or p[0].split(":")[0] in lacking)
-    return found
+            found |= others[best].slots
+            seen |= {(name, kind) for name, kind, _ in others[best].slots}
+        else:
+            named |= run.lacking_named(failure) or set()
+            tried.update(best_wanted)
 
 
 _TRIES = 3
