@@ -131,6 +131,7 @@ def test_mnn_misreads_a_broadcast_else_operand_and_the_forms_never_emit_one():
     check_default("mnn", 3, "float32", "time_major", True)
 
 
+@pytest.mark.xdist_group("op_probes")  # the forms traced once per process
 @pytest.mark.parametrize("name", ["onnxruntime", "openvino"])
 def test_the_flatten_probe_runs_empty_data_and_openvino_gets_another_view(name):
     """A form that flattens the data also runs an empty sequence and batch with symbolic

@@ -12,6 +12,9 @@ from revseq.ops.targets import TARGETS
 from revseq.ops.targets.profile import Profile
 from revseq.ops.vocabulary import WHERE_BROADCAST_ELSE
 
+# The op probes trace the forms once per process: the tests that read them share one.
+pytestmark = pytest.mark.xdist_group("op_probes")
+
 
 @pytest.fixture(scope="module")
 def probed_once():

@@ -23,6 +23,9 @@ from revseq.probe._models import FORM_LAYOUTS
 from revseq.probe._runs import _suspects, _the_rest, _verdicts, run_op_probes
 from revseq.probe._traces import SIGNATURES, as_the_form_probes_run, op_probes, probe_feeds
 
+# The forms are traced once per process (about 20 s): the tests that read them share one.
+pytestmark = pytest.mark.xdist_group("op_probes")
+
 # What shipped profiles list that no form emits any more: no probe certifies them.
 _RETIRED = {WHERE_BROADCAST_ELSE, "ReduceProd"}
 
