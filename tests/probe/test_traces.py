@@ -20,7 +20,7 @@ from revseq.ops.vocabulary import (
     WHERE_BROADCAST_ELSE,
 )
 from revseq.probe._models import FORM_LAYOUTS
-from revseq.probe._runs import _suspects, _the_rest, _verdicts, run_op_probes
+from revseq.probe._op_runs import _suspects, _the_rest, _verdicts, run_op_probes
 from revseq.probe._traces import SIGNATURES, as_the_form_probes_run, op_probes, probe_feeds
 
 # The forms are traced once per process (about 20 s): the tests that read them share one.

@@ -14,7 +14,7 @@ something else without), for its shape kind; where a node moves the data, per fo
 layout (a runtime may move data of one shape right and of another wrong). A symbolic
 trace also runs with its dims fixed, for static shapes (a runtime may fix the dims at
 load). How the runs decide each op type and variant:
-:func:`revseq.probe._runs.run_op_probes`.
+:func:`revseq.probe._op_runs.run_op_probes`.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from revseq.ops.vocabulary import (
     SHAPE_KINDS,
     STATIC,
 )
+from revseq.probe._op_runs import run_op_probes
 from revseq.probe._runs import (
     ProbeResult,
     moved,
@@ -56,7 +57,6 @@ from revseq.probe._runs import (
     run_finite_probe,
     run_form_probes,
     run_native_probe,
-    run_op_probes,
 )
 
 
